@@ -1,0 +1,66 @@
+/// @file autograd.h
+/// @brief Reverse-mode automatic differentiation: the graph, `backward()`, and
+/// the grad-ready hooks that data-parallel training hangs its communication on.
+///
+/// Every differentiable op in ops.h that sees an input with `requires_grad`
+/// records a `Node`: the inputs it needs gradients for and a closure that,
+/// given the gradient of the op's output, returns the gradients of those
+/// inputs. `backward(loss)` sorts the graph topologically and runs the closures
+/// from the loss back to the leaves (the parameters), accumulating into each
+/// leaf's `grad()`.
+///
+/// The one thing beyond micrograd: a leaf's gradient is *final* once every node
+/// that consumes it has run. At that moment backward() fires the leaf's
+/// grad-ready hooks. Chapter 05 starts an all-reduce from such a hook while
+/// backward is still working on earlier layers — communication overlapped with
+/// computation, exactly as PyTorch DDP does.
+///
+/// Left out: higher-order gradients, in-place ops on graph tensors, retain_graph.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "dpt/tensor.h"
+
+namespace dpt {
+
+/// One recorded op: which inputs need gradients, and how to compute them.
+struct Node {
+  /// Name of the op ("matmul", "relu", …) for error messages and debugging.
+  const char* op = "";
+  /// Inputs in the order `backward` returns their gradients.
+  std::vector<Tensor> inputs;
+  /// Given d(loss)/d(output), returns d(loss)/d(input_i) for every input
+  /// (an undefined tensor for an input that does not require grad).
+  std::function<std::vector<Tensor>(const Tensor& dout)> backward;
+};
+
+/// Runs reverse-mode autograd from `loss` (a one-element tensor, seeded with
+/// d loss / d loss = 1). Accumulates into every reachable leaf's grad() and
+/// fires each leaf's grad-ready hooks the moment its gradient is final. The
+/// graph is freed as it goes: call backward() once per forward pass.
+void backward(const Tensor& loss);
+
+/// True when ops should record the graph on this thread (the default).
+bool grad_enabled();
+
+/// Turns graph recording off on this thread for its lifetime (optimizer
+/// steps, evaluation, finite differences).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Internal for ops.cpp: attaches a node to `output` when grad mode is on and
+/// any of `inputs` requires grad; returns `output` either way.
+Tensor record(Tensor output, const char* op, std::vector<Tensor> inputs,
+              std::function<std::vector<Tensor>(const Tensor& dout)> backward);
+
+}  // namespace dpt

@@ -1,0 +1,97 @@
+/// @file check.h
+/// @brief Errors: `DPT_CHECK` and friends throw `dpt::Error` with rank, file, line
+/// and a sentence that says what was expected and what was seen.
+///
+/// Every failure a user can cause (a bad flag value, a mismatched checkpoint, a
+/// device that runs out of memory, a ring that deadlocks) ends up here, so the
+/// user reads one clear line instead of a raw abort or a hang.
+///
+///     DPT_CHECK(x.size(1) == w.size(1),
+///               "linear: x has " << x.size(1) << " features, weight expects " << w.size(1));
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace dpt {
+
+/// Every error dpt raises. `what()` reads "[rank R] file:line: message".
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Thrown by an exercise hole the student has not filled yet.
+class NotImplemented : public Error {
+ public:
+  explicit NotImplemented(const std::string& what)
+      : Error("not implemented: " + what) {}
+};
+
+/// Thrown when an allocation would exceed a device's capacity.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Thrown when a rank waits on a peer longer than the communication timeout.
+class Timeout : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Labels errors raised on the calling thread with a rank (-1: no rank).
+/// `dpt::launch` sets it on every rank thread / process.
+void set_error_rank(int rank);
+/// The rank errors raised on this thread are labelled with (-1 if none).
+int error_rank();
+
+namespace detail {
+/// Builds "[rank R] file:line: message" and throws E.
+std::string format_error(const char* file, int line, const std::string& message);
+[[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+}  // namespace detail
+
+}  // namespace dpt
+
+/// Throws dpt::Error with `message` (a stream expression) unless `cond` holds.
+#define DPT_CHECK(cond, message)                                           \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      std::ostringstream dpt_check_stream_;                                \
+      dpt_check_stream_ << message;                                        \
+      ::dpt::detail::throw_error(__FILE__, __LINE__, dpt_check_stream_.str()); \
+    }                                                                      \
+  } while (0)
+
+/// Throws dpt::Error unconditionally.
+#define DPT_FAIL(message) DPT_CHECK(false, message)
+
+/// Checks an MPI return code (use in files that include <mpi.h>).
+#define DPT_MPI_CHECK(call)                                                \
+  do {                                                                     \
+    int dpt_mpi_rc_ = (call);                                              \
+    if (dpt_mpi_rc_ != MPI_SUCCESS) {                                      \
+      char dpt_mpi_msg_[MPI_MAX_ERROR_STRING];                             \
+      int dpt_mpi_len_ = 0;                                                \
+      MPI_Error_string(dpt_mpi_rc_, dpt_mpi_msg_, &dpt_mpi_len_);          \
+      DPT_FAIL(#call << " failed: " << std::string(dpt_mpi_msg_, dpt_mpi_len_)); \
+    }                                                                      \
+  } while (0)
+
+/// Checks a CUDA runtime return code (use in files that include <cuda_runtime.h>).
+#define DPT_CUDA_CHECK(call)                                               \
+  do {                                                                     \
+    cudaError_t dpt_cuda_rc_ = (call);                                     \
+    DPT_CHECK(dpt_cuda_rc_ == cudaSuccess,                                 \
+              #call << " failed: " << cudaGetErrorString(dpt_cuda_rc_));   \
+  } while (0)
+
+/// Checks an NCCL return code (use in files that include <nccl.h>).
+#define DPT_NCCL_CHECK(call)                                               \
+  do {                                                                     \
+    ncclResult_t dpt_nccl_rc_ = (call);                                    \
+    DPT_CHECK(dpt_nccl_rc_ == ncclSuccess,                                 \
+              #call << " failed: " << ncclGetErrorString(dpt_nccl_rc_));   \
+  } while (0)

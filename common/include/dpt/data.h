@@ -1,0 +1,77 @@
+/// @file data.h
+/// @brief Data: a deterministic synthetic classification set, an MNIST IDX
+/// reader, and the batch sampler every chapter draws its batches from.
+///
+/// A `Dataset` lives on the host: x (N, D) float32 and N int64 labels. The
+/// sampler defines the *global* batch of each step; under data parallel rank r
+/// takes rows [r·M, (r+1)·M) of it, so N ranks × batch M see exactly the
+/// samples one device with batch N·M sees (chapter 03's equivalence).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dpt/tensor.h"
+
+namespace dpt {
+
+/// Samples on the host: x (N, D), labels y (N) in [0, classes).
+struct Dataset {
+  Tensor x;
+  std::vector<int64_t> y;
+  int64_t classes = 0;
+  int64_t size() const { return x.defined() ? x.size(0) : 0; }
+  int64_t features() const { return x.defined() ? x.size(1) : 0; }
+};
+
+/// `samples` points x ~ N(0, I_features), labelled by a random *teacher*
+/// network: y = argmax(T2 · relu(T1 · x)), hidden width 32. The same `seed`
+/// gives the same data on every machine. Learnable, not linearly trivial.
+Dataset make_synthetic(int64_t samples, int64_t features, int64_t classes, uint64_t seed);
+
+/// An IDX array (the MNIST file format): unsigned bytes with dimensions.
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> values;
+};
+/// Reads an IDX file of unsigned bytes (magic 0x0000 08 NN). Throws dpt::Error
+/// naming the file on a bad magic, a truncated file or trailing bytes.
+IdxArray read_idx(const std::string& path);
+
+/// Reads MNIST's training set from `dir` (train-images-idx3-ubyte and
+/// train-labels-idx1-ubyte, un-gzipped): x (N, 784) normalised with
+/// MNIST's mean 0.1307 and std 0.3081; at most `limit` samples (0: all).
+Dataset load_mnist(const std::string& dir, int64_t limit);
+
+/// Which samples form the global batch of each step.
+///
+/// Without shuffling, step s takes samples [s·B, (s+1)·B) mod N: consecutive
+/// slices that wrap at the end of the data set. With shuffling, the sample
+/// stream is the concatenation of one seeded permutation per epoch.
+class BatchSampler {
+ public:
+  BatchSampler(int64_t samples, int64_t global_batch, bool shuffle, uint64_t seed);
+  /// Indices of the global batch of `step` (global_batch of them).
+  std::vector<int64_t> indices(int64_t step);
+  int64_t global_batch() const { return batch_; }
+
+ private:
+  const std::vector<int64_t>& permutation(int64_t epoch);
+  int64_t samples_, batch_;
+  bool shuffle_;
+  uint64_t seed_;
+  int64_t cached_epoch_ = -1;
+  std::vector<int64_t> cached_;
+};
+
+/// A batch on a device: x (B, D), labels (B).
+struct Batch {
+  Tensor x;
+  std::vector<int64_t> y;
+};
+
+/// Copies rows `indices` of `data` into a new batch on `device`.
+Batch gather_batch(const Dataset& data, const std::vector<int64_t>& indices, Device& device);
+
+}  // namespace dpt

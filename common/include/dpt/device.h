@@ -1,0 +1,75 @@
+/// @file device.h
+/// @brief Devices: where a tensor's bytes live, and how many bytes each one holds.
+///
+/// A `Device` is the host, a *simulated* CPU device `cpu:k` (ordinary host
+/// memory that is counted separately, so a laptop can play N accelerators), or
+/// a CUDA GPU `cuda:k`. Every allocation goes through its device, which keeps
+/// the current and peak bytes in use and refuses an allocation past an optional
+/// capacity with a clear `dpt::OutOfMemory` — how chapter 07 shows a model that
+/// does not fit under plain data parallel but fits under ZeRO stage 3.
+///
+/// Devices live for the whole program; get them with `Device::host()`,
+/// `Device::cpu(k)` or `Device::get("cpu:3")`.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+namespace dpt {
+
+/// What kind of memory a device owns.
+enum class DeviceKind { Host, Cpu, Cuda };
+
+/// One memory space with byte accounting. Thread-safe: rank threads allocate
+/// on their own devices concurrently.
+class Device {
+ public:
+  /// The host (where the master copy and data sets live).
+  static Device& host();
+  /// Simulated device k: host memory, counted on its own.
+  static Device& cpu(int index);
+  /// Parses "host", "cpu:K" or "cuda:K". Throws dpt::Error on anything else.
+  static Device& get(const std::string& name);
+
+  DeviceKind kind() const { return kind_; }
+  int index() const { return index_; }
+  /// "host", "cpu:2", "cuda:0".
+  std::string name() const;
+  bool is_host_memory() const { return kind_ != DeviceKind::Cuda; }
+
+  /// Allocates `bytes` (64-byte aligned). Throws dpt::OutOfMemory when the
+  /// capacity would be exceeded, naming the device, the request and the usage.
+  void* allocate(std::size_t bytes);
+  /// Returns memory obtained from allocate() with the same `bytes`.
+  void release(void* ptr, std::size_t bytes);
+
+  /// Bytes in use now.
+  std::size_t current_bytes() const { return current_.load(); }
+  /// Most bytes ever in use at once since the last reset_peak().
+  std::size_t peak_bytes() const { return peak_.load(); }
+  /// Sets the peak to the current usage.
+  void reset_peak() { peak_.store(current_.load()); }
+  /// Capacity in bytes; 0 means unlimited (the default).
+  std::size_t capacity() const { return capacity_.load(); }
+  void set_capacity(std::size_t bytes) { capacity_.store(bytes); }
+
+  Device(DeviceKind kind, int index) : kind_(kind), index_(index) {}
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+ private:
+  DeviceKind kind_;
+  int index_;
+  std::atomic<std::size_t> current_{0};
+  std::atomic<std::size_t> peak_{0};
+  std::atomic<std::size_t> capacity_{0};
+};
+
+/// Copies `bytes` from `src` on device `from` to `dst` on device `to`.
+void copy_bytes(void* dst, const Device& to, const void* src, const Device& from, std::size_t bytes);
+
+/// "1.50 MiB"-style text for a byte count.
+std::string format_bytes(double bytes);
+
+}  // namespace dpt

@@ -1,0 +1,69 @@
+/// @file ops.h
+/// @brief The math: differentiable ops (each with its backward next to it in
+/// ops.cpp) and a few in-place kernels for optimizers and communication.
+///
+/// Shapes follow PyTorch: a batch of B samples with D features is (B, D); a
+/// Linear layer's weight is (out, in) and computes y = x · Wᵀ + b. GEMMs run on
+/// Eigen (single-threaded: ranks are the parallelism). Ops are on host memory
+/// (host or simulated cpu:k devices); inputs must share a device.
+///
+/// Left out: broadcasting (bias add is part of `linear`), strided views,
+/// in-place ops on tensors that autograd is tracking.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dpt/tensor.h"
+
+namespace dpt {
+
+// ----------------------------------------------------------------------------
+// differentiable ops (record a Node when an input requires grad)
+
+/// a (M, K) · b (K, N) → (M, N).
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// x (B, in), weight (out, in), bias (out) or undefined → x · weightᵀ + bias, (B, out).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+/// Elementwise a + b (same shape).
+Tensor add(const Tensor& a, const Tensor& b);
+/// Elementwise a * b (same shape).
+Tensor mul(const Tensor& a, const Tensor& b);
+/// s · a.
+Tensor scale(const Tensor& a, float s);
+/// max(x, 0) elementwise.
+Tensor relu(const Tensor& x);
+/// Sum of all elements → scalar.
+Tensor sum(const Tensor& x);
+/// Mean of all elements → scalar.
+Tensor mean(const Tensor& x);
+/// logits (B, C), labels B class indices in [0, C) → mean over the batch of
+/// −log softmax(logits)[label], a scalar.
+Tensor softmax_cross_entropy(const Tensor& logits, const std::vector<int64_t>& labels);
+/// pred and target of the same shape → mean of (pred − target)², a scalar.
+/// `target` is treated as a constant.
+Tensor mse_loss(const Tensor& pred, const Tensor& target);
+
+// ----------------------------------------------------------------------------
+// in-place kernels (never recorded by autograd)
+
+/// c = alpha · op(a) · op(b) + beta · c, op(x) = xᵀ when the flag is set.
+/// op(a) is (M, K), op(b) is (K, N), c is (M, N).
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+          float alpha = 1.0f, float beta = 0.0f);
+/// y += alpha · x (same numel).
+void axpy_(Tensor& y, float alpha, const Tensor& x);
+/// t *= s.
+void scale_(Tensor& t, float s);
+/// t = value everywhere.
+void fill_(Tensor& t, float value);
+
+// ----------------------------------------------------------------------------
+// non-differentiable helpers
+
+/// Fraction of rows of logits (B, C) whose argmax equals the label.
+double accuracy(const Tensor& logits, const std::vector<int64_t>& labels);
+/// Largest |a_i − b_i| (same numel).
+float max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace dpt

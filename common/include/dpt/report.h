@@ -1,0 +1,91 @@
+/// @file report.h
+/// @brief What a chapter prints: rank-0 narration, a progress bar, an
+/// end-of-run summary table, and per-step metrics as JSON lines.
+///
+/// Only rank 0 talks (every rank runs the same program; N copies of every
+/// line would bury the lesson). `--quiet` silences narration and the bar but
+/// never the summary table or errors.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace dpt {
+
+/// Narration for one rank: prints when `enabled` (rank 0 and not --quiet).
+class Narrator {
+ public:
+  explicit Narrator(bool enabled) : enabled_(enabled) {}
+  /// A banner for a new section of the lecture: "── 2. Backward ─────".
+  void section(const std::string& title) const;
+  /// One paragraph or line of narration.
+  void say(const std::string& text) const;
+  bool enabled() const { return enabled_; }
+
+ private:
+  bool enabled_;
+};
+
+/// A progress bar on stderr: redrawn in place on a terminal, a line per 10%
+/// otherwise (so CI logs stay short). Does nothing when disabled.
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, int64_t total, bool enabled);
+  /// Marks `done` of `total` units finished; `status` is shown after the bar.
+  void update(int64_t done, const std::string& status = "");
+  /// Completes the bar and ends its line.
+  void finish(const std::string& status = "");
+
+ private:
+  std::string label_;
+  int64_t total_;
+  bool enabled_, tty_;
+  int last_decile_ = -1;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+/// A plain-text table with a title, aligned columns, and a rule under the header.
+class Table {
+ public:
+  Table(std::string title, std::vector<std::string> headers);
+  /// Appends a row (as many cells as headers).
+  void add_row(std::vector<std::string> cells);
+  /// Renders the table.
+  std::string str() const;
+  /// Prints the table to `out`.
+  void print(std::ostream& out) const;
+
+ private:
+  std::string title_;
+  std::vector<std::string> headers_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+/// `value` with `digits` significant digits ("0.0123", "1.23e+06").
+std::string fmt(double value, int digits = 4);
+/// `value` with `decimals` digits after the point ("3.14").
+std::string fixed(double value, int decimals = 2);
+
+/// Writes one JSON object per line (JSONL) to a file; does nothing without a path.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);
+  /// Writes {"step": step, key: value, …} and flushes.
+  void write(int64_t step, const std::map<std::string, double>& values);
+  bool enabled() const { return out_ != nullptr; }
+
+ private:
+  std::unique_ptr<std::ofstream> out_;
+  std::string path_;
+};
+
+/// Seconds since `start`.
+double seconds_since(std::chrono::steady_clock::time_point start);
+
+}  // namespace dpt

@@ -1,0 +1,121 @@
+// autograd.cpp — topological sort, the backward sweep, grad-ready hooks.
+#include "dpt/autograd.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "dpt/check.h"
+#include "dpt/ops.h"
+
+namespace dpt {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+
+bool is_leaf(const TensorImpl* t) { return t->requires_grad && !t->grad_fn; }
+
+// Post-order DFS: every tensor appears after all the tensors it was computed
+// from, so walking the list backwards visits consumers before producers.
+// Holds shared pointers: freeing a node during the sweep must not free a
+// tensor that is still to be visited.
+void topo_sort(const Tensor& root, std::vector<std::shared_ptr<TensorImpl>>& order) {
+  std::unordered_set<TensorImpl*> seen;
+  // Explicit stack (a deep MLP must not overflow the call stack).
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, std::size_t>> stack{{root.impl(), 0}};
+  seen.insert(root.impl().get());
+  while (!stack.empty()) {
+    auto& [t, next] = stack.back();
+    if (t->grad_fn && next < t->grad_fn->inputs.size()) {
+      std::shared_ptr<TensorImpl> in = t->grad_fn->inputs[next++].impl();
+      if (in && seen.insert(in.get()).second) stack.push_back({std::move(in), 0});
+    } else {
+      order.push_back(std::move(t));
+      stack.pop_back();
+    }
+  }
+}
+
+void accumulate(std::shared_ptr<TensorImpl>& slot, const Tensor& g) {
+  if (!slot) {
+    slot = g.impl();  // first contribution: take it, no copy
+  } else {
+    Tensor acc(slot);
+    if (slot.use_count() > 1 || acc.device().name() != g.device().name()) acc = acc.clone();
+    axpy_(acc, 1.0f, g);
+    slot = acc.impl();
+  }
+}
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+Tensor record(Tensor output, const char* op, std::vector<Tensor> inputs,
+              std::function<std::vector<Tensor>(const Tensor& dout)> backward) {
+  if (!t_grad_enabled) return output;
+  bool any = false;
+  for (const Tensor& in : inputs) any = any || in.requires_grad();
+  if (!any) return output;
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->inputs = std::move(inputs);
+  node->backward = std::move(backward);
+  output.impl()->grad_fn = std::move(node);
+  output.impl()->requires_grad = true;
+  return output;
+}
+
+void backward(const Tensor& loss) {
+  DPT_CHECK(loss.defined() && loss.numel() == 1,
+            "backward() starts from a one-element loss, got shape "
+                << (loss.defined() ? shape_str(loss.shape()) : "undefined"));
+  DPT_CHECK(loss.requires_grad(), "backward(): the loss does not depend on any tensor that requires grad");
+  NoGradGuard no_grad;  // gradient arithmetic is not itself recorded
+
+  std::vector<std::shared_ptr<TensorImpl>> order;
+  topo_sort(loss, order);
+
+  // How many nodes still have to deliver a gradient to each leaf; at zero the
+  // leaf's gradient is final and its hooks fire.
+  std::unordered_map<TensorImpl*, int> pending;
+  for (auto& t : order)
+    if (t->grad_fn)
+      for (const Tensor& in : t->grad_fn->inputs)
+        if (in.defined() && is_leaf(in.impl().get())) ++pending[in.impl().get()];
+
+  std::unordered_map<TensorImpl*, std::shared_ptr<TensorImpl>> grads;  // non-leaf gradients
+  grads[loss.impl().get()] = Tensor::full(loss.shape(), 1.0f, loss.device()).impl();
+
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    TensorImpl* t = it->get();
+    if (!t->grad_fn) continue;
+    auto found = grads.find(t);
+    std::shared_ptr<Node> node = t->grad_fn;
+    t->grad_fn.reset();  // free the graph as we go
+    if (found != grads.end()) {
+      Tensor dout(found->second);
+      grads.erase(found);  // this tensor's gradient is consumed: free it
+      std::vector<Tensor> dinputs = node->backward(dout);
+      DPT_CHECK(dinputs.size() == node->inputs.size(),
+                node->op << " backward returned " << dinputs.size() << " gradients for "
+                         << node->inputs.size() << " inputs");
+      for (std::size_t i = 0; i < dinputs.size(); ++i) {
+        Tensor& in = node->inputs[i];
+        if (!dinputs[i].defined() || !in.requires_grad()) continue;
+        DPT_CHECK(dinputs[i].shape() == in.shape(),
+                  node->op << " backward: gradient " << shape_str(dinputs[i].shape())
+                           << " for input " << i << " of shape " << shape_str(in.shape()));
+        accumulate(is_leaf(in.impl().get()) ? in.impl()->grad : grads[in.impl().get()], dinputs[i]);
+      }
+    }
+    for (Tensor& in : node->inputs) {
+      if (!in.defined() || !is_leaf(in.impl().get())) continue;
+      if (--pending[in.impl().get()] == 0)
+        for (auto& hook : in.impl()->grad_ready_hooks) hook(in);
+    }
+  }
+}
+
+}  // namespace dpt

@@ -1,0 +1,115 @@
+// device.cpp — the device registry and per-device byte accounting.
+#include "dpt/device.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "dpt/check.h"
+
+namespace dpt {
+
+namespace {
+std::mutex g_registry_mutex;
+std::map<std::pair<int, int>, std::unique_ptr<Device>>& registry() {
+  static std::map<std::pair<int, int>, std::unique_ptr<Device>> devices;
+  return devices;
+}
+
+Device& lookup(DeviceKind kind, int index) {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  auto& slot = registry()[{static_cast<int>(kind), index}];
+  if (!slot) slot = std::make_unique<Device>(kind, index);
+  return *slot;
+}
+}  // namespace
+
+Device& Device::host() { return lookup(DeviceKind::Host, 0); }
+
+Device& Device::cpu(int index) {
+  DPT_CHECK(index >= 0, "device index must be >= 0, got " << index);
+  return lookup(DeviceKind::Cpu, index);
+}
+
+Device& Device::get(const std::string& name) {
+  if (name == "host") return host();
+  auto colon = name.find(':');
+  DPT_CHECK(colon != std::string::npos,
+            "unknown device '" << name << "': expected host, cpu:K or cuda:K");
+  std::string kind = name.substr(0, colon);
+  int index = -1;
+  try {
+    index = std::stoi(name.substr(colon + 1));
+  } catch (const std::exception&) {
+    DPT_FAIL("device '" << name << "' has no index: expected host, cpu:K or cuda:K");
+  }
+  if (kind == "cpu") return cpu(index);
+  if (kind == "cuda") return lookup(DeviceKind::Cuda, index);
+  DPT_FAIL("unknown device kind '" << kind << "': expected host, cpu:K or cuda:K");
+}
+
+std::string Device::name() const {
+  switch (kind_) {
+    case DeviceKind::Host: return "host";
+    case DeviceKind::Cpu: return "cpu:" + std::to_string(index_);
+    case DeviceKind::Cuda: return "cuda:" + std::to_string(index_);
+  }
+  return "?";
+}
+
+void* Device::allocate(std::size_t bytes) {
+  DPT_CHECK(kind_ != DeviceKind::Cuda,
+            "device " << name() << ": CUDA memory is not built into this dpt");
+  std::size_t now = current_.fetch_add(bytes) + bytes;
+  std::size_t cap = capacity_.load();
+  if (cap != 0 && now > cap) {
+    current_.fetch_sub(bytes);
+    throw OutOfMemory(detail::format_error(
+        __FILE__, __LINE__,
+        "out of memory on " + name() + ": asked for " + format_bytes(double(bytes)) + " with " +
+            format_bytes(double(now - bytes)) + " in use of a " + format_bytes(double(cap)) +
+            " capacity"));
+  }
+  std::size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  std::size_t rounded = (bytes + 63) / 64 * 64;
+  void* ptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!ptr) {
+    current_.fetch_sub(bytes);
+    throw OutOfMemory(detail::format_error(__FILE__, __LINE__,
+                                           "host allocation of " + format_bytes(double(bytes)) +
+                                               " for " + name() + " failed"));
+  }
+  return ptr;
+}
+
+void Device::release(void* ptr, std::size_t bytes) {
+  if (!ptr) return;
+  std::free(ptr);
+  current_.fetch_sub(bytes);
+}
+
+void copy_bytes(void* dst, const Device& to, const void* src, const Device& from,
+                std::size_t bytes) {
+  DPT_CHECK(to.is_host_memory() && from.is_host_memory(),
+            "copy " << from.name() << " -> " << to.name() << ": CUDA is not built into this dpt");
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
+  return text;
+}
+
+}  // namespace dpt

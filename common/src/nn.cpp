@@ -1,0 +1,169 @@
+// nn.cpp — random numbers, Linear and MLP.
+#include "dpt/nn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "dpt/autograd.h"
+#include "dpt/check.h"
+#include "dpt/ops.h"
+
+namespace dpt {
+
+// ----------------------------------------------------------------------------
+// Rng: xoshiro256** seeded by splitmix64
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+Rng::Rng(uint64_t seed) {
+  for (auto& s : state_) s = splitmix64(seed);
+}
+
+uint64_t Rng::next_u64() {
+  uint64_t result = rotl(state_[1] * 5, 7) * 9;
+  uint64_t t = state_[1] << 17;
+  state_[2] ^= state_[0];
+  state_[3] ^= state_[1];
+  state_[1] ^= state_[2];
+  state_[0] ^= state_[3];
+  state_[2] ^= t;
+  state_[3] = rotl(state_[3], 45);
+  return result;
+}
+
+float Rng::uniform() { return float(next_u64() >> 40) * (1.0f / 16777216.0f); }
+
+float Rng::normal() {
+  float u1 = uniform(), u2 = uniform();
+  if (u1 < 1e-12f) u1 = 1e-12f;  // log(0) guard
+  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795864f * u2);
+}
+
+uint64_t Rng::below(uint64_t n) {
+  DPT_CHECK(n > 0, "Rng::below(0)");
+  return next_u64() % n;  // bias < n / 2^64: irrelevant at our sizes
+}
+
+// ----------------------------------------------------------------------------
+// Linear
+
+Linear::Linear(int64_t in_features, int64_t out_features, Device& device, Rng& rng) {
+  DPT_CHECK(in_features > 0 && out_features > 0,
+            "Linear(" << in_features << ", " << out_features << "): sizes must be positive");
+  float bound = 1.0f / std::sqrt(float(in_features));
+  weight = Tensor::empty({out_features, in_features}, device);
+  bias = Tensor::empty({out_features}, device);
+  for (int64_t i = 0; i < weight.numel(); ++i) weight.data()[i] = rng.uniform(-bound, bound);
+  for (int64_t i = 0; i < bias.numel(); ++i) bias.data()[i] = rng.uniform(-bound, bound);
+  weight.set_requires_grad(true);
+  bias.set_requires_grad(true);
+}
+
+Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+
+// ----------------------------------------------------------------------------
+// MLP
+
+MLP::MLP(const std::vector<int64_t>& widths, Device& device, Rng& rng) : widths_(widths) {
+  DPT_CHECK(widths.size() >= 2, "an MLP needs at least an input and an output width");
+  for (std::size_t i = 0; i + 1 < widths.size(); ++i)
+    layers_.emplace_back(widths[i], widths[i + 1], device, rng);
+}
+
+Tensor MLP::forward(const Tensor& x) const {
+  Tensor h = x;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    h = layers_[i].forward(h);
+    if (i + 1 < layers_.size()) h = relu(h);
+  }
+  return h;
+}
+
+std::vector<NamedTensor> MLP::named_parameters() const {
+  std::vector<NamedTensor> out;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::string prefix = "fc" + std::to_string(i);
+    out.push_back({prefix + ".weight", layers_[i].weight});
+    out.push_back({prefix + ".bias", layers_[i].bias});
+  }
+  return out;
+}
+
+std::vector<Tensor> MLP::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& named : named_parameters()) out.push_back(named.tensor);
+  return out;
+}
+
+int64_t MLP::num_parameters() const {
+  int64_t n = 0;
+  for (auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+double MLP::forward_flops(int64_t batch) const {
+  double flops = 0;
+  for (std::size_t i = 0; i + 1 < widths_.size(); ++i)
+    flops += 2.0 * double(batch) * double(widths_[i]) * double(widths_[i + 1]);
+  return flops;
+}
+
+std::vector<int64_t> parse_widths(const std::string& spec) {
+  std::vector<int64_t> widths;
+  std::stringstream in(spec);
+  std::string part;
+  while (std::getline(in, part, '-')) {
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    DPT_CHECK(used == part.size() && !part.empty() && value > 0,
+              "model '" << spec << "': expected positive layer widths joined by '-', e.g. 784-256-10");
+    widths.push_back(value);
+  }
+  DPT_CHECK(widths.size() >= 2, "model '" << spec << "': needs at least an input and an output width, e.g. 784-10");
+  return widths;
+}
+
+Evaluation evaluate(const MLP& model, const Dataset& data, int64_t chunk) {
+  NoGradGuard no_grad;
+  Device& device = model.parameters().front().device();
+  Evaluation result;
+  int64_t n = data.size();
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    int64_t end = std::min(n, begin + chunk);
+    Tensor x = data.x.rows(begin, end).to(device);
+    std::vector<int64_t> y(data.y.begin() + begin, data.y.begin() + end);
+    Tensor logits = model.forward(x);
+    double weight = double(end - begin) / double(n);
+    result.loss += weight * softmax_cross_entropy(logits, y).item();
+    result.accuracy += weight * accuracy(logits, y);
+  }
+  return result;
+}
+
+void copy_parameters(const MLP& src, MLP& dst) {
+  auto from = src.named_parameters();
+  auto to = dst.named_parameters();
+  DPT_CHECK(from.size() == to.size(), "copy_parameters: models have different layer counts");
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    DPT_CHECK(from[i].tensor.shape() == to[i].tensor.shape(),
+              "copy_parameters: " << from[i].name << " is " << shape_str(from[i].tensor.shape())
+                                  << " vs " << shape_str(to[i].tensor.shape()));
+    to[i].tensor.copy_from(from[i].tensor);
+  }
+}
+
+}  // namespace dpt

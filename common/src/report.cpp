@@ -1,0 +1,141 @@
+// report.cpp — narration, progress bar, tables, metrics JSONL.
+#include "dpt/report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "dpt/check.h"
+
+namespace dpt {
+
+// ----------------------------------------------------------------------------
+// narration
+
+void Narrator::section(const std::string& title) const {
+  if (!enabled_) return;
+  std::string rule(std::max<int>(4, 72 - int(title.size()) - 4), '-');
+  std::cout << "\n-- " << title << " " << rule << "\n";
+}
+
+void Narrator::say(const std::string& text) const {
+  if (enabled_) std::cout << text << "\n";
+}
+
+// ----------------------------------------------------------------------------
+// progress bar
+
+ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled)
+    : label_(std::move(label)), total_(std::max<int64_t>(total, 1)), enabled_(enabled),
+      tty_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()), last_draw_() {}
+
+void ProgressBar::update(int64_t done, const std::string& status) {
+  if (!enabled_) return;
+  auto now = std::chrono::steady_clock::now();
+  int decile = int(10 * done / total_);
+  bool final = done >= total_;
+  if (tty_) {
+    if (!final && now - last_draw_ < std::chrono::milliseconds(50)) return;  // ≤ 20 redraws/s
+  } else if (decile == last_decile_ && !final) {
+    return;
+  }
+  last_draw_ = now;
+  last_decile_ = decile;
+  std::cout << std::flush;  // keep narration (stdout) and the bar (stderr) in order
+  const int width = 30;
+  int filled = int(width * std::min<int64_t>(done, total_) / total_);
+  std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
+  double elapsed = seconds_since(start_);
+  char line[256];
+  std::snprintf(line, sizeof line, "%s [%s] %lld/%lld %.1fs %s", label_.c_str(), bar.c_str(),
+                (long long)done, (long long)total_, elapsed, status.c_str());
+  if (tty_) std::cerr << "\r" << line << "\x1b[K" << std::flush;
+  else std::cerr << line << "\n";
+}
+
+void ProgressBar::finish(const std::string& status) {
+  if (!enabled_) return;
+  if (tty_ || last_decile_ < 10) {
+    last_draw_ = {};
+    update(total_, status);
+  }
+  if (tty_) std::cerr << "\n";
+  enabled_ = false;
+}
+
+// ----------------------------------------------------------------------------
+// tables
+
+Table::Table(std::string title, std::vector<std::string> headers)
+    : title_(std::move(title)), headers_(std::move(headers)) {}
+
+void Table::add_row(std::vector<std::string> cells) {
+  DPT_CHECK(cells.size() == headers_.size(),
+            "table '" << title_ << "': row has " << cells.size() << " cells for " << headers_.size() << " columns");
+  rows_.push_back(std::move(cells));
+}
+
+std::string Table::str() const {
+  std::vector<std::size_t> width(headers_.size());
+  for (std::size_t c = 0; c < headers_.size(); ++c) {
+    width[c] = headers_[c].size();
+    for (auto& row : rows_) width[c] = std::max(width[c], row[c].size());
+  }
+  auto render = [&](const std::vector<std::string>& cells) {
+    std::string line = " ";
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      // First column left-aligned (labels), the rest right-aligned (numbers).
+      std::string pad(width[c] - cells[c].size(), ' ');
+      line += c == 0 ? cells[c] + pad : pad + cells[c];
+      line += c + 1 < cells.size() ? "  " : "";
+    }
+    return line + "\n";
+  };
+  std::size_t total = 1;
+  for (auto w : width) total += w + 2;
+  std::string out = "\n" + title_ + "\n" + render(headers_) + " " + std::string(total - 3, '-') + "\n";
+  for (auto& row : rows_) out += render(row);
+  return out;
+}
+
+void Table::print(std::ostream& out) const { out << str() << std::flush; }
+
+std::string fmt(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*g", digits, value);
+  return text;
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+// ----------------------------------------------------------------------------
+// metrics
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  out_ = std::make_unique<std::ofstream>(path, std::ios::trunc);
+  DPT_CHECK(*out_, "cannot write metrics file '" << path << "'");
+}
+
+void MetricsWriter::write(int64_t step, const std::map<std::string, double>& values) {
+  if (!out_) return;
+  nlohmann::json line = {{"step", step}};
+  for (auto& [key, value] : values) line[key] = std::isfinite(value) ? nlohmann::json(value) : nlohmann::json();
+  *out_ << line.dump() << "\n" << std::flush;
+  DPT_CHECK(*out_, "writing metrics file '" << path_ << "' failed");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace dpt
