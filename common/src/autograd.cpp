@@ -35,15 +35,19 @@ void topo_sort(const Tensor& root, std::vector<std::shared_ptr<TensorImpl>>& ord
   }
 }
 
-void accumulate(std::shared_ptr<TensorImpl>& slot, const Tensor& g) {
+// Adds g into a gradient slot. A leaf's gradient must own its storage (an
+// in-place all-reduce on one parameter's gradient must not change another's),
+// so a gradient still shared with others (add() hands one dout to both
+// inputs) is copied; a freshly computed one is taken without a copy.
+void accumulate(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool leaf) {
   if (!slot) {
-    slot = g.impl();  // first contribution: take it, no copy
-  } else {
-    Tensor acc(slot);
-    if (slot.use_count() > 1 || acc.device().name() != g.device().name()) acc = acc.clone();
-    axpy_(acc, 1.0f, g);
-    slot = acc.impl();
+    slot = (leaf && g.impl().use_count() > 1) ? g.clone().impl() : g.impl();
+    return;
   }
+  bool shared = slot.use_count() > 1;  // never write into storage someone else holds
+  Tensor acc = shared ? Tensor(slot).clone() : Tensor(slot);
+  axpy_(acc, 1.0f, g);
+  slot = acc.impl();
 }
 }  // namespace
 
@@ -107,7 +111,8 @@ void backward(const Tensor& loss) {
         DPT_CHECK(dinputs[i].shape() == in.shape(),
                   node->op << " backward: gradient " << shape_str(dinputs[i].shape())
                            << " for input " << i << " of shape " << shape_str(in.shape()));
-        accumulate(is_leaf(in.impl().get()) ? in.impl()->grad : grads[in.impl().get()], dinputs[i]);
+        bool leaf = is_leaf(in.impl().get());
+        accumulate(leaf ? in.impl()->grad : grads[in.impl().get()], dinputs[i], leaf);
       }
     }
     for (Tensor& in : node->inputs) {

@@ -2,6 +2,7 @@
 #include "dpt/data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <numeric>
 
@@ -29,6 +30,16 @@ Dataset make_synthetic(int64_t samples, int64_t features, int64_t classes, uint6
   Rng teacher_rng(seed ^ 0x7EAC4E55ull);
   MLP teacher({features, 32, classes}, host, teacher_rng);
   Tensor logits = teacher.forward(data.x);
+  // Standardise each class's logit over the data set: a random teacher would
+  // otherwise hand most samples to a few classes.
+  for (int64_t c = 0; c < classes; ++c) {
+    double mean = 0, square = 0;
+    for (int64_t i = 0; i < samples; ++i) mean += logits.data()[i * classes + c] / double(samples);
+    for (int64_t i = 0; i < samples; ++i) square += std::pow(logits.data()[i * classes + c] - mean, 2) / double(samples);
+    double inv_std = 1.0 / std::sqrt(square + 1e-12);
+    for (int64_t i = 0; i < samples; ++i)
+      logits.data()[i * classes + c] = float((logits.data()[i * classes + c] - mean) * inv_std);
+  }
   data.y.resize(samples);
   for (int64_t i = 0; i < samples; ++i) {
     const float* row = logits.data() + i * classes;

@@ -26,7 +26,8 @@ struct Dataset {
 };
 
 /// `samples` points x ~ N(0, I_features), labelled by a random *teacher*
-/// network: y = argmax(T2 · relu(T1 · x)), hidden width 32. The same `seed`
+/// network: y = argmax of its logits T2 · relu(T1 · x) (hidden width 32), each
+/// class's logit standardised over the data so classes are balanced. The same `seed`
 /// gives the same data on every machine. Learnable, not linearly trivial.
 Dataset make_synthetic(int64_t samples, int64_t features, int64_t classes, uint64_t seed);
 

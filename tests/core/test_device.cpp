@@ -1,0 +1,54 @@
+// test_device.cpp — per-device memory accounting and the capacity limit.
+#include <catch2/catch.hpp>
+
+#include "dpt/check.h"
+#include "dpt/tensor.h"
+
+using namespace dpt;
+
+TEST_CASE("devices count current and peak bytes per device", "[device]") {
+  Device& dev = Device::cpu(40);
+  std::size_t base = dev.current_bytes();
+  {
+    Tensor a = Tensor::zeros({256}, dev);  // 1 KiB
+    Tensor view = a.rows(0, 10);          // a view allocates nothing
+    CHECK(dev.current_bytes() == base + 1024);
+    dev.reset_peak();
+    { Tensor b = Tensor::zeros({512}, dev); }
+    CHECK(dev.peak_bytes() == base + 1024 + 2048);
+  }
+  CHECK(dev.current_bytes() == base);
+  CHECK(Device::cpu(39).current_bytes() == 0);  // another device saw nothing
+}
+
+TEST_CASE("a capped device refuses an allocation with a clear out-of-memory error", "[device]") {
+  Device& dev = Device::cpu(42);
+  dev.set_capacity(dev.current_bytes() + 4096);
+  Tensor fits = Tensor::zeros({1024}, dev);
+  CHECK_THROWS_AS(Tensor::zeros({1}, dev), OutOfMemory);
+  CHECK_THROWS_WITH(Tensor::zeros({1}, dev),
+                    Catch::Contains("out of memory on cpu:42") && Catch::Contains("4 B") && Catch::Contains("capacity"));
+  std::size_t used = dev.current_bytes();
+  CHECK(used == dev.capacity());  // the refused allocation was not counted
+  dev.set_capacity(0);
+}
+
+TEST_CASE("device names parse and bad ones are refused", "[device]") {
+  CHECK(Device::get("cpu:3").name() == "cpu:3");
+  CHECK(&Device::get("host") == &Device::host());
+  CHECK_THROWS_WITH(Device::get("tpu:0"), Catch::Contains("unknown device kind"));
+  CHECK_THROWS_WITH(Device::get("cpu"), Catch::Contains("expected host, cpu:K or cuda:K"));
+}
+
+TEST_CASE("tensor views share storage and copies do not", "[tensor]") {
+  Tensor t = Tensor::from_vector({3, 2}, {1, 2, 3, 4, 5, 6}, Device::host());
+  Tensor row = t.rows(1, 2);
+  row.data()[0] = 30;
+  CHECK(t.data()[2] == 30);
+  Tensor copy = t.clone();
+  copy.data()[0] = 100;
+  CHECK(t.data()[0] == 1);
+  CHECK(t.reshape({6}).slice(4, 2).to_vector() == std::vector<float>{5, 6});
+  CHECK_THROWS_WITH(t.reshape({4}), Catch::Contains("sizes differ"));
+  CHECK_THROWS_WITH(t.rows(2, 4), Catch::Contains("out of range"));
+}

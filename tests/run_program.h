@@ -1,0 +1,58 @@
+// run_program.h — runs a chapter binary from a test and reads what it wrote.
+#pragma once
+
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dpt_test {
+
+/// Exit code and combined stdout+stderr of a command.
+struct ProgramResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+/// Path of a built program: $DPT_BIN_DIR/name (CTest sets DPT_BIN_DIR).
+inline std::string program_path(const std::string& name) {
+  const char* dir = std::getenv("DPT_BIN_DIR");
+  return std::string(dir ? dir : "bin") + "/" + name;
+}
+
+/// Runs `program args` (program from program_path) and captures its output.
+inline ProgramResult run_program(const std::string& name, const std::string& args) {
+  std::string command = program_path(name) + " " + args + " 2>&1";
+  ProgramResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  std::array<char, 4096> buffer;
+  while (std::fgets(buffer.data(), int(buffer.size()), pipe)) result.output += buffer.data();
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+/// Reads a JSONL file into one json object per line.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+/// A fresh path under the system temp dir, unique per test process.
+inline std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/dpt_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+}  // namespace dpt_test

@@ -1,0 +1,97 @@
+// test_ch02.cpp — chapter 02's holes: per-sample gradients against autograd on
+// batches of one, their mean against the whole-batch gradient, and the
+// average against a serial double-precision mean.
+#include <catch2/catch.hpp>
+
+#include "dpt/nn.h"
+#include "dpt/ops.h"
+#include "gradcheck.h"
+#include "holes.h"
+#include "run_program.h"
+
+using namespace dpt;
+using dpt_test::random_tensor;
+
+namespace {
+struct Fixture {
+  Rng rng{5};
+  MLP model{{6, 8, 4}, Device::host(), rng};
+  Batch batch;
+  Fixture() {
+    batch.x = random_tensor({5, 6}, rng);
+    batch.y = {0, 3, 1, 2, 3};
+  }
+  // The oracle: autograd on rows [begin, end) as one batch.
+  std::vector<Tensor> gradient_of_rows(int64_t begin, int64_t end) {
+    for (auto& p : model.parameters()) p.zero_grad();
+    std::vector<int64_t> y(batch.y.begin() + begin, batch.y.begin() + end);
+    softmax_cross_entropy(model.forward(batch.x.rows(begin, end)), y).backward();
+    std::vector<Tensor> grads;
+    for (auto& p : model.parameters()) grads.push_back(p.grad().clone());
+    for (auto& p : model.parameters()) p.zero_grad();
+    return grads;
+  }
+};
+}  // namespace
+
+TEST_CASE("per_sample_gradients: each equals the gradient of that sample alone", "[ch02]") {
+  Fixture f;
+  auto per_sample = ch02::per_sample_gradients(f.model, f.batch);
+  REQUIRE(per_sample.size() == 5);
+  for (int64_t i = 0; i < 5; ++i) {
+    auto expected = f.gradient_of_rows(i, i + 1);
+    REQUIRE(per_sample[i].size() == expected.size());
+    for (std::size_t p = 0; p < expected.size(); ++p) {
+      INFO("sample " << i << ", parameter " << p);
+      REQUIRE(per_sample[i][p].shape() == expected[p].shape());
+      CHECK(max_abs_diff(per_sample[i][p], expected[p]) < 1e-6f);  // same float ops: ~exact
+    }
+  }
+  for (auto& p : f.model.parameters()) CHECK_FALSE(p.grad().defined());
+}
+
+TEST_CASE("per_sample_gradients: samples differ (no gradient reused across samples)", "[ch02]") {
+  Fixture f;
+  auto per_sample = ch02::per_sample_gradients(f.model, f.batch);
+  REQUIRE(per_sample.size() == 5);
+  // Samples 1 and 4 share label 3 but not inputs: their gradients must differ.
+  CHECK(max_abs_diff(per_sample[1][0], per_sample[4][0]) > 1e-3f);
+}
+
+TEST_CASE("average_gradients: equals a serial double-precision mean", "[ch02]") {
+  Rng rng(6);
+  std::vector<ch02::Gradients> per_sample(7);
+  for (auto& g : per_sample) g = {random_tensor({3, 2}, rng), random_tensor({4}, rng)};
+  std::vector<std::vector<float>> before;
+  for (auto& g : per_sample) before.push_back(g[0].to_vector());
+  ch02::Gradients mean = ch02::average_gradients(per_sample);
+  REQUIRE(mean.size() == 2);
+  for (std::size_t p = 0; p < 2; ++p) {
+    REQUIRE(mean[p].shape() == per_sample[0][p].shape());
+    for (int64_t j = 0; j < mean[p].numel(); ++j) {
+      double expected = 0;
+      for (auto& g : per_sample) expected += g[p].data()[j];
+      CHECK(mean[p].data()[j] == Approx(expected / 7).margin(1e-6));
+    }
+  }
+  for (std::size_t k = 0; k < per_sample.size(); ++k) CHECK(per_sample[k][0].to_vector() == before[k]);
+}
+
+TEST_CASE("average_gradients: the mean of per-sample gradients is the batch gradient", "[ch02]") {
+  Fixture f;
+  ch02::Gradients mean = ch02::average_gradients(ch02::per_sample_gradients(f.model, f.batch));
+  auto batch_grad = f.gradient_of_rows(0, 5);
+  REQUIRE(mean.size() == batch_grad.size());
+  // Same math summed in another order: float32 rounding, ~1e-7 at these sizes.
+  for (std::size_t p = 0; p < mean.size(); ++p) CHECK(max_abs_diff(mean[p], batch_grad[p]) < 1e-5f);
+}
+
+TEST_CASE("chapter: ch02_batching shows batch = mean of per-sample gradients", "[ch02]") {
+  std::string metrics = dpt_test::temp_path("ch02.jsonl");
+  auto run = dpt_test::run_program("ch02_batching", "--quiet --steps 40 --batch 16 --metrics " + metrics);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("16x fewer optimizer steps") != std::string::npos);
+  CHECK(dpt_test::read_jsonl(metrics).size() == 40);  // one line per mini-batch step
+  std::remove(metrics.c_str());
+}
