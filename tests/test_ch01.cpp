@@ -5,7 +5,7 @@
 #include "dpt/nn.h"
 #include "dpt/ops.h"
 #include "gradcheck.h"
-#include "holes.h"
+#include "ch01_holes.h"
 #include "run_program.h"
 
 using namespace dpt;

@@ -12,7 +12,7 @@
 //     build/reference/bin/ch01_sgd --steps 500 --optimizer momentum --metrics ch01.jsonl
 //     build/reference/bin/ch01_sgd --help
 //
-// Your holes: dpt::ch01::sgd_update and dpt::ch01::linear_backward (holes.h).
+// Your holes: dpt::ch01::sgd_update and dpt::ch01::linear_backward (ch01_holes.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -24,7 +24,7 @@
 #include "dpt/optim.h"
 #include "dpt/options.h"
 #include "dpt/report.h"
-#include "holes.h"
+#include "ch01_holes.h"
 
 using namespace dpt;
 

@@ -21,7 +21,7 @@
 #include "dpt/optim.h"
 #include "dpt/options.h"
 #include "dpt/report.h"
-#include "holes.h"
+#include "ch02_holes.h"
 
 using namespace dpt;
 

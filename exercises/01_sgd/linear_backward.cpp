@@ -11,7 +11,7 @@
 // over indices (y[b][o] is dy.data()[b * out + o]) or call
 // dpt::gemm(a, transpose_a, b, transpose_b, c) from dpt/ops.h. Check the
 // shapes first: a shape mistake here is the classic backward bug.
-#include "holes.h"
+#include "ch01_holes.h"
 
 #include "dpt/check.h"
 

@@ -6,7 +6,7 @@
 //
 // Hints: param.data() and grad.data() are plain float pointers; param.numel()
 // counts the elements. The update is in place: write into param.
-#include "holes.h"
+#include "ch01_holes.h"
 
 #include "dpt/check.h"
 

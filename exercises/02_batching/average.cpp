@@ -8,7 +8,7 @@
 // Hints: start each result[p] with Tensor::zeros(shape, device) and add into
 // it (a loop over data(), or dpt::axpy_(y, alpha, x) from dpt/ops.h); divide
 // once at the end. Chapter 03 does exactly this across devices.
-#include "holes.h"
+#include "ch02_holes.h"
 
 #include "dpt/check.h"
 

@@ -8,7 +8,7 @@
 //   4. keep a *copy* of every parameter's gradient: p.grad().clone()
 //      (the next backward would otherwise overwrite what you kept)
 // Clear the gradients once more at the end.
-#include "holes.h"
+#include "ch02_holes.h"
 
 #include "dpt/check.h"
 #include "dpt/ops.h"

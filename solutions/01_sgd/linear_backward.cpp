@@ -2,7 +2,7 @@
 //
 // Two GEMMs and a column sum. The loops a student may write instead compute
 // the same numbers; gemm just does them at the machine's speed.
-#include "holes.h"
+#include "ch01_holes.h"
 
 #include "dpt/check.h"
 #include "dpt/ops.h"

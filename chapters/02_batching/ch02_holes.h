@@ -1,4 +1,4 @@
-/// @file chapters/02_batching/holes.h
+/// @file ch02_holes.h
 /// @brief Chapter 02's exercises: per-sample gradients, and averaging them into
 /// the mini-batch gradient. Fill them in `exercises/02_batching/`;
 /// `ctest --preset student -L ch02` checks them against autograd on the whole

@@ -1,4 +1,4 @@
-/// @file chapters/01_sgd/holes.h
+/// @file ch01_holes.h
 /// @brief Chapter 01's exercises: the SGD update and the backward pass of a
 /// Linear layer. Fill them in `exercises/01_sgd/`; `ctest --preset student -L ch01`
 /// checks them against finite differences and plain arithmetic.
