@@ -26,17 +26,33 @@ inline std::string program_path(const std::string& name) {
   return std::string(dir ? dir : "bin") + "/" + name;
 }
 
-/// Runs `program args` (program from program_path) and captures its output.
-inline ProgramResult run_program(const std::string& name, const std::string& args) {
-  std::string command = program_path(name) + " " + args + " 2>&1";
+/// Runs a shell command and captures its exit code and output.
+inline ProgramResult run_command(const std::string& command) {
   ProgramResult result;
-  FILE* pipe = popen(command.c_str(), "r");
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (!pipe) return result;
   std::array<char, 4096> buffer;
   while (std::fgets(buffer.data(), int(buffer.size()), pipe)) result.output += buffer.data();
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+/// Runs `program args` (program from program_path) and captures its output.
+inline ProgramResult run_program(const std::string& name, const std::string& args) {
+  return run_command(program_path(name) + " " + args);
+}
+
+#ifndef DPT_MPIEXEC
+#define DPT_MPIEXEC "mpirun"
+#endif
+
+/// Runs `name args` under `mpirun -np np` (the launcher CMake found),
+/// allowed as root and oversubscribing the 2-core machines.
+inline ProgramResult run_mpi(const std::string& name, int np, const std::string& args) {
+  std::string mpiexec = DPT_MPIEXEC;
+  return run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) + " --allow-run-as-root --oversubscribe -np " +
+                     std::to_string(np) + " " + program_path(name) + " " + args);
 }
 
 /// Reads a JSONL file into one json object per line.

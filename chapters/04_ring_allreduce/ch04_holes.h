@@ -20,8 +20,9 @@ namespace dpt::ch04 {
 
 /// Elements [begin, end) of one chunk.
 struct Chunk {
-  int64_t begin = 0;
-  int64_t end = 0;
+  int64_t begin = 0;  ///< first element of the chunk
+  int64_t end = 0;    ///< one past its last element
+  /// Number of elements (0 for an empty chunk).
   int64_t size() const { return end - begin; }
 };
 

@@ -26,9 +26,9 @@ enum class DType { F32, I64 };
 
 /// One tensor of a safetensors file, bytes on the host.
 struct SafeTensor {
-  DType dtype = DType::F32;
-  Shape shape;
-  std::vector<uint8_t> bytes;
+  DType dtype = DType::F32;   ///< element type
+  Shape shape;                ///< sizes, outermost first
+  std::vector<uint8_t> bytes; ///< the raw little-endian values
   /// The values as float32 (dtype must be F32).
   std::vector<float> floats() const;
   /// The values as int64 (dtype must be I64).
@@ -37,8 +37,8 @@ struct SafeTensor {
 
 /// A whole safetensors file.
 struct SafeTensorsFile {
-  std::map<std::string, SafeTensor> tensors;
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, SafeTensor> tensors;    ///< by name
+  std::map<std::string, std::string> metadata;  ///< the "__metadata__" strings
 };
 
 /// Writes `file` to `path` atomically (temp file + fsync + rename).

@@ -18,10 +18,12 @@ namespace dpt {
 
 /// Samples on the host: x (N, D), labels y (N) in [0, classes).
 struct Dataset {
-  Tensor x;
-  std::vector<int64_t> y;
-  int64_t classes = 0;
+  Tensor x;                ///< (N, D) inputs on the host
+  std::vector<int64_t> y;  ///< N labels in [0, classes)
+  int64_t classes = 0;     ///< number of classes
+  /// N, the number of samples.
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
+  /// D, the number of input features.
   int64_t features() const { return x.defined() ? x.size(1) : 0; }
 };
 
@@ -33,8 +35,8 @@ Dataset make_synthetic(int64_t samples, int64_t features, int64_t classes, uint6
 
 /// An IDX array (the MNIST file format): unsigned bytes with dimensions.
 struct IdxArray {
-  std::vector<int64_t> dims;
-  std::vector<uint8_t> values;
+  std::vector<int64_t> dims;    ///< sizes, outermost first
+  std::vector<uint8_t> values;  ///< row-major values
 };
 /// Reads an IDX file of unsigned bytes (magic 0x0000 08 NN). Throws dpt::Error
 /// naming the file on a bad magic, a truncated file or trailing bytes.
@@ -52,9 +54,11 @@ Dataset load_mnist(const std::string& dir, int64_t limit);
 /// stream is the concatenation of one seeded permutation per epoch.
 class BatchSampler {
  public:
+  /// Batches of `global_batch` from `samples` samples; `seed` picks the permutations.
   BatchSampler(int64_t samples, int64_t global_batch, bool shuffle, uint64_t seed);
   /// Indices of the global batch of `step` (global_batch of them).
   std::vector<int64_t> indices(int64_t step);
+  /// Samples per step (over all ranks).
   int64_t global_batch() const { return batch_; }
 
  private:
@@ -68,8 +72,8 @@ class BatchSampler {
 
 /// A batch on a device: x (B, D), labels (B).
 struct Batch {
-  Tensor x;
-  std::vector<int64_t> y;
+  Tensor x;                ///< (B, D) inputs on the batch's device
+  std::vector<int64_t> y;  ///< B labels
 };
 
 /// Copies rows `indices` of `data` into a new batch on `device`.

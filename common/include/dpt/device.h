@@ -32,10 +32,13 @@ class Device {
   /// Parses "host", "cpu:K" or "cuda:K". Throws dpt::Error on anything else.
   static Device& get(const std::string& name);
 
+  /// Host, simulated CPU device, or CUDA GPU.
   DeviceKind kind() const { return kind_; }
+  /// k of cpu:k / cuda:k (0 for the host).
   int index() const { return index_; }
   /// "host", "cpu:2", "cuda:0".
   std::string name() const;
+  /// True when data() pointers are host memory (host and cpu:k).
   bool is_host_memory() const { return kind_ != DeviceKind::Cuda; }
 
   /// Allocates `bytes` (64-byte aligned). Throws dpt::OutOfMemory when the
@@ -52,8 +55,10 @@ class Device {
   void reset_peak() { peak_.store(current_.load()); }
   /// Capacity in bytes; 0 means unlimited (the default).
   std::size_t capacity() const { return capacity_.load(); }
+  /// Limits the bytes in use (0: unlimited); later allocations past it fail.
   void set_capacity(std::size_t bytes) { capacity_.store(bytes); }
 
+  /// Use host(), cpu() or get(): devices live in a registry for the whole program.
   Device(DeviceKind kind, int index) : kind_(kind), index_(index) {}
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

@@ -25,6 +25,7 @@ namespace dpt {
 /// distributions are not): xoshiro-style 64-bit generator, splitmix64-seeded.
 class Rng {
  public:
+  /// The same seed gives the same sequence on every machine.
   explicit Rng(uint64_t seed);
   /// Next raw 64 random bits.
   uint64_t next_u64();
@@ -45,11 +46,12 @@ class Rng {
 /// U(−1/√in, 1/√in) like PyTorch's nn.Linear.
 class Linear {
  public:
+  /// A layer from `in_features` to `out_features`, initialised from `rng` on `device`.
   Linear(int64_t in_features, int64_t out_features, Device& device, Rng& rng);
   /// x (B, in) → (B, out).
   Tensor forward(const Tensor& x) const;
-  Tensor weight;
-  Tensor bias;
+  Tensor weight;  ///< (out, in), requires grad
+  Tensor bias;    ///< (out), requires grad
 };
 
 /// Linear layers with ReLU between them (none after the last).
@@ -67,7 +69,9 @@ class MLP {
   int64_t num_parameters() const;
   /// Multiply-adds of one forward pass over a batch, ×2 → FLOPs.
   double forward_flops(int64_t batch) const;
+  /// {in, hidden…, out}.
   const std::vector<int64_t>& widths() const { return widths_; }
+  /// The Linear layers, first to last.
   const std::vector<Linear>& layers() const { return layers_; }
 
  private:

@@ -22,6 +22,7 @@ namespace dpt {
 /// Base class: owns the parameter list and the per-parameter update loop.
 class Optimizer {
  public:
+  /// An optimizer updating `params` (handles: the caller's tensors change).
   explicit Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {}
   virtual ~Optimizer() = default;
   /// Updates every parameter that has a gradient.
@@ -32,6 +33,7 @@ class Optimizer {
   std::size_t state_bytes() const;
   /// Learning rate, changeable between steps.
   float lr = 0.01f;
+  /// The parameters this optimizer updates.
   const std::vector<Tensor>& params() const { return params_; }
   /// "sgd", "momentum", "adam", "adamw".
   virtual std::string name() const = 0;
@@ -41,8 +43,8 @@ class Optimizer {
   virtual void update(std::size_t index, Tensor& param, const Tensor& grad) = 0;
   /// Creates (on first use) a zero state tensor shaped like parameter `index`.
   Tensor& state(std::vector<Tensor>& slots, std::size_t index);
-  std::vector<Tensor> params_;
-  std::vector<std::vector<Tensor>*> state_lists_;
+  std::vector<Tensor> params_;                     ///< what step() updates
+  std::vector<std::vector<Tensor>*> state_lists_;  ///< every state list, for state_bytes()
   /// Number of completed step() calls.
   int64_t steps_ = 0;
 };
@@ -51,6 +53,7 @@ class Optimizer {
 /// With μ = 0 this is plain SGD and keeps no state.
 class SGD : public Optimizer {
  public:
+  /// SGD on `params` with learning rate `lr`, momentum μ and weight decay λ.
   SGD(std::vector<Tensor> params, float lr, float momentum = 0.0f, float weight_decay = 0.0f);
   std::string name() const override { return momentum_ > 0 ? "momentum" : "sgd"; }
 
@@ -66,6 +69,7 @@ class SGD : public Optimizer {
 /// multiplies p by (1 − lr·λ) instead of adding λ p to the gradient.
 class Adam : public Optimizer {
  public:
+  /// Adam (or AdamW when `decoupled`) on `params`; defaults are PyTorch's.
   Adam(std::vector<Tensor> params, float lr, float beta1 = 0.9f, float beta2 = 0.999f,
        float eps = 1e-8f, float weight_decay = 0.0f, bool decoupled = false);
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }

@@ -21,11 +21,13 @@ namespace dpt {
 /// Narration for one rank: prints when `enabled` (rank 0 and not --quiet).
 class Narrator {
  public:
+  /// Prints only when `enabled`.
   explicit Narrator(bool enabled) : enabled_(enabled) {}
   /// A banner for a new section of the lecture: "── 2. Backward ─────".
   void section(const std::string& title) const;
   /// One paragraph or line of narration.
   void say(const std::string& text) const;
+  /// True when this narrator prints.
   bool enabled() const { return enabled_; }
 
  private:
@@ -36,6 +38,7 @@ class Narrator {
 /// otherwise (so CI logs stay short). Does nothing when disabled.
 class ProgressBar {
  public:
+  /// A bar named `label` counting to `total`; inert unless `enabled`.
   ProgressBar(std::string label, int64_t total, bool enabled);
   /// Marks `done` of `total` units finished; `status` is shown after the bar.
   void update(int64_t done, const std::string& status = "");
@@ -53,6 +56,7 @@ class ProgressBar {
 /// A plain-text table with a title, aligned columns, and a rule under the header.
 class Table {
  public:
+  /// A table titled `title` with these column headers.
   Table(std::string title, std::vector<std::string> headers);
   /// Appends a row (as many cells as headers).
   void add_row(std::vector<std::string> cells);
@@ -75,9 +79,11 @@ std::string fixed(double value, int decimals = 2);
 /// Writes one JSON object per line (JSONL) to a file; does nothing without a path.
 class MetricsWriter {
  public:
+  /// Opens (truncates) `path`; an empty path writes nothing.
   explicit MetricsWriter(const std::string& path);
   /// Writes {"step": step, key: value, …} and flushes.
   void write(int64_t step, const std::map<std::string, double>& values);
+  /// True when a file is being written.
   bool enabled() const { return out_ != nullptr; }
 
  private:

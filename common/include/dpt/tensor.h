@@ -36,9 +36,10 @@ std::string shape_str(const Shape& shape);
 
 /// Bytes owned on one device; freed (and un-counted) when the last tensor goes.
 struct Storage {
-  Device* device = nullptr;
-  float* data = nullptr;
-  std::size_t bytes = 0;
+  Device* device = nullptr;  ///< where the bytes live
+  float* data = nullptr;     ///< first float
+  std::size_t bytes = 0;     ///< size in bytes
+  /// Allocates `nbytes` on `dev` (counted there).
   Storage(Device& dev, std::size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -53,13 +54,13 @@ using GradReadyHook = std::function<void(Tensor& param)>;
 
 /// What a Tensor handle points at. Internal: use Tensor's methods.
 struct TensorImpl {
-  std::shared_ptr<Storage> storage;
+  std::shared_ptr<Storage> storage;  ///< shared by views
   int64_t offset = 0;  ///< first element, in floats, inside storage
-  Shape shape;
-  bool requires_grad = false;
+  Shape shape;                 ///< sizes, outermost first
+  bool requires_grad = false;  ///< a leaf parameter, or computed from one
   std::shared_ptr<TensorImpl> grad;   ///< accumulated gradient of a leaf
   std::shared_ptr<Node> grad_fn;      ///< the op that produced this tensor
-  std::vector<GradReadyHook> grad_ready_hooks;
+  std::vector<GradReadyHook> grad_ready_hooks;  ///< see Tensor::add_grad_ready_hook
 };
 
 /// Float32 row-major contiguous tensor handle. See the file comment.
@@ -70,7 +71,9 @@ class Tensor {
 
   /// Uninitialised tensor of `shape` on `device`.
   static Tensor empty(const Shape& shape, Device& device);
+  /// Zeros of `shape` on `device`.
   static Tensor zeros(const Shape& shape, Device& device);
+  /// `value` everywhere, `shape` on `device`.
   static Tensor full(const Shape& shape, float value, Device& device);
   /// Copies `values` (numel(shape) of them) into a new tensor.
   static Tensor from_vector(const Shape& shape, const std::vector<float>& values,
@@ -78,19 +81,26 @@ class Tensor {
   /// A scalar (shape {}).
   static Tensor scalar(float value, Device& device);
 
+  /// False for a default-constructed (undefined) tensor.
   bool defined() const { return impl_ != nullptr; }
+  /// Sizes per dimension.
   const Shape& shape() const;
   /// Number of dimensions.
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
   /// Size of dimension `d`; negative `d` counts from the end.
   int64_t size(int64_t d) const;
+  /// Number of elements.
   int64_t numel() const { return shape_numel(shape()); }
+  /// numel() · 4 bytes.
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * sizeof(float); }
+  /// The device holding the storage.
   Device& device() const;
 
   /// Pointer to element 0 (host memory for host and cpu:k devices).
+  ///@{
   float* data();
   const float* data() const;
+  ///@}
   /// The only element of a one-element tensor, copied to the host.
   float item() const;
   /// All elements, copied to the host.
@@ -115,6 +125,7 @@ class Tensor {
   void copy_from(const Tensor& src);
 
   // ---- autograd ----
+  /// True for a parameter or a tensor computed from one (while grad mode is on).
   bool requires_grad() const;
   /// Marks a leaf whose gradient backward() accumulates (a parameter).
   Tensor& set_requires_grad(bool on);
@@ -136,6 +147,7 @@ class Tensor {
 
   /// Internal: the shared implementation (autograd and ops use it).
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  /// Wraps an implementation (autograd and ops use it).
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
  private:
@@ -144,8 +156,8 @@ class Tensor {
 
 /// A tensor with the name it is saved under ("fc0.weight").
 struct NamedTensor {
-  std::string name;
-  Tensor tensor;
+  std::string name;  ///< e.g. "fc0.weight"
+  Tensor tensor;     ///< the tensor itself (a handle)
 };
 
 }  // namespace dpt

@@ -1,0 +1,126 @@
+// test_ch03.cpp — chapter 03's holes: sharding against a direct slice, host
+// averaging against a serial mean and the traffic log, and the whole chapter
+// against single-device training (threads and real mpirun).
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <numeric>
+#include <set>
+
+#include "ch03_holes.h"
+#include "dpt/ops.h"
+#include "ranks.h"
+#include "single_device.h"
+
+using namespace dpt;
+
+TEST_CASE("shard_indices: rank r gets the r-th contiguous slice", "[ch03]") {
+  std::vector<int64_t> global = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
+  CHECK(ch03::shard_indices(global, 0, 3) == std::vector<int64_t>{10, 11, 12, 13});
+  CHECK(ch03::shard_indices(global, 1, 3) == std::vector<int64_t>{14, 15, 16, 17});
+  CHECK(ch03::shard_indices(global, 2, 3) == std::vector<int64_t>{18, 19, 20, 21});
+  CHECK(ch03::shard_indices(global, 0, 1) == global);
+}
+
+TEST_CASE("shard_indices: shards cover the global batch exactly once", "[ch03]") {
+  std::vector<int64_t> global(24);
+  std::iota(global.begin(), global.end(), 100);
+  for (int world : {1, 2, 3, 4, 6, 8}) {
+    std::multiset<int64_t> seen;
+    for (int r = 0; r < world; ++r)
+      for (int64_t i : ch03::shard_indices(global, r, world)) seen.insert(i);
+    CHECK(seen == std::multiset<int64_t>(global.begin(), global.end()));
+  }
+}
+
+TEST_CASE("shard_indices: a batch that does not divide is a clear error", "[ch03]") {
+  std::vector<int64_t> global(10);
+  CHECK_THROWS_AS(ch03::shard_indices(global, 0, 4), Error);
+  CHECK_THROWS_WITH(ch03::shard_indices(global, 0, 4), Catch::Contains("10") && Catch::Contains("4"));
+}
+
+namespace {
+// Rank r's gradient for parameter p, element j: distinct per rank, parameter
+// and element, so a mean over the wrong ranks or elements cannot match.
+float local_value(int rank, std::size_t p, int64_t j) { return float(rank + 1) * 0.5f + float(p) - 0.01f * float(j); }
+
+std::vector<Tensor> local_gradients(Context& ctx) {
+  std::vector<Tensor> grads = {Tensor::empty({3, 4}, ctx.device), Tensor::empty({5}, ctx.device)};
+  for (std::size_t p = 0; p < grads.size(); ++p)
+    for (int64_t j = 0; j < grads[p].numel(); ++j) grads[p].data()[j] = local_value(ctx.rank, p, j);
+  return grads;
+}
+}  // namespace
+
+TEST_CASE("host_average_gradients: every rank gets the serial mean", "[ch03]") {
+  for (int world : {1, 2, 3, 4}) {
+    INFO("world " << world);
+    std::mutex mutex;
+    std::vector<std::vector<std::vector<float>>> results(world);
+    dpt_test::run_ranks(world, [&](Context& ctx) {
+      std::vector<Tensor> grads = local_gradients(ctx);
+      ch03::host_average_gradients(ctx.comm, grads);
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& g : grads) {
+        CHECK(&g.device() == &ctx.device);  // the mean comes back to the rank's device
+        results[ctx.rank].push_back(g.to_vector());
+      }
+    });
+    for (int r = 0; r < world; ++r) {
+      REQUIRE(results[r].size() == 2);
+      for (std::size_t p = 0; p < 2; ++p)
+        for (int64_t j = 0; j < int64_t(results[r][p].size()); ++j) {
+          double mean = 0;
+          for (int q = 0; q < world; ++q) mean += local_value(q, p, j) / double(world);
+          CHECK(results[r][p][j] == Approx(mean).margin(1e-6));
+        }
+    }
+  }
+}
+
+TEST_CASE("host_average_gradients: every byte goes through rank 0, S up and S down per rank", "[ch03]") {
+  const int world = 4;
+  const int64_t bytes = (12 + 5) * 4;  // S: both gradients
+  std::vector<std::vector<int64_t>> matrix;
+  dpt_test::run_ranks(world, [&](Context& ctx) {
+    std::vector<Tensor> grads = local_gradients(ctx);
+    ch03::host_average_gradients(ctx.comm, grads);
+    ctx.comm.barrier();
+    if (ctx.is_root()) matrix = ctx.comm.traffic().matrix();
+  });
+  for (int src = 0; src < world; ++src)
+    for (int dst = 0; dst < world; ++dst) {
+      INFO("from " << src << " to " << dst);
+      bool through_host = (src == 0) != (dst == 0);
+      CHECK(matrix[src][dst] == (through_host ? bytes : 0));
+    }
+}
+
+TEST_CASE("chapter: 4 ranks x batch 8 give the weights of one device x batch 32", "[ch03]") {
+  std::string single = dpt_test::single_device_weights(32);
+  std::string dp = dpt_test::temp_path("ch03_threads.safetensors");
+  auto run = dpt_test::run_program("ch03_naive_dp", "--ranks 4 --no-verify " + dpt_test::small_problem(8) +
+                                                        " --save-weights " + dp);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(dpt_test::max_weight_difference(single, dp) < dpt_test::kEquivalenceTolerance);
+  std::remove(dp.c_str());
+  std::remove(single.c_str());
+}
+
+TEST_CASE("chapter: under mpirun, 2 and 4 processes give the weights of one device", "[ch03][mpi]") {
+  if (!mpi_available()) {
+    WARN("skipped: this dpt was built without MPI");
+    return;
+  }
+  for (int np : {2, 4}) {
+    std::string single = dpt_test::single_device_weights(8 * np);
+    std::string dp = dpt_test::temp_path("ch03_mpi.safetensors");
+    auto run = dpt_test::run_mpi("ch03_naive_dp", np, "--comm mpi --no-verify " + dpt_test::small_problem(8) +
+                                                          " --save-weights " + dp);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(dpt_test::max_weight_difference(single, dp) < dpt_test::kEquivalenceTolerance);
+    std::remove(dp.c_str());
+    std::remove(single.c_str());
+  }
+}
