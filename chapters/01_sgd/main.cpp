@@ -170,7 +170,7 @@ void run(const Options& o) {
   summary.add_row({"accuracy, before -> after", fixed(100 * before.accuracy, 1) + "% -> " + fixed(100 * after.accuracy, 1) + "%"});
   summary.add_row({"steps x batch", std::to_string(o.steps) + " x " + std::to_string(o.batch)});
   summary.add_row({"time", fixed(trained.seconds, 2) + " s"});
-  summary.add_row({"GEMM GFLOP/s (3x forward)", fixed(flops / trained.seconds / 1e9, 1)});
+  summary.add_row({"step GFLOP/s (3x forward convention)", fixed(flops / trained.seconds / 1e9, 1)});
   summary.add_row({"finite differences, worst relative error", fmt(fd_error, 2)});
   summary.add_row({"your linear_backward max error", fmt(linear_error, 3)});
   summary.add_row({"peak memory on " + device.name(), format_bytes(double(device.peak_bytes()))});

@@ -13,6 +13,12 @@
 namespace dpt {
 
 namespace {
+// Freed blocks kept per device for reuse; beyond this they go back to the OS.
+constexpr std::size_t kCacheLimit = std::size_t(256) << 20;
+
+// Allocation granularity: 64-byte aligned, at least one cache line.
+std::size_t rounded_size(std::size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
+
 std::mutex g_registry_mutex;
 std::map<std::pair<int, int>, std::unique_ptr<Device>>& registry() {
   static std::map<std::pair<int, int>, std::unique_ptr<Device>> devices;
@@ -76,8 +82,18 @@ void* Device::allocate(std::size_t bytes) {
   std::size_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }
-  std::size_t rounded = (bytes + 63) / 64 * 64;
-  void* ptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  std::size_t rounded = rounded_size(bytes);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(rounded);
+    if (it != cache_.end() && !it->second.empty()) {
+      void* reused = it->second.back();
+      it->second.pop_back();
+      cached_ -= rounded;
+      return reused;
+    }
+  }
+  void* ptr = std::aligned_alloc(64, rounded);
   if (!ptr) {
     current_.fetch_sub(bytes);
     throw OutOfMemory(detail::format_error(__FILE__, __LINE__,
@@ -89,8 +105,30 @@ void* Device::allocate(std::size_t bytes) {
 
 void Device::release(void* ptr, std::size_t bytes) {
   if (!ptr) return;
-  std::free(ptr);
   current_.fetch_sub(bytes);
+  std::size_t rounded = rounded_size(bytes);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cached_ + rounded <= kCacheLimit) {
+      cache_[rounded].push_back(ptr);
+      cached_ += rounded;
+      return;
+    }
+  }
+  std::free(ptr);
+}
+
+void Device::empty_cache() {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  for (auto& [size, blocks] : cache_)
+    for (void* block : blocks) std::free(block);
+  cache_.clear();
+  cached_ = 0;
+}
+
+std::size_t Device::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return cached_;
 }
 
 void copy_bytes(void* dst, const Device& to, const void* src, const Device& from,

@@ -52,3 +52,19 @@ TEST_CASE("tensor views share storage and copies do not", "[tensor]") {
   CHECK_THROWS_WITH(t.reshape({4}), Catch::Contains("sizes differ"));
   CHECK_THROWS_WITH(t.rows(2, 4), Catch::Contains("out of range"));
 }
+
+TEST_CASE("freed blocks are reused by the next allocation of the same size and not counted", "[device]") {
+  Device& dev = Device::cpu(43);
+  dev.empty_cache();
+  const float* first = nullptr;
+  {
+    Tensor a = Tensor::zeros({1000}, dev);
+    first = a.data();
+  }
+  CHECK(dev.current_bytes() == 0);
+  CHECK(dev.cached_bytes() == 4032);  // 4000 rounded up to 64 bytes
+  Tensor b = Tensor::zeros({1000}, dev);
+  CHECK(b.data() == first);
+  CHECK(dev.cached_bytes() == 0);
+  dev.empty_cache();
+}
