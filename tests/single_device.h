@@ -1,29 +1,45 @@
 // single_device.h — the data-parallel equivalence oracle: a chapter's saved
-// weights against ch01_sgd (one device, no communication) trained on the
-// global batch from the same start.
+// weights against serial single-device training on the global batch from the
+// same start (the core's loop, in the test process: no chapter code).
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <string>
 
 #include "dpt/checkpoint.h"
+#include "dpt/ops.h"
+#include "dpt/optim.h"
+#include "dpt/options.h"
 #include "run_program.h"
 
 namespace dpt_test {
 
-/// Small, fast problem: 30 momentum steps (momentum uses dpt's optimizer, so
-/// no other chapter's hole is involved) on a 32-16-4 MLP.
+/// Flags of a small, fast problem: 30 momentum steps on a 32-16-4 MLP.
 inline std::string small_problem(int global_batch) {
   return "--quiet --model 32-16-4 --samples 256 --steps 30 --optimizer momentum --lr 0.05 --batch " +
          std::to_string(global_batch);
 }
 
-/// Trains ch01_sgd with the global batch and returns its final weights' path.
+/// The oracle: the same problem trained serially on one device, in this
+/// process, with the core alone (no chapter code, no communication). Returns
+/// the path of its final weights.
 inline std::string single_device_weights(int global_batch) {
+  dpt::Options o;
+  CLI::App app;
+  dpt::add_common_flags(app, o);
+  app.parse(small_problem(global_batch));  // the very flags the chapter gets
+  dpt::Dataset data = dpt::load_dataset(o);
+  dpt::MLP model = dpt::build_model(o, dpt::Device::host());
+  auto optimizer = dpt::make_optimizer(o.optimizer, model.parameters(), o.lr);
+  dpt::BatchSampler sampler(data.size(), o.batch, !o.no_shuffle, o.seed);
+  for (int64_t step = 0; step < o.steps; ++step) {
+    dpt::Batch batch = dpt::gather_batch(data, sampler.indices(step), dpt::Device::host());
+    optimizer->zero_grad();
+    dpt::softmax_cross_entropy(model.forward(batch.x), batch.y).backward();
+    optimizer->step();
+  }
   std::string path = temp_path("single_" + std::to_string(global_batch) + ".safetensors");
-  auto run = run_program("ch01_sgd", small_problem(global_batch) + " --save-weights " + path);
-  INFO(run.output);
-  REQUIRE(run.exit_code == 0);
+  dpt::save_weights(path, model.named_parameters());
   return path;
 }
 

@@ -91,7 +91,7 @@ TEST_CASE("ring_all_gather: every rank ends with every rank's finished chunk", "
     for (int64_t i = 0; i < count; ++i) CHECK(run.data[r][i] == finished(i));
 }
 
-TEST_CASE("ring: each rank sends only to its right neighbour", "[ch04]") {
+TEST_CASE("ring_all_reduce: each rank sends only to its right neighbour", "[ch04]") {
   for (int world : {2, 3, 4}) {
     INFO("world " << world);
     RingRun run = run_ring(world, 1000, all_reduce_sum);
@@ -104,7 +104,7 @@ TEST_CASE("ring: each rank sends only to its right neighbour", "[ch04]") {
   }
 }
 
-TEST_CASE("ring: each rank sends 2(n-1)/n*S bytes, all ranks 2(n-1)*S exactly", "[ch04]") {
+TEST_CASE("ring_all_reduce: each rank sends 2(n-1)/n*S bytes, all ranks 2(n-1)*S exactly", "[ch04]") {
   for (int world : {2, 3, 4}) {
     for (int64_t count : {1000, 1001, 3}) {
       INFO("world " << world << ", count " << count);
