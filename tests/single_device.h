@@ -65,4 +65,21 @@ inline double max_weight_difference(const std::string& a_path, const std::string
 // one rank's gradient counted twice) moves weights by ≥ 1e-3 after 30 steps.
 constexpr double kEquivalenceTolerance = 1e-5;
 
+/// Runs `program` on `ranks` ranks (threads, or `mpirun -np ranks` when
+/// `mpi`) on small_problem with batch 8 per rank plus `extra` flags, and checks
+/// its final weights against one device trained on the global batch 8·ranks.
+inline void check_matches_single_device(const std::string& program, int ranks, bool mpi, const std::string& extra) {
+  INFO(program << " on " << ranks << (mpi ? " MPI processes" : " rank threads"));
+  std::string single = single_device_weights(8 * ranks);
+  std::string dp = temp_path(program + "_dp.safetensors");
+  std::string args = extra + " --no-verify " + small_problem(8) + " --save-weights " + dp;
+  auto run = mpi ? run_mpi(program, ranks, "--comm mpi " + args)
+                 : run_program(program, "--ranks " + std::to_string(ranks) + " " + args);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(max_weight_difference(single, dp) < kEquivalenceTolerance);
+  std::remove(dp.c_str());
+  std::remove(single.c_str());
+}
+
 }  // namespace dpt_test

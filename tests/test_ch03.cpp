@@ -96,15 +96,7 @@ TEST_CASE("host_average_gradients: every byte goes through rank 0, S up and S do
 }
 
 TEST_CASE("chapter: 4 ranks x batch 8 give the weights of one device x batch 32", "[ch03]") {
-  std::string single = dpt_test::single_device_weights(32);
-  std::string dp = dpt_test::temp_path("ch03_threads.safetensors");
-  auto run = dpt_test::run_program("ch03_naive_dp", "--ranks 4 --no-verify " + dpt_test::small_problem(8) +
-                                                        " --save-weights " + dp);
-  INFO(run.output);
-  REQUIRE(run.exit_code == 0);
-  CHECK(dpt_test::max_weight_difference(single, dp) < dpt_test::kEquivalenceTolerance);
-  std::remove(dp.c_str());
-  std::remove(single.c_str());
+  dpt_test::check_matches_single_device("ch03_naive_dp", 4, false, "");
 }
 
 TEST_CASE("chapter: under mpirun, 2 and 4 processes give the weights of one device", "[ch03][mpi]") {
@@ -112,15 +104,5 @@ TEST_CASE("chapter: under mpirun, 2 and 4 processes give the weights of one devi
     WARN("skipped: this dpt was built without MPI");
     return;
   }
-  for (int np : {2, 4}) {
-    std::string single = dpt_test::single_device_weights(8 * np);
-    std::string dp = dpt_test::temp_path("ch03_mpi.safetensors");
-    auto run = dpt_test::run_mpi("ch03_naive_dp", np, "--comm mpi --no-verify " + dpt_test::small_problem(8) +
-                                                          " --save-weights " + dp);
-    INFO(run.output);
-    REQUIRE(run.exit_code == 0);
-    CHECK(dpt_test::max_weight_difference(single, dp) < dpt_test::kEquivalenceTolerance);
-    std::remove(dp.c_str());
-    std::remove(single.c_str());
-  }
+  for (int np : {2, 4}) dpt_test::check_matches_single_device("ch03_naive_dp", np, true, "");
 }

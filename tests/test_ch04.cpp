@@ -124,16 +124,13 @@ TEST_CASE("ring_all_reduce: each rank sends 2(n-1)/n*S bytes, all ranks 2(n-1)*S
   }
 }
 
+namespace {
+// The chapter's own demos (explain, check, measure) shrunk to a minimum.
+const char* kQuickDemos = "--no-explain --max-bytes 4096 --reps 1 --check-size 100";
+}  // namespace
+
 TEST_CASE("chapter: ch04 trains with the ring and matches one device", "[ch04]") {
-  std::string single = dpt_test::single_device_weights(24);
-  std::string dp = dpt_test::temp_path("ch04_threads.safetensors");
-  auto run = dpt_test::run_program("ch04_ring_allreduce", "--ranks 3 --no-verify --no-explain --max-bytes 4096 --reps 1 "
-                                   "--check-size 100 " + dpt_test::small_problem(8) + " --save-weights " + dp);
-  INFO(run.output);
-  REQUIRE(run.exit_code == 0);
-  CHECK(dpt_test::max_weight_difference(single, dp) < dpt_test::kEquivalenceTolerance);
-  std::remove(dp.c_str());
-  std::remove(single.c_str());
+  dpt_test::check_matches_single_device("ch04_ring_allreduce", 3, false, kQuickDemos);
 }
 
 TEST_CASE("chapter: under mpirun, the ring trains 2 and 4 processes like one device", "[ch04][mpi]") {
@@ -141,15 +138,5 @@ TEST_CASE("chapter: under mpirun, the ring trains 2 and 4 processes like one dev
     WARN("skipped: this dpt was built without MPI");
     return;
   }
-  for (int np : {2, 4}) {
-    std::string single = dpt_test::single_device_weights(8 * np);
-    std::string dp = dpt_test::temp_path("ch04_mpi.safetensors");
-    auto run = dpt_test::run_mpi("ch04_ring_allreduce", np, "--comm mpi --no-verify --no-explain --max-bytes 4096 "
-                                 "--reps 1 --check-size 100 " + dpt_test::small_problem(8) + " --save-weights " + dp);
-    INFO(run.output);
-    REQUIRE(run.exit_code == 0);
-    CHECK(dpt_test::max_weight_difference(single, dp) < dpt_test::kEquivalenceTolerance);
-    std::remove(dp.c_str());
-    std::remove(single.c_str());
-  }
+  for (int np : {2, 4}) dpt_test::check_matches_single_device("ch04_ring_allreduce", np, true, kQuickDemos);
 }
