@@ -73,6 +73,8 @@ class Device {
 
   /// Use host(), cpu() or get(): devices live in a registry for the whole program.
   Device(DeviceKind kind, int index) : kind_(kind), index_(index) {}
+  /// Frees the block cache (devices die at program exit).
+  ~Device() { empty_cache(); }
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 

@@ -1,0 +1,96 @@
+/// @file launch.h
+/// @brief `dpt::launch(options, fn)`: runs `fn(Context&)` once per rank — on N
+/// threads of this process (`--comm threads`, the default) or once in every
+/// process that mpirun/srun started (`--comm mpi`).
+///
+///     int main(int argc, char** argv) {
+///       CLI::App app{"ch04: ring all-reduce"};
+///       dpt::LaunchOptions launch_options;
+///       dpt::add_launch_flags(app, launch_options);
+///       dpt::parse_flags(app, argc, argv);                  // options.h
+///       return dpt::run_guarded("ch04", [&] {
+///         dpt::launch(launch_options, [&](dpt::Context& ctx) {
+///           auto span = ctx.trace.span("step", "compute");
+///           ctx.comm.all_reduce(grad.data(), grad.numel(), dpt::ReduceOp::Avg);
+///         });
+///       });
+///     }
+///
+///     build/bin/ch04 --ranks 4 --link ethernet --trace ring.json   # 4 threads
+///     mpirun -np 4 build/bin/ch04 --comm mpi                       # 4 processes
+///
+/// Errors. If any rank's function throws, the other ranks are stopped (a rank
+/// blocked on it throws dpt::PeerFailed instead of hanging) and launch()
+/// rethrows the first failing rank's own error ("[rank 2] file:line: ...") on
+/// the calling thread. Under MPI every process's launch() throws: the failing
+/// rank its own error, the others PeerFailed("stopped because rank 2 failed:
+/// ..."); main() prints it and exits non-zero, and MPI still finalises cleanly.
+///
+/// Left out: elastic membership, restarting failed ranks, several ranks per
+/// MPI process.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "dpt/comm.h"
+#include "dpt/device.h"
+#include "dpt/trace.h"
+
+namespace dpt {
+
+/// How to run the ranks; add_launch_flags() fills it from the command line.
+struct LaunchOptions {
+  int ranks = 1;                     ///< --ranks N (>= 1); under mpi, must match the process count
+  bool ranks_given = false;          ///< set when --ranks was on the command line
+  std::string comm = "threads";      ///< --comm threads | mpi
+  double timeout_s = 30;             ///< --comm-timeout SECONDS (> 0)
+  std::string link_preset = "none";  ///< --link none | pcie | nvlink | ethernet | infiniband
+  LinkModel link{};                  ///< --link-gbps / --link-latency-us; fields > 0 override the preset
+  std::string trace_path;            ///< --trace FILE: write a Chrome trace timeline ("" = off)
+};
+
+/// What one rank's function gets.
+struct Context {
+  int rank;                      ///< 0 <= rank < world
+  int world;                     ///< number of ranks
+  Communicator& comm;            ///< this rank's endpoint
+  Device& device;                ///< Device::cpu(rank): this rank's simulated device
+  Tracer& trace;                 ///< this rank's timeline and seconds per category
+  const LaunchOptions& options;  ///< what launch() was called with
+  /// Rank 0 prints, writes files, and reports.
+  bool is_root() const { return rank == 0; }
+};
+
+/// Registers --ranks, --comm, --comm-timeout, --link, --link-gbps,
+/// --link-latency-us and --trace on `app`, writing into `options` (which must
+/// outlive parsing). A bad value is a CLI::ValidationError naming the flag.
+void add_launch_flags(CLI::App& app, LaunchOptions& options);
+
+/// The link model launch() simulates: the preset, with the explicitly set
+/// (> 0) fields of options.link replacing the preset's.
+LinkModel effective_link(const LaunchOptions& options);
+
+/// Runs `fn` once per rank and returns when every rank has returned. Threads:
+/// `options.ranks` threads, each with set_error_rank(rank). MPI: once in this
+/// process, as its MPI rank. Writes options.trace_path at the end, if set.
+/// Throws dpt::Error on bad options (a sentence saying what to do), and
+/// rethrows a failing rank's error as described in the file comment.
+void launch(const LaunchOptions& options, const std::function<void(Context&)>& fn);
+
+/// Which launcher (if any) started this process, from its environment.
+struct ProcessEnvironment {
+  bool under_launcher = false;  ///< true when one of the variable pairs below is set
+  int rank = 0;                 ///< this process's rank, 0 <= rank < world
+  int world = 1;                ///< number of processes started
+  std::string source;           ///< e.g. "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"; "" if none
+};
+
+/// Reads, first match wins: OMPI_COMM_WORLD_RANK/SIZE (Open MPI's mpirun),
+/// PMI_RANK/PMI_SIZE (MPICH, Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun),
+/// RANK/WORLD_SIZE (torchrun style). Both variables of a pair must be set.
+/// Throws dpt::Error when a value is not a number or rank >= world.
+ProcessEnvironment detect_process_environment();
+
+}  // namespace dpt

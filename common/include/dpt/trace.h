@@ -1,0 +1,135 @@
+/// @file trace.h
+/// @brief `Tracer`: a per-rank timeline of compute and communication spans,
+/// written as a Chrome Trace Event JSON file (open it in ui.perfetto.dev or
+/// chrome://tracing), and per-category seconds for the metrics of each step.
+///
+///     {
+///       auto span = ctx.trace.span("forward", "compute");   // ends at the brace
+///       logits = model.forward(x);
+///     }
+///     double comm_s = ctx.trace.seconds("comm");   // Communicator calls add to "comm"
+///
+/// launch() gives every rank a Tracer (enabled by `--trace FILE`) and writes
+/// one file at the end: one track per rank (pid 0, tid = rank, named
+/// "rank R"), plus a track "rank R async" (tid 1000 + R) for the spans of the
+/// rank's async progress thread, so overlapped communication shows under the
+/// compute it hides behind. Timestamps are microseconds from a common origin:
+/// the start of launch (threads), or the moment every process left a barrier
+/// at launch (MPI, so tracks agree to within the barrier's skew).
+///
+/// Disabled, a span reads the clock twice and adds to its category's seconds;
+/// nothing else is stored. Left out: flow arrows, instant events, GPU timing.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dpt {
+
+class Communicator;
+class Tracer;
+
+/// The clock of every timestamp.
+using TraceClock = std::chrono::steady_clock;
+
+/// One numeric argument shown with a span: {"bytes", 4096}. `key` must be a
+/// string literal (or otherwise outlive the call).
+struct TraceArg {
+  const char* key;
+  double value;
+};
+
+/// RAII scope: one complete event ("ph":"X") from construction to end() or
+/// destruction. Spans on one thread must end in reverse order of start.
+class TraceSpan {
+ public:
+  /// Starts a span on `tracer` (null: an inert span that records nothing).
+  TraceSpan(Tracer* tracer, std::string_view name, std::string_view category,
+            std::initializer_list<TraceArg> args = {});
+  ~TraceSpan() { end(); }
+  TraceSpan(const TraceSpan&) = delete;
+  TraceSpan& operator=(const TraceSpan&) = delete;
+  /// Ends the span now (later calls do nothing).
+  void end();
+
+ private:
+  Tracer* tracer_;
+  int category_;       // index into the tracer's seconds accumulators
+  bool counts_;        // false when nested in a span of the same category
+  int event_ = -1;     // index of the stored event, or -1 when disabled
+  TraceClock::time_point start_;
+};
+
+/// One rank's timeline. Thread-safe (the rank thread and its progress thread
+/// both record).
+class Tracer {
+ public:
+  /// A tracer for `rank`; events are stored only when `enabled`. Timestamps
+  /// count from `origin`.
+  Tracer(int rank, bool enabled, TraceClock::time_point origin = TraceClock::now());
+  ~Tracer();
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  int rank() const { return rank_; }
+  bool enabled() const { return enabled_; }
+
+  /// A span named `name` in `category` ("compute", "comm", "optimizer", ...)
+  /// with optional numeric `args`. Keep the result alive for the scope.
+  [[nodiscard]] TraceSpan span(std::string_view name, std::string_view category,
+                               std::initializer_list<TraceArg> args = {}) {
+    return TraceSpan(this, name, category, args);
+  }
+  /// Records counter `name` = `value` now (a "ph":"C" event, e.g. memory).
+  void counter(std::string_view name, double value);
+
+  /// Seconds spent in spans of `category` since the last reset, on all of the
+  /// rank's threads. A span nested in a span of the same category on the same
+  /// thread is counted once (the outer one).
+  double seconds(std::string_view category) const;
+  /// Sets every category's seconds to 0 (e.g. at the start of each step).
+  void reset_seconds();
+
+  /// Number of stored events (0 when disabled).
+  std::size_t event_count() const;
+  /// This rank's events plus its track-name metadata, as a JSON array.
+  std::string events_json() const;
+
+  /// Marks the calling thread's spans as lane 0 (a rank's own thread) or 1
+  /// (its async progress thread). Communicator sets it on its progress thread.
+  static void set_thread_lane(int lane);
+
+ private:
+  friend class TraceSpan;
+  struct Event;
+  int category_index(std::string_view category);
+  int start_event(std::string_view name, std::string_view category,
+                  std::initializer_list<TraceArg> args, TraceClock::time_point start);
+  void end_event(int event, int category, bool counts, TraceClock::time_point start,
+                 TraceClock::time_point end);
+
+  int rank_;
+  bool enabled_;
+  TraceClock::time_point origin_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> categories_;
+  std::vector<double> seconds_;
+  std::vector<Event> events_;
+  bool used_lane_[2] = {false, false};
+};
+
+/// Writes one Chrome trace file from ranks' events_json() arrays: valid JSON
+/// {"traceEvents": [...], "displayTimeUnit": "ms"}, written to a temporary
+/// file and renamed into place. Throws dpt::Error when it cannot write.
+void write_chrome_trace(const std::string& path, const std::vector<std::string>& rank_events);
+
+/// Collective: gathers every rank's events to rank 0, which writes `path`.
+void gather_and_write_trace(Communicator& comm, const Tracer& tracer, const std::string& path);
+
+}  // namespace dpt

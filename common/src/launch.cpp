@@ -1,0 +1,246 @@
+// launch.cpp — flags, environment detection, and running fn once per rank.
+//
+// Both backends run each rank through run_rank(): call fn, wait for its async
+// work, report a failure to the peers (comm.fail), then wait for every rank
+// (comm.finish) so each learns whether anyone failed. Only what is around that
+// differs: threads start N threads and rethrow the first failure's original
+// exception; MPI runs once in this process and rethrows its own error, or a
+// PeerFailed naming the rank that failed first.
+#include "dpt/launch.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "dpt/check.h"
+#include "dpt/options.h"
+
+namespace dpt {
+
+// ----------------------------------------------------------------------------
+// flags
+
+namespace {
+CLI::Validator non_negative_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        double value = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !(value >= 0))
+          return "expects a non-negative number, got '" + v + "'";
+        return "";
+      },
+      "NUMBER");
+}
+}  // namespace
+
+void add_launch_flags(CLI::App& app, LaunchOptions& o) {
+  app.add_option("--ranks", o.ranks, "Number of ranks (under --comm mpi: the mpirun -np count)")
+      ->check(positive_integer())
+      ->each([&o](const std::string&) { o.ranks_given = true; })
+      ->capture_default_str();
+  app.add_option("--comm", o.comm, "Ranks as threads of this process, or one per MPI process (mpirun)")
+      ->check(CLI::IsMember({"threads", "mpi"}))
+      ->capture_default_str();
+  app.add_option("--comm-timeout", o.timeout_s,
+                 "Seconds a rank may wait on a peer before it reports a deadlock")
+      ->check(positive_number())
+      ->capture_default_str();
+  app.add_option("--link", o.link_preset,
+                 "Simulated network between --comm threads ranks (an alpha-beta model)")
+      ->check(CLI::IsMember(link_preset_names()))
+      ->capture_default_str();
+  app.add_option("--link-gbps", o.link.gbps, "Simulated link bandwidth in Gbit/s (overrides --link)")
+      ->check(positive_number());
+  app.add_option("--link-latency-us", o.link.latency_us,
+                 "Simulated link latency in microseconds (overrides --link)")
+      ->check(non_negative_number());
+  app.add_option("--trace", o.trace_path, "Write a Chrome trace timeline to FILE (ui.perfetto.dev)")
+      ->type_name("FILE");
+}
+
+LinkModel effective_link(const LaunchOptions& o) {
+  LinkModel link = link_preset(o.link_preset);
+  if (o.link.gbps > 0) link.gbps = o.link.gbps;
+  if (o.link.latency_us > 0) link.latency_us = o.link.latency_us;
+  return link;
+}
+
+// ----------------------------------------------------------------------------
+// environment
+
+namespace {
+int parse_env_int(const char* name, const char* value) {
+  char* end = nullptr;
+  errno = 0;
+  long parsed = std::strtol(value, &end, 10);
+  DPT_CHECK(*value != '\0' && *end == '\0' && errno == 0 && parsed >= 0 && parsed <= 1 << 24,
+            "environment variable " << name << "='" << value << "' is not a rank or process count");
+  return int(parsed);
+}
+}  // namespace
+
+ProcessEnvironment detect_process_environment() {
+  struct Pair {
+    const char* rank;
+    const char* world;
+  };
+  static const Pair pairs[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                               {"PMI_RANK", "PMI_SIZE"},
+                               {"SLURM_PROCID", "SLURM_NTASKS"},
+                               {"RANK", "WORLD_SIZE"}};
+  for (const Pair& p : pairs) {
+    const char* rank = std::getenv(p.rank);
+    const char* world = std::getenv(p.world);
+    if (!rank || !world) continue;
+    ProcessEnvironment env;
+    env.under_launcher = true;
+    env.rank = parse_env_int(p.rank, rank);
+    env.world = parse_env_int(p.world, world);
+    env.source = std::string(p.rank) + "/" + p.world;
+    DPT_CHECK(env.world >= 1 && env.rank < env.world,
+              env.source << " say rank " << env.rank << " of " << env.world
+                         << " processes: the rank must be below the count");
+    return env;
+  }
+  return {};
+}
+
+// ----------------------------------------------------------------------------
+// running the ranks
+
+namespace {
+
+void validate(const LaunchOptions& o) {
+  DPT_CHECK(o.ranks >= 1 && o.ranks <= 4096, "--ranks must be between 1 and 4096, got " << o.ranks);
+  DPT_CHECK(o.timeout_s > 0, "--comm-timeout must be > 0 seconds, got " << o.timeout_s);
+  DPT_CHECK(o.comm == "threads" || o.comm == "mpi",
+            "--comm must be threads or mpi, got '" << o.comm << "'");
+  DPT_CHECK(o.link.gbps >= 0 && o.link.latency_us >= 0,
+            "--link-gbps and --link-latency-us must be >= 0, got " << o.link.gbps << " and "
+                                                                   << o.link.latency_us);
+  link_preset(o.link_preset);  // throws on an unknown name
+}
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+bool is_peer_failed(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerFailed&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+struct RankOutcome {
+  std::exception_ptr error;  // what this rank's fn threw, if anything
+  RankFailure failure;       // the first failure of any rank
+};
+
+RankOutcome run_rank(Communicator& comm, Tracer& tracer, const LaunchOptions& options,
+                     const std::function<void(Context&)>& fn) {
+  Context ctx{comm.rank(), comm.size(), comm, Device::cpu(comm.rank()), tracer, options};
+  RankOutcome out;
+  try {
+    fn(ctx);
+    comm.synchronize();  // async work issued by fn and never waited for
+  } catch (...) {
+    out.error = std::current_exception();
+    comm.fail(message_of(out.error), !is_peer_failed(out.error));
+    try {
+      comm.synchronize();  // let pending async work fail fast against the stopped world
+    } catch (...) {
+    }
+  }
+  out.failure = comm.finish();
+  return out;
+}
+
+[[noreturn]] void throw_peer_failure(const RankFailure& f) {
+  throw PeerFailed(detail::format_error(
+      __FILE__, __LINE__, "stopped because rank " + std::to_string(f.rank) + " failed: " + f.message));
+}
+
+void launch_threads(const LaunchOptions& o, const std::function<void(Context&)>& fn) {
+  ProcessEnvironment env = detect_process_environment();
+  DPT_CHECK(!env.under_launcher || env.world == 1,
+            "this process is rank " << env.rank << " of " << env.world << " started by a launcher ("
+                                    << env.source << "), but --comm threads runs every rank inside "
+                                    << "one process: pass --comm mpi, or start a single process");
+  // One origin for every rank's timeline: they share the process's clock.
+  // (Tracers are declared first so they outlive the communicators.)
+  TraceClock::time_point origin = TraceClock::now();
+  std::vector<std::unique_ptr<Tracer>> tracers;
+  for (int r = 0; r < o.ranks; ++r)
+    tracers.push_back(std::make_unique<Tracer>(r, !o.trace_path.empty(), origin));
+  auto comms = make_threads_world(o.ranks, o.timeout_s, effective_link(o));
+  for (int r = 0; r < o.ranks; ++r) comms[r]->set_tracer(tracers[r].get());
+  std::vector<RankOutcome> outcomes(o.ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.ranks; ++r) {
+    threads.emplace_back([&, r] {
+      set_error_rank(r);
+      outcomes[r] = run_rank(*comms[r], *tracers[r], o, fn);
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  // Written even after a failure: the timeline shows where each rank was.
+  if (!o.trace_path.empty()) {
+    std::vector<std::string> parts;
+    for (auto& t : tracers) parts.push_back(t->events_json());
+    write_chrome_trace(o.trace_path, parts);
+  }
+  const RankFailure& failure = outcomes[0].failure;  // every rank got the same
+  if (!failure.any()) return;
+  if (outcomes[failure.rank].error) std::rethrow_exception(outcomes[failure.rank].error);
+  DPT_FAIL(failure.message);  // e.g. messages nobody received
+}
+
+void launch_mpi(const LaunchOptions& o, const std::function<void(Context&)>& fn) {
+  DPT_CHECK(mpi_available(),
+            "--comm mpi: this dpt was built without MPI. Install Open MPI (e.g. apt install "
+            "libopenmpi-dev openmpi-bin), reconfigure (cmake --preset reference), or use --comm threads");
+  DPT_CHECK(!effective_link(o).enabled(),
+            "--link/--link-gbps/--link-latency-us simulate a network for --comm threads; under "
+            "--comm mpi the real network is measured, so drop them");
+  // Collective: every process gets here, and it ends with a barrier, so the
+  // clocks read just after agree to within the barrier's exit skew.
+  std::unique_ptr<Communicator> comm = make_mpi_communicator(o.timeout_s);
+  TraceClock::time_point origin = TraceClock::now();
+  set_error_rank(comm->rank());
+  DPT_CHECK(!(o.ranks_given || o.ranks != 1) || o.ranks == comm->size(),
+            "--ranks " << o.ranks << " but " << comm->size() << " MPI process(es) were started: "
+                       << "under --comm mpi every process is one rank, so start it with mpirun -np "
+                       << o.ranks << " ... --comm mpi (or drop --ranks)");
+  Tracer tracer(comm->rank(), !o.trace_path.empty(), origin);
+  comm->set_tracer(&tracer);
+  RankOutcome out = run_rank(*comm, tracer, o, fn);
+  comm->set_tracer(nullptr);
+  if (!out.failure.any() && !o.trace_path.empty()) gather_and_write_trace(*comm, tracer, o.trace_path);
+  if (out.error) std::rethrow_exception(out.error);
+  if (out.failure.any()) throw_peer_failure(out.failure);
+}
+
+}  // namespace
+
+void launch(const LaunchOptions& options, const std::function<void(Context&)>& fn) {
+  validate(options);
+  if (options.comm == "mpi") launch_mpi(options, fn);
+  else launch_threads(options, fn);
+}
+
+}  // namespace dpt

@@ -1,0 +1,237 @@
+// trace.cpp — spans, per-category seconds, and the Chrome Trace Event file.
+//
+// Format reference: "Trace Event Format" (Google, docs.google.com/document/d/
+// 1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU). We emit complete events
+// ("ph":"X", ts and dur in microseconds), counters ("ph":"C"), and metadata
+// ("ph":"M") naming each track.
+#include "dpt/trace.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "dpt/check.h"
+#include "dpt/comm.h"
+
+namespace dpt {
+
+namespace {
+thread_local int t_lane = 0;
+
+// Spans open on this thread, innermost last: (tracer, category). Used to count
+// a category's time once when spans of that category nest.
+struct OpenSpan {
+  const Tracer* tracer;
+  int category;
+};
+thread_local std::vector<OpenSpan> t_open;
+
+int tid_of(int rank, int lane) { return lane == 0 ? rank : 1000 + rank; }
+
+double micros(TraceClock::duration d) {
+  return double(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()) / 1000.0;
+}
+}  // namespace
+
+struct Tracer::Event {
+  char phase;  // 'X' complete span, 'C' counter
+  std::string name, category;
+  TraceClock::duration ts{}, dur{-1};  // since origin; dur -1: still open
+  int lane = 0;
+  std::vector<std::pair<std::string, double>> args;
+};
+
+// ----------------------------------------------------------------------------
+// spans
+
+TraceSpan::TraceSpan(Tracer* tracer, std::string_view name, std::string_view category,
+                     std::initializer_list<TraceArg> args)
+    : tracer_(tracer), category_(-1), counts_(false) {
+  if (!tracer_) return;
+  category_ = tracer_->category_index(category);
+  counts_ = true;
+  for (const OpenSpan& open : t_open)
+    if (open.tracer == tracer_ && open.category == category_) counts_ = false;
+  t_open.push_back({tracer_, category_});
+  start_ = TraceClock::now();
+  if (tracer_->enabled_) event_ = tracer_->start_event(name, category, args, start_);
+}
+
+void TraceSpan::end() {
+  if (!tracer_) return;
+  TraceClock::time_point now = TraceClock::now();
+  for (std::size_t i = t_open.size(); i-- > 0;) {
+    if (t_open[i].tracer == tracer_ && t_open[i].category == category_) {
+      t_open.erase(t_open.begin() + i);
+      break;
+    }
+  }
+  tracer_->end_event(event_, category_, counts_, start_, now);
+  tracer_ = nullptr;
+}
+
+// ----------------------------------------------------------------------------
+// the tracer
+
+Tracer::Tracer(int rank, bool enabled, TraceClock::time_point origin)
+    : rank_(rank), enabled_(enabled), origin_(origin) {}
+
+Tracer::~Tracer() = default;
+
+void Tracer::set_thread_lane(int lane) { t_lane = lane == 0 ? 0 : 1; }
+
+int Tracer::category_index(std::string_view category) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::size_t i = 0; i < categories_.size(); ++i)
+    if (categories_[i] == category) return int(i);
+  categories_.emplace_back(category);
+  seconds_.push_back(0.0);
+  return int(categories_.size()) - 1;
+}
+
+int Tracer::start_event(std::string_view name, std::string_view category,
+                        std::initializer_list<TraceArg> args, TraceClock::time_point start) {
+  Event e;
+  e.phase = 'X';
+  e.name = name;
+  e.category = category;
+  e.ts = start - origin_;
+  e.lane = t_lane;
+  for (const TraceArg& a : args) e.args.emplace_back(a.key, a.value);
+  std::lock_guard<std::mutex> lock(mutex_);
+  used_lane_[e.lane] = true;
+  events_.push_back(std::move(e));
+  return int(events_.size()) - 1;
+}
+
+void Tracer::end_event(int event, int category, bool counts, TraceClock::time_point start,
+                       TraceClock::time_point end) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (counts) seconds_[category] += std::chrono::duration<double>(end - start).count();
+  if (event >= 0) events_[event].dur = end - start;
+}
+
+void Tracer::counter(std::string_view name, double value) {
+  if (!enabled_) return;
+  Event e;
+  e.phase = 'C';
+  e.name = name;
+  e.ts = TraceClock::now() - origin_;
+  e.lane = t_lane;
+  e.args.emplace_back("value", value);
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(e));
+}
+
+double Tracer::seconds(std::string_view category) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::size_t i = 0; i < categories_.size(); ++i)
+    if (categories_[i] == category) return seconds_[i];
+  return 0.0;
+}
+
+void Tracer::reset_seconds() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::fill(seconds_.begin(), seconds_.end(), 0.0);
+}
+
+std::size_t Tracer::event_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_.size();
+}
+
+std::string Tracer::events_json() const {
+  using nlohmann::json;
+  std::lock_guard<std::mutex> lock(mutex_);
+  json out = json::array();
+  // Track names: the rank's own thread always (so every rank has a track),
+  // its progress thread when it recorded something. Sort index keeps
+  // "rank R async" right under "rank R".
+  for (int lane = 0; lane < 2; ++lane) {
+    if (lane == 1 && !used_lane_[1]) continue;
+    int tid = tid_of(rank_, lane);
+    std::string label = "rank " + std::to_string(rank_) + (lane ? " async" : "");
+    out.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
+                   {"args", {{"name", label}}}});
+    out.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
+                   {"args", {{"sort_index", 2 * rank_ + lane}}}});
+  }
+  for (const Event& e : events_) {
+    if (e.phase == 'X' && e.dur.count() < 0) continue;  // still open
+    json args = json::object();
+    for (const auto& [key, value] : e.args) {
+      if (std::abs(value) < 9e15 && value == double(int64_t(value))) args[key] = int64_t(value);
+      else args[key] = value;
+    }
+    json event = {{"name", e.name}, {"ph", std::string(1, e.phase)}, {"ts", micros(e.ts)},
+                  {"pid", 0}, {"tid", tid_of(rank_, e.lane)}, {"args", args}};
+    if (e.phase == 'X') {
+      event["cat"] = e.category;
+      event["dur"] = micros(e.dur);
+    } else {  // counters are per process in the viewer: name them per rank
+      event["name"] = e.name + " (rank " + std::to_string(rank_) + ")";
+    }
+    out.push_back(std::move(event));
+  }
+  return out.dump();
+}
+
+// ----------------------------------------------------------------------------
+// writing the file
+
+void write_chrome_trace(const std::string& path, const std::vector<std::string>& rank_events) {
+  using nlohmann::json;
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0},
+                    {"args", {{"name", "dpt"}}}});
+  for (std::size_t r = 0; r < rank_events.size(); ++r) {
+    json part;
+    try {
+      part = json::parse(rank_events[r]);
+    } catch (const json::exception& e) {
+      DPT_FAIL("trace: the events of rank " << r << " are not valid JSON: " << e.what());
+    }
+    DPT_CHECK(part.is_array(), "trace: the events of rank " << r << " are not a JSON array");
+    for (auto& event : part) events.push_back(std::move(event));
+  }
+  json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+
+  // Write next to the target and rename: a reader never sees half a file.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    DPT_CHECK(out, "trace: cannot write " << tmp << ": " << std::strerror(errno));
+    out << doc.dump() << "\n";
+    out.close();
+    DPT_CHECK(out, "trace: writing " << tmp << " failed: " << std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    DPT_FAIL("trace: cannot rename " << tmp << " to " << path << ": " << std::strerror(err));
+  }
+}
+
+void gather_and_write_trace(Communicator& comm, const Tracer& tracer, const std::string& path) {
+  // Two rounds, since all_gather_bytes moves equal sizes: every rank's length,
+  // then every rank's text padded with spaces (valid JSON whitespace).
+  std::string mine = tracer.events_json();
+  int64_t length = int64_t(mine.size());
+  std::vector<int64_t> lengths(comm.size());
+  comm.all_gather_bytes(&length, lengths.data(), sizeof(int64_t));
+  int64_t longest = 0;
+  for (int64_t l : lengths) longest = std::max(longest, l);
+  mine.resize(longest, ' ');
+  std::vector<char> all(std::size_t(longest) * comm.size());
+  comm.all_gather_bytes(mine.data(), all.data(), longest);
+  if (comm.rank() != 0) return;
+  std::vector<std::string> parts;
+  for (int r = 0; r < comm.size(); ++r) parts.emplace_back(all.data() + r * longest, lengths[r]);
+  write_chrome_trace(path, parts);
+}
+
+}  // namespace dpt

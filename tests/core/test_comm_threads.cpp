@@ -1,0 +1,619 @@
+// test_comm_threads.cpp — the threads communicator against serial oracles.
+//
+// Every rank runs on its own thread, and Catch2 assertions are not
+// thread-safe: rank functions only record what they saw into per-rank slots,
+// and the assertions run on the test's thread after launch() returns.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dpt/comm.h"
+#include "dpt/launch.h"
+
+using dpt::Context;
+using dpt::ReduceOp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+dpt::LaunchOptions threads(int ranks, double timeout_s = 10) {
+  dpt::LaunchOptions o;
+  o.ranks = ranks;
+  o.timeout_s = timeout_s;
+  return o;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A rank-dependent value that floats cannot hold exactly (k/7), so summation
+// order shows in the last bits. Only IEEE division and subtraction: the same
+// bits in every context (no libm, nothing to fuse into an FMA).
+float value(int rank, int64_t i) {
+  uint64_t h = uint64_t(i) * 2654435761u + uint64_t(rank) * 40503u;
+  return float(h % 2003) / 7.0f - 100.0f;
+}
+
+std::vector<float> contribution(int rank, int64_t count) {
+  std::vector<float> v(count);
+  for (int64_t i = 0; i < count; ++i) v[i] = value(rank, i);
+  return v;
+}
+
+// The serial oracle: sum over ranks 0..n-1 in that order, then / n for Avg.
+std::vector<float> serial_reduce(int n, int64_t count, int64_t offset, ReduceOp op) {
+  std::vector<float> out(count);
+  for (int64_t i = 0; i < count; ++i) {
+    float s = value(0, offset + i);
+    for (int r = 1; r < n; ++r) s += value(r, offset + i);
+    out[i] = op == ReduceOp::Avg ? s / float(n) : s;
+  }
+  return out;
+}
+
+int64_t mismatches(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return -1;
+  int64_t bad = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) bad += a[i] != b[i];
+  return bad;
+}
+
+// Finds "rank W waited 0.5 s in recv from rank L (tag 0, 1 float" in a
+// timeout message; returns W and L.
+bool parse_wait(const std::string& message, int* waiting, int* on) {
+  for (std::size_t at = message.find("rank "); at != std::string::npos; at = message.find("rank ", at + 1)) {
+    char tail[32] = {0};
+    if (std::sscanf(message.c_str() + at, "rank %d waited 0.5 s in recv from rank %d (tag 0, 1 flo%3s",
+                    waiting, on, tail) == 3)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// point-to-point
+
+TEST_CASE("threads send/recv delivers exact values, in send order per tag") {
+  std::vector<std::vector<float>> got(4);
+  const int64_t big = (1 << 20) + 5;
+  dpt::launch(threads(2), [&](Context& ctx) {
+    if (ctx.rank == 0) {
+      std::vector<float> a1 = {1, 2, 3}, a2 = {4, 5, 6}, b = {7}, large = contribution(0, big);
+      ctx.comm.send(a1.data(), 3, 1, 0);
+      ctx.comm.send(a2.data(), 3, 1, 0);
+      ctx.comm.send(b.data(), 1, 1, 1);
+      ctx.comm.send(large.data(), big, 1, 2);
+    } else {
+      // Tag 1 first although it was sent third: tags are separate queues.
+      got[0].resize(1), got[1].resize(3), got[2].resize(3), got[3].resize(big);
+      ctx.comm.recv(got[0].data(), 1, 0, 1);
+      ctx.comm.recv(got[1].data(), 3, 0, 0);
+      ctx.comm.recv(got[2].data(), 3, 0, 0);
+      ctx.comm.recv(got[3].data(), big, 0, 2);
+    }
+  });
+  CHECK(got[0] == std::vector<float>{7});
+  CHECK(got[1] == std::vector<float>{1, 2, 3});
+  CHECK(got[2] == std::vector<float>{4, 5, 6});
+  CHECK(mismatches(got[3], contribution(0, big)) == 0);
+}
+
+TEST_CASE("threads recv that waits before the send gets the data (rendezvous path)") {
+  std::vector<float> got(1000, -1);
+  dpt::launch(threads(2), [&](Context& ctx) {
+    if (ctx.rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let rank 1 post first
+      std::vector<float> data = contribution(0, 1000);
+      ctx.comm.send(data.data(), 1000, 1);
+    } else {
+      ctx.comm.recv(got.data(), 1000, 0);
+    }
+  });
+  CHECK(mismatches(got, contribution(0, 1000)) == 0);
+}
+
+TEST_CASE("threads sendrecv around a ring does not deadlock with 2, 3 and 4 ranks") {
+  for (int n : {2, 3, 4}) {
+    const int steps = 50;
+    std::vector<int> bad(n, 0);
+    dpt::launch(threads(n, 5), [&](Context& ctx) {
+      int right = (ctx.rank + 1) % n, left = (ctx.rank + n - 1) % n;
+      std::vector<float> out(257), in(257);
+      for (int step = 0; step < steps; ++step) {
+        std::fill(out.begin(), out.end(), float(ctx.rank * 1000 + step));
+        ctx.comm.sendrecv(out.data(), 257, right, in.data(), 257, left);
+        for (float x : in) bad[ctx.rank] += x != float(left * 1000 + step);
+      }
+    });
+    INFO("ranks: " << n);
+    for (int r = 0; r < n; ++r) CHECK(bad[r] == 0);
+  }
+}
+
+TEST_CASE("threads sendrecv whose peer arrives later, with plain recv and send, completes") {
+  // Rank 0 lends its buffer (rank 1 has not posted yet) and must wait until
+  // rank 1's recv has copied it; then rank 1's send lands in rank 0's receive.
+  std::vector<float> at0(3, -1), at1(3, -1);
+  dpt::launch(threads(2), [&](Context& ctx) {
+    std::vector<float> mine(3, float(ctx.rank + 10));
+    if (ctx.rank == 0) {
+      ctx.comm.sendrecv(mine.data(), 3, 1, at0.data(), 3, 1);
+      mine.assign(3, -5);  // must not reach rank 1: it has copied before sendrecv returned
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ctx.comm.recv(at1.data(), 3, 0);
+      ctx.comm.send(mine.data(), 3, 0);
+    }
+  });
+  CHECK(at0 == std::vector<float>(3, 11));
+  CHECK(at1 == std::vector<float>(3, 10));
+}
+
+TEST_CASE("threads sendrecv to a rank that returns without receiving is an error") {
+  std::string message;
+  try {
+    dpt::launch(threads(2, 20), [](Context& ctx) {
+      float out = 1, in = 0;
+      if (ctx.rank == 0) ctx.comm.sendrecv(&out, 1, 1, &in, 1, 1);
+      else ctx.comm.send(&out, 1, 0);  // answers, but never receives
+    });
+  } catch (const dpt::Error& e) {
+    message = e.what();
+  }
+  // Rank 0 is told either while it waits ("... without receiving them") or,
+  // if rank 1 was quicker, when it starts ("... nobody will receive it").
+  INFO(message);
+  CHECK(message.find("but rank 1 has finished its function") != std::string::npos);
+}
+
+// ----------------------------------------------------------------------------
+// collectives against serial computations
+
+TEST_CASE("threads all_reduce equals a serial sum in rank order, on every rank") {
+  // Exact comparison: the threads backend documents that it sums in rank
+  // order, so the result must be bit-identical to the serial loop.
+  for (int n : {1, 2, 3, 4}) {
+    for (int64_t count : {int64_t(0), int64_t(1), int64_t(7), int64_t((1 << 20) + 3)}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+        std::vector<std::vector<float>> result(n);
+        dpt::launch(threads(n), [&](Context& ctx) {
+          result[ctx.rank] = contribution(ctx.rank, count);
+          ctx.comm.all_reduce(result[ctx.rank].data(), count, op);
+        });
+        std::vector<float> expected = serial_reduce(n, count, 0, op);
+        INFO("ranks " << n << ", count " << count << ", op " << dpt::reduce_op_name(op));
+        for (int r = 0; r < n; ++r) CHECK(mismatches(result[r], expected) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("threads reduce_scatter gives rank r the serial reduction of row r") {
+  for (int n : {1, 2, 3, 4}) {
+    for (int64_t rows : {int64_t(0), int64_t(1), int64_t(5), int64_t(100003)}) {
+      std::vector<std::vector<float>> result(n);
+      dpt::launch(threads(n), [&](Context& ctx) {
+        std::vector<float> input = contribution(ctx.rank, rows * n);
+        result[ctx.rank].assign(rows, -1);
+        ctx.comm.reduce_scatter(input.data(), result[ctx.rank].data(), rows, ReduceOp::Sum);
+      });
+      INFO("ranks " << n << ", recv_count " << rows);
+      for (int r = 0; r < n; ++r) CHECK(mismatches(result[r], serial_reduce(n, rows, r * rows, ReduceOp::Sum)) == 0);
+    }
+  }
+}
+
+TEST_CASE("threads all_gather concatenates every rank's buffer in rank order") {
+  for (int n : {1, 2, 3, 4}) {
+    for (int64_t count : {int64_t(0), int64_t(1), int64_t(7), int64_t(250001)}) {
+      for (bool in_place : {false, true}) {
+        std::vector<std::vector<float>> result(n);
+        dpt::launch(threads(n), [&](Context& ctx) {
+          std::vector<float> mine = contribution(ctx.rank, count);
+          std::vector<float>& all = result[ctx.rank];
+          all.assign(count * n, -1);
+          if (in_place) {  // our row of the output is the input
+            std::copy(mine.begin(), mine.end(), all.begin() + ctx.rank * count);
+            ctx.comm.all_gather(all.data() + ctx.rank * count, all.data(), count);
+          } else {
+            ctx.comm.all_gather(mine.data(), all.data(), count);
+          }
+        });
+        std::vector<float> expected;
+        for (int r = 0; r < n; ++r) {
+          auto part = contribution(r, count);
+          expected.insert(expected.end(), part.begin(), part.end());
+        }
+        INFO("ranks " << n << ", count " << count << ", in place " << in_place);
+        for (int r = 0; r < n; ++r) CHECK(mismatches(result[r], expected) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("threads broadcast copies the root's buffer to every rank") {
+  const int n = 4;
+  for (int root = 0; root < n; ++root) {
+    for (int64_t count : {int64_t(0), int64_t(1), int64_t(300007)}) {
+      std::vector<std::vector<float>> result(n);
+      dpt::launch(threads(n), [&](Context& ctx) {
+        result[ctx.rank] = contribution(ctx.rank, count);
+        ctx.comm.broadcast(result[ctx.rank].data(), count, root);
+      });
+      INFO("root " << root << ", count " << count);
+      for (int r = 0; r < n; ++r) CHECK(mismatches(result[r], contribution(root, count)) == 0);
+    }
+  }
+}
+
+TEST_CASE("threads barrier returns only after every rank has arrived") {
+  const int n = 4, rounds = 20;
+  std::vector<std::atomic<int>> arrived(rounds);
+  std::vector<int> early(n, 0);
+  dpt::launch(threads(n), [&](Context& ctx) {
+    for (int round = 0; round < rounds; ++round) {
+      // Stagger arrivals so a broken barrier would let someone through early.
+      std::this_thread::sleep_for(std::chrono::microseconds(200 * ((ctx.rank + round) % n)));
+      arrived[round].fetch_add(1);
+      ctx.comm.barrier();
+      early[ctx.rank] += arrived[round].load() != n;
+    }
+  });
+  for (int r = 0; r < n; ++r) CHECK(early[r] == 0);
+}
+
+// ----------------------------------------------------------------------------
+// traffic log
+
+TEST_CASE("traffic log counts exactly the bytes each rank sent to each rank, per step") {
+  const int n = 3;
+  std::vector<std::vector<int64_t>> shared_matrix, gathered_matrix;
+  dpt::TrafficLog gathered(1), shared(1);
+  dpt::launch(threads(n), [&](Context& ctx) {
+    const int right = (ctx.rank + 1) % n, left = (ctx.rank + n - 1) % n;
+    // step 0: rank r sends 10(r+1) floats to its right neighbour
+    std::vector<float> buf(100);
+    ctx.comm.send(buf.data(), 10 * (ctx.rank + 1), right);
+    ctx.comm.recv(buf.data(), 10 * (left + 1), left);
+    // step 1: 5 floats to each other rank, then one sendrecv of 7 to the right
+    ctx.comm.traffic().set_step(1);
+    for (int peer = 0; peer < n; ++peer)
+      if (peer != ctx.rank) ctx.comm.send(buf.data(), 5, peer, 3);
+    for (int peer = 0; peer < n; ++peer)
+      if (peer != ctx.rank) ctx.comm.recv(buf.data(), 5, peer, 3);
+    std::vector<float> in(7);
+    ctx.comm.sendrecv(buf.data(), 7, right, in.data(), 7, left);
+    // library collectives are recorded apart from point-to-point bytes
+    ctx.comm.all_reduce(buf.data(), 100, ReduceOp::Sum);
+    dpt::TrafficLog all = ctx.comm.gather_traffic();
+    if (ctx.rank == 0) {
+      gathered = all;
+      shared = ctx.comm.traffic();
+    }
+  });
+  for (const dpt::TrafficLog* log : {&shared, &gathered}) {
+    for (int src = 0; src < n; ++src) {
+      for (int dst = 0; dst < n; ++dst) {
+        bool right = dst == (src + 1) % n;
+        int64_t step0 = right ? 4 * 10 * (src + 1) : 0;
+        int64_t step1 = src == dst ? 0 : 4 * 5 + (right ? 4 * 7 : 0);
+        INFO("src " << src << " dst " << dst);
+        CHECK(log->bytes(src, dst, 0) == step0);
+        CHECK(log->bytes(src, dst, 1) == step1);
+        CHECK(log->bytes(src, dst) == step0 + step1);
+        CHECK(log->messages(src, dst) == (src == dst ? 0 : right ? 3 : 1));
+      }
+    }
+    CHECK(log->bytes_sent(1) == 4 * 20 + 2 * 20 + 28);
+    CHECK(log->steps() == std::vector<int64_t>{0, 1});
+    CHECK(log->step_bytes(0) == 4 * (10 + 20 + 30));
+    CHECK(log->total_bytes() == 4 * (10 + 20 + 30) + n * (2 * 20 + 28));
+    CHECK(log->collective_bytes("all_reduce") == n * 400);
+    CHECK(log->collective_calls("all_reduce", 2) == 1);
+    CHECK(log->collective_bytes("broadcast") == 0);
+  }
+  CHECK_THROWS_AS(shared.collective_bytes("allreduce"), dpt::Error);
+}
+
+// ----------------------------------------------------------------------------
+// failures: deadlock, a failing rank, mismatches
+
+TEST_CASE("a deadlock (every rank receives from its left) times out naming the ranks") {
+  const int n = 3;
+  const double timeout = 0.5;
+  Clock::time_point start = Clock::now();
+  std::string message;
+  try {
+    dpt::launch(threads(n, timeout), [&](Context& ctx) {
+      float x = 0;
+      ctx.comm.recv(&x, 1, (ctx.rank + n - 1) % n);
+    });
+  } catch (const dpt::Timeout& e) {
+    message = e.what();
+  }
+  double elapsed = seconds_since(start);
+  INFO(message);
+  // Lower bound: it did wait the timeout. Upper bound: the timeout plus
+  // generous slack for a loaded CI machine — the point is "no hang".
+  CHECK(elapsed >= timeout);
+  CHECK(elapsed < timeout + 3.0);
+  int waiting = -1, on = -1;
+  REQUIRE(parse_wait(message, &waiting, &on));
+  CHECK(on == (waiting + n - 1) % n);
+  // The other two ranks were blocked too, each on its own left neighbour.
+  for (int r = 0; r < n; ++r) {
+    if (r == waiting) continue;
+    CHECK(message.find("rank " + std::to_string(r) + " waiting in recv from rank " +
+                       std::to_string((r + n - 1) % n)) != std::string::npos);
+  }
+  CHECK(message.find("deadlock") != std::string::npos);
+}
+
+TEST_CASE("a rank that throws stops the others and launch rethrows its own error") {
+  const int n = 4;
+  std::vector<std::string> seen(n);
+  Clock::time_point start = Clock::now();
+  std::string message;
+  try {
+    dpt::launch(threads(n, 20), [&](Context& ctx) {
+      if (ctx.rank == 2) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        DPT_FAIL("boom at step 3");
+      }
+      try {
+        float x = 0;
+        ctx.comm.recv(&x, 1, 2);  // waits on rank 2, which never sends
+      } catch (const dpt::Error& e) {
+        seen[ctx.rank] = e.what();
+        throw;
+      }
+    });
+  } catch (const dpt::Error& e) {
+    message = e.what();
+  }
+  // Stopped by rank 2's failure, far sooner than the 20 s timeout.
+  CHECK(seconds_since(start) < 5.0);
+  CHECK(message.rfind("[rank 2] ", 0) == 0);
+  CHECK(message.find("boom at step 3") != std::string::npos);
+  CHECK(message.find("stopped because") == std::string::npos);
+  for (int r : {0, 1, 3}) {
+    INFO("rank " << r << ": " << seen[r]);
+    CHECK(seen[r].find("stopped because rank 2 failed") != std::string::npos);
+    CHECK(seen[r].find("boom at step 3") != std::string::npos);
+  }
+}
+
+TEST_CASE("launch rethrows the failing rank's exception with its type") {
+  CHECK_THROWS_AS(dpt::launch(threads(3), [](Context& ctx) {
+                    if (ctx.rank == 1) throw dpt::OutOfMemory("[rank 1] out of memory on cpu:1");
+                    ctx.comm.barrier();
+                  }),
+                  dpt::OutOfMemory);
+}
+
+TEST_CASE("a recv whose count differs from the send is an error naming both counts") {
+  // Every path: eager send, rendezvous send, lent sendrecv buffer.
+  for (int path = 0; path < 3; ++path) {
+    bool receiver_first = path == 1;
+    std::string message;
+    try {
+      dpt::launch(threads(2), [&](Context& ctx) {
+        std::vector<float> buf(8);
+        if (ctx.rank == 0) {
+          if (receiver_first) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          if (path == 2) ctx.comm.sendrecv(buf.data(), 4, 1, buf.data() + 4, 0, 1);
+          else ctx.comm.send(buf.data(), 4, 1);
+        } else {
+          if (!receiver_first) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          ctx.comm.recv(buf.data(), 8, 0);
+          if (path == 2) ctx.comm.send(buf.data(), 0, 0);
+        }
+      });
+    } catch (const dpt::Error& e) {
+      message = e.what();
+    }
+    INFO("path " << path << ": " << message);
+    CHECK(message.find("4 floats") != std::string::npos);
+    CHECK(message.find("8 floats") != std::string::npos);
+  }
+}
+
+TEST_CASE("collectives with different counts or different calls across ranks are errors") {
+  std::string counts, calls;
+  try {
+    dpt::launch(threads(2), [](Context& ctx) {
+      std::vector<float> buf(12);
+      ctx.comm.all_reduce(buf.data(), ctx.rank == 0 ? 10 : 12, ReduceOp::Sum);
+    });
+  } catch (const dpt::Error& e) {
+    counts = e.what();
+  }
+  try {
+    dpt::launch(threads(2), [](Context& ctx) {
+      std::vector<float> buf(4);
+      if (ctx.rank == 0) ctx.comm.barrier();
+      else ctx.comm.broadcast(buf.data(), 4, 0);
+    });
+  } catch (const dpt::Error& e) {
+    calls = e.what();
+  }
+  INFO(counts);
+  CHECK(counts.find("different counts") != std::string::npos);
+  CHECK(counts.find("rank 0: 10, rank 1: 12") != std::string::npos);
+  INFO(calls);
+  CHECK(calls.find("different collectives") != std::string::npos);
+}
+
+TEST_CASE("a recv from a rank that has already returned fails at once") {
+  Clock::time_point start = Clock::now();
+  std::string message;
+  try {
+    dpt::launch(threads(2, 20), [](Context& ctx) {
+      float x = 0;
+      if (ctx.rank == 1) ctx.comm.recv(&x, 1, 0);
+    });
+  } catch (const dpt::Error& e) {
+    message = e.what();
+  }
+  CHECK(seconds_since(start) < 5.0);
+  CHECK(message.find("rank 0 has finished") != std::string::npos);
+}
+
+TEST_CASE("a message nobody received is reported when the ranks end") {
+  std::string message;
+  try {
+    dpt::launch(threads(2), [](Context& ctx) {
+      float x = 1;
+      if (ctx.rank == 0) ctx.comm.send(&x, 1, 1, 5);
+      ctx.comm.barrier();
+    });
+  } catch (const dpt::Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("never received") != std::string::npos);
+  CHECK(message.find("tag 5") != std::string::npos);
+}
+
+// ----------------------------------------------------------------------------
+// link model: lower bounds only. The model promises "no earlier than"; how
+// much later depends on the machine's scheduler, so upper bounds are loose
+// sanity checks (1 s) rather than claims.
+
+TEST_CASE("link model: a 1 MiB message over a 1 Gbps link takes at least alpha + S/beta") {
+  dpt::LaunchOptions o = threads(2);
+  o.link = {100.0, 1.0};  // 100 us, 1 Gbit/s
+  const int64_t count = 1 << 18;  // 1 MiB
+  const double transfer = 8.0 * 4 * count / 1e9, alpha = 100e-6;
+  std::atomic<int64_t> t_send{0};
+  double send_took = 0, arrived_after = 0, second_after = 0;
+  dpt::launch(o, [&](Context& ctx) {
+    std::vector<float> buf(count, 1.0f);
+    if (ctx.rank == 0) {
+      Clock::time_point t0 = Clock::now();
+      t_send = t0.time_since_epoch().count();
+      ctx.comm.send(buf.data(), count, 1);
+      send_took = seconds_since(t0);
+      ctx.comm.send(buf.data(), count, 1);  // queues behind the first on the link
+    } else {
+      ctx.comm.recv(buf.data(), count, 0);
+      Clock::time_point t0{Clock::duration(t_send.load())};
+      arrived_after = seconds_since(t0);
+      ctx.comm.recv(buf.data(), count, 0);
+      second_after = seconds_since(t0);
+    }
+  });
+  CHECK(send_took >= transfer);                // the sender holds its port for S/beta
+  CHECK(arrived_after >= transfer + alpha);    // no earlier than alpha + S/beta
+  CHECK(second_after >= 2 * transfer + alpha); // the second waited for the link
+  CHECK(second_after < 2 * transfer + alpha + 1.0);
+}
+
+TEST_CASE("link model: messages converging on one rank queue on its in-port") {
+  dpt::LaunchOptions o = threads(3);
+  o.link = {0.0, 1.0};
+  const int64_t count = 1 << 17;  // 512 KiB each
+  const double transfer = 8.0 * 4 * count / 1e9;
+  std::atomic<int64_t> earliest{INT64_MAX};
+  double both_after = 0;
+  dpt::launch(o, [&](Context& ctx) {
+    std::vector<float> buf(count);
+    ctx.comm.barrier();
+    int64_t now = Clock::now().time_since_epoch().count();
+    int64_t seen = earliest.load();
+    while (now < seen && !earliest.compare_exchange_weak(seen, now)) {
+    }
+    if (ctx.rank == 0) {
+      ctx.comm.recv(buf.data(), count, 1);
+      ctx.comm.recv(buf.data(), count, 2);
+      both_after = seconds_since(Clock::time_point{Clock::duration(earliest.load())});
+    } else {
+      ctx.comm.send(buf.data(), count, 0);
+    }
+  });
+  CHECK(both_after >= 2 * transfer);
+}
+
+TEST_CASE("link model: the library all_reduce takes at least the ring's modelled time") {
+  dpt::LaunchOptions o = threads(4);
+  o.link = {50.0, 1.0};
+  const int64_t count = 1 << 18;
+  const double ring = 2 * 3 * (50e-6 + 8.0 * 4 * count / 4 / 1e9);
+  std::vector<double> took(4);
+  dpt::launch(o, [&](Context& ctx) {
+    std::vector<float> buf(count, 1.0f);
+    Clock::time_point t0 = Clock::now();
+    ctx.comm.all_reduce(buf.data(), count, ReduceOp::Sum);
+    took[ctx.rank] = seconds_since(t0);
+  });
+  // The modelled clock starts when the last rank arrives, after every rank's
+  // t0, so every rank waits at least the modelled time.
+  for (int r = 0; r < 4; ++r) CHECK(took[r] >= ring);
+}
+
+TEST_CASE("link presets have the documented numbers; unknown names are errors") {
+  CHECK(dpt::link_preset("pcie").gbps == 200.0);
+  CHECK(dpt::link_preset("ethernet").gbps == 10.0);
+  CHECK(dpt::link_preset("ethernet").latency_us == 50.0);
+  CHECK_FALSE(dpt::link_preset("none").enabled());
+  CHECK_THROWS_AS(dpt::link_preset("token-ring"), dpt::Error);
+  CHECK(dpt::LinkModel{0, 8}.transfer_seconds(1000000000) == Approx(1.0));
+}
+
+// ----------------------------------------------------------------------------
+// async work and tensors
+
+TEST_CASE("async all_reduce gives the blocking result, and later blocking calls wait their turn") {
+  const int n = 3, count = 10001;
+  std::vector<int64_t> bad(n, -1);
+  std::vector<std::string> async_error(n);
+  dpt::launch(threads(n), [&](Context& ctx) {
+    std::vector<float> a = contribution(ctx.rank, count), b = contribution(ctx.rank, count);
+    auto work = ctx.comm.all_reduce_async(a.data(), count, ReduceOp::Sum);
+    // Issued while `work` may still be pending: must run after it, not beside it.
+    ctx.comm.all_reduce(b.data(), count, ReduceOp::Avg);
+    work->wait();
+    bad[ctx.rank] = mismatches(a, serial_reduce(n, count, 0, ReduceOp::Sum)) +
+                    mismatches(b, serial_reduce(n, count, 0, ReduceOp::Avg));
+    // A ring built from sendrecv, run as async work (what chapter 05 does).
+    int right = (ctx.rank + 1) % n, left = (ctx.rank + n - 1) % n;
+    float out = float(ctx.rank), in = -1;
+    ctx.comm.async([&] { ctx.comm.sendrecv(&out, 1, right, &in, 1, left); })->wait();
+    bad[ctx.rank] += in != float(left);
+    try {
+      ctx.comm.async([] { DPT_FAIL("async failure"); })->wait();
+    } catch (const dpt::Error& e) {
+      async_error[ctx.rank] = e.what();
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    CHECK(bad[r] == 0);
+    CHECK(async_error[r].find("async failure") != std::string::npos);
+  }
+}
+
+TEST_CASE("tensor conveniences move a tensor's elements, views included") {
+  const int n = 2;
+  std::vector<std::vector<float>> reduced(n), received(n);
+  dpt::launch(threads(n), [&](Context& ctx) {
+    dpt::Tensor t = dpt::Tensor::from_vector({2, 3}, contribution(ctx.rank, 6), ctx.device);
+    ctx.comm.all_reduce(t, ReduceOp::Sum);
+    reduced[ctx.rank] = t.to_vector();
+    dpt::Tensor buf = dpt::Tensor::zeros({4}, ctx.device);
+    dpt::Tensor mine = dpt::Tensor::full({2}, float(ctx.rank + 1), ctx.device);
+    ctx.comm.sendrecv(mine, 1 - ctx.rank, buf.slice(2, 2), 1 - ctx.rank);  // into a view
+    received[ctx.rank] = buf.to_vector();
+  });
+  for (int r = 0; r < n; ++r) {
+    CHECK(mismatches(reduced[r], serial_reduce(n, 6, 0, ReduceOp::Sum)) == 0);
+    float other = float(2 - r);
+    CHECK(received[r] == std::vector<float>{0, 0, other, other});
+  }
+}
