@@ -65,7 +65,9 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr
           MetricsWriter& metrics, const Narrator& say) {
   BatchSampler sampler(data.size(), o.batch, !o.no_shuffle, o.seed);  // stream in chunks of --batch
   auto optimizer = make_optimizer(o.optimizer, model.parameters(), lr);
-  Run run{"batch " + std::to_string(k), samples / k};
+  Run run;
+  run.name = "batch " + std::to_string(k);
+  run.updates = samples / k;
   ProgressBar bar("ch02 " + run.name, run.updates, say.enabled());
   auto start = std::chrono::steady_clock::now();
   for (int64_t update = 0; update < run.updates; ++update) {
