@@ -184,6 +184,7 @@ class Work {
 struct RankFailure {
   int rank = -1;        ///< the rank whose error came first; -1 when all succeeded
   std::string message;  ///< its error message
+  /// True when some rank failed.
   bool any() const { return rank >= 0; }
 };
 
@@ -290,21 +291,31 @@ class Communicator {
   virtual RankFailure finish() = 0;
 
  protected:
+  /// For backends: rank `rank` of `size`, named `backend`, logging to `traffic`.
   Communicator(int rank, int size, std::string backend, double timeout_s, TrafficLog traffic);
 
   // What a backend implements. Arguments are already checked: counts >= 0,
   // non-null buffers, peers, roots and tags in range. Called on the rank's
   // thread or on its progress thread, never on both at once.
+  /// Backend of send().
   virtual void do_send(const float* data, int64_t count, int dst, int tag) = 0;
+  /// Backend of recv().
   virtual void do_recv(float* data, int64_t count, int src, int tag) = 0;
+  /// Backend of sendrecv().
   virtual void do_sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
                            int64_t recv_count, int src, int tag) = 0;
+  /// Backend of all_reduce().
   virtual void do_all_reduce(float* data, int64_t count, ReduceOp op) = 0;
+  /// Backend of reduce_scatter().
   virtual void do_reduce_scatter(const float* send_buf, float* recv_buf, int64_t recv_count,
                                  ReduceOp op) = 0;
+  /// Backend of all_gather().
   virtual void do_all_gather(const float* send_buf, float* recv_buf, int64_t send_count) = 0;
+  /// Backend of broadcast().
   virtual void do_broadcast(float* data, int64_t count, int root) = 0;
+  /// Backend of barrier().
   virtual void do_barrier() = 0;
+  /// Backend of all_gather_bytes().
   virtual void do_all_gather_bytes(const void* send, void* recv, int64_t bytes) = 0;
   /// False when the backend cannot be called from two threads (MPI without
   /// MPI_THREAD_MULTIPLE): async work then runs at once on the calling thread.

@@ -41,8 +41,8 @@ using TraceClock = std::chrono::steady_clock;
 /// One numeric argument shown with a span: {"bytes", 4096}. `key` must be a
 /// string literal (or otherwise outlive the call).
 struct TraceArg {
-  const char* key;
-  double value;
+  const char* key;  ///< argument name, e.g. "bytes"
+  double value;     ///< its value
 };
 
 /// RAII scope: one complete event ("ph":"X") from construction to end() or
@@ -77,7 +77,9 @@ class Tracer {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
+  /// The rank whose track this is.
   int rank() const { return rank_; }
+  /// True when events are stored (a --trace file was asked for).
   bool enabled() const { return enabled_; }
 
   /// A span named `name` in `category` ("compute", "comm", "optimizer", ...)
