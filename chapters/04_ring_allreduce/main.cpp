@@ -113,7 +113,8 @@ void measure(Context& ctx, int64_t max_bytes, int reps, bool quiet) {
   LinkModel link = effective_link(ctx.options);
   Table table("all-reduce (Avg), " + std::to_string(n) + " ranks, " + ctx.comm.backend() + ", link " + link.describe() +
                   "; busbw = algbw * 2(n-1)/n",
-              {"size", "method", "time (us)", "algbw GB/s", "busbw GB/s", "alpha-beta model (us)"});
+              {"size", "method", "time (us)", "algbw GB/s", "busbw GB/s", "busiest rank sends (theory)",
+               "alpha-beta model (us)"});
   for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 8) {
     int64_t count = bytes / 4;
     for (auto& [name, fn] : methods) {
@@ -125,8 +126,10 @@ void measure(Context& ctx, int64_t max_bytes, int reps, bool quiet) {
       double model = name[0] == '2' ? 2.0 * (n - 1) * (link.latency_us * 1e-6 + link.transfer_seconds(bytes / n))
                    : name[0] == '1' ? 2.0 * (n - 1) * (link.latency_us * 1e-6 + link.transfer_seconds(bytes))
                                     : -1;
+      // Ring: every rank 2(n-1)/n·S. Naive: the host sends the mean to n-1 ranks.
+      double sends = name[0] == '2' ? 2.0 * (n - 1) / n * double(bytes) : name[0] == '1' ? (n - 1) * double(bytes) : -1;
       table.add_row({format_bytes(double(bytes)), name.substr(2), fixed(t * 1e6, 1), fixed(algbw, 2), fixed(busbw, 2),
-                     link.enabled() && model >= 0 ? fixed(model * 1e6, 1) : "-"});
+                     sends >= 0 ? format_bytes(sends) : "-", link.enabled() && model >= 0 ? fixed(model * 1e6, 1) : "-"});
     }
   }
   if (ctx.is_root() && !quiet) table.print(std::cout);
