@@ -17,11 +17,14 @@ Chunk ring_chunk(int64_t count, int n, int i) {
 
 void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op, const StepHook& after_step) {
   ring_scatter_reduce(comm, data, count, after_step);
-  ring_all_gather(comm, data, count, after_step);
   if (op == ReduceOp::Avg) {
+    // Between the phases each rank scales only the chunk it owns, (r+1) mod n:
+    // S/n floats instead of S, and the all-gather spreads the scaled chunks.
+    Chunk owned = ring_chunk(count, comm.size(), (comm.rank() + 1) % comm.size());
     float inverse = 1.0f / float(comm.size());
-    for (int64_t i = 0; i < count; ++i) data[i] *= inverse;
+    for (int64_t i = owned.begin; i < owned.end; ++i) data[i] *= inverse;
   }
+  ring_all_gather(comm, data, count, after_step);
 }
 
 }  // namespace dpt::ch04

@@ -67,6 +67,10 @@ void ensure_mpi_initialised() {
       MPI_Query_thread(&g_thread_level);
       return;
     }
+    // Open MPI 4.1's non-blocking all-reduce (libnbc), which do_all_reduce
+    // polls, picks a binomial tree for in-place calls: the naive algorithm,
+    // slow for large vectors. Ask for its ring, unless the user chose.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
     DPT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &g_thread_level));
     std::atexit(finalize_at_exit);
   });
