@@ -47,6 +47,7 @@
 
 #include "ch03_holes.h"
 #include "ch04_holes.h"
+#include "machine.h"
 #include "dpt/launch.h"
 #include "dpt/options.h"
 #include "dpt/report.h"
@@ -288,14 +289,7 @@ nlohmann::json run_world(const LaunchOptions& launch_options, int64_t min_bytes,
 // machine and flags
 
 std::string machine_line(const std::string& comm) {
-  std::string cpu = "unknown CPU";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  std::string line = cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " logical CPUs; comm " + comm;
+  std::string line = dpt_bench::cpu_line() + "; comm " + comm;
   if (comm == "threads") return line + " (ranks are threads of one process)";
   return line + " (one process per rank, " + mpi_library_version() + ")";
 }

@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "machine.h"
 #include "dpt/autograd.h"
 #include "dpt/nn.h"
 #include "dpt/ops.h"
@@ -224,14 +225,7 @@ BatchResult measure_batch(const std::vector<int64_t>& widths, int64_t batch, dou
 // machine and output
 
 std::string machine_line() {
-  std::string cpu = "unknown CPU";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  return cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " logical CPUs; Eigen " +
+  return dpt_bench::cpu_line() + "; Eigen " +
          std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION) + " (" + Eigen::SimdInstructionSetsInUse() + "), 1 thread";
 }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "timeout_message.h"
 #include "dpt/comm.h"
 #include "dpt/launch.h"
 
@@ -64,17 +65,7 @@ int64_t mismatches(const std::vector<float>& a, const std::vector<float>& b) {
   return bad;
 }
 
-// Finds "rank W waited 0.5 s in recv from rank L (tag 0, 1 float" in a
-// timeout message; returns W and L.
-bool parse_wait(const std::string& message, int* waiting, int* on) {
-  for (std::size_t at = message.find("rank "); at != std::string::npos; at = message.find("rank ", at + 1)) {
-    char tail[32] = {0};
-    if (std::sscanf(message.c_str() + at, "rank %d waited 0.5 s in recv from rank %d (tag 0, 1 flo%3s",
-                    waiting, on, tail) == 3)
-      return true;
-  }
-  return false;
-}
+using dpt_test::parse_wait;
 
 }  // namespace
 
