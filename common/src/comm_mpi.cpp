@@ -35,9 +35,11 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "dpt/comm.h"
 
@@ -309,10 +311,20 @@ class MpiCommunicator final : public Communicator {
   // Every rank passes {kind, count, root, op}; a MAX-reduction of them and
   // their negations gives each field's max and -min, equal iff all agree.
   void preflight(int kind, int64_t count, int root, ReduceOp op) {
-    int64_t v[8] = {kind, -kind, count, -count, root, -root, int64_t(op), -int64_t(op)};
+    // On the heap, not the stack: if a peer fails while this all-reduce is in
+    // flight we abandon it, and MPI may still write the result later.
+    auto values = std::make_unique<int64_t[]>(8);
+    int64_t* v = values.get();
+    const int64_t fields[8] = {kind, -kind, count, -count, root, -root, int64_t(op), -int64_t(op)};
+    std::copy(fields, fields + 8, v);
     MPI_Request request;
     DPT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, 8, MPI_INT64_T, MPI_MAX, data_, &request));
-    wait_collective(kind, count, request);
+    try {
+      wait_collective(kind, count, request);
+    } catch (...) {
+      keep_until_exit(std::move(values));
+      throw;
+    }
     const char* what = kind_name(kind);
     DPT_CHECK(v[0] == -v[1], "ranks called different collectives at the same point ("
                                  << kind_name(-v[1]) << " and " << kind_name(v[0])
@@ -321,6 +333,14 @@ class MpiCommunicator final : public Communicator {
                                   << v[2] << "): every rank must pass the same count");
     DPT_CHECK(v[4] == -v[5], what << ": ranks named different roots (from " << -v[5] << " to " << v[4] << ")");
     DPT_CHECK(v[6] == -v[7], what << ": ranks asked for different reductions (sum and avg)");
+  }
+
+  // An abandoned non-blocking call's buffer must outlive it: kept to the end.
+  static void keep_until_exit(std::unique_ptr<int64_t[]> buffer) {
+    static std::mutex mutex;
+    static std::vector<std::unique_ptr<int64_t[]>> kept;
+    std::lock_guard<std::mutex> lock(mutex);
+    kept.push_back(std::move(buffer));
   }
 
   // ---- failure protocol ----
