@@ -121,10 +121,12 @@ void measure(Context& ctx, int64_t max_bytes, int reps, bool quiet) {
       double t = time_all_reduce(ctx, fn, count, reps);
       double algbw = double(bytes) / t / 1e9;
       double busbw = algbw * 2.0 * (n - 1) / n;
-      // Ring: 2(n-1) steps of alpha + (S/n)/beta. Naive: the host's link moves
-      // (n-1)·S in and (n-1)·S out, one message per rank each way.
-      double model = name[0] == '2' ? 2.0 * (n - 1) * (link.latency_us * 1e-6 + link.transfer_seconds(bytes / n))
-                   : name[0] == '1' ? 2.0 * (n - 1) * (link.latency_us * 1e-6 + link.transfer_seconds(bytes))
+      // Ring: 2(n-1) dependent steps of alpha + (S/n)/beta. Naive: the host's
+      // port takes (n-1)·S in, then sends (n-1)·S out; the messages of each
+      // phase queue on the port, their latencies overlap: 2(alpha + (n-1)S/beta).
+      double alpha = link.latency_us * 1e-6;
+      double model = name[0] == '2' ? 2.0 * (n - 1) * (alpha + link.transfer_seconds(bytes / n))
+                   : name[0] == '1' ? 2.0 * (alpha + (n - 1) * link.transfer_seconds(bytes))
                                     : -1;
       // Ring: every rank 2(n-1)/n·S. Naive: the host sends the mean to n-1 ranks.
       double sends = name[0] == '2' ? 2.0 * (n - 1) / n * double(bytes) : name[0] == '1' ? (n - 1) * double(bytes) : -1;
