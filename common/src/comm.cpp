@@ -97,8 +97,19 @@ struct TrafficLog::Table {
   const int world;
   std::unique_ptr<std::atomic<int64_t>[]> step;  // per rank; read by its progress thread
   mutable std::mutex mutex;
-  std::map<std::tuple<int64_t, int, int>, Cell> sends;  // (step, src, dst)
+  using Key = std::tuple<int64_t, int, int>;           // (step, src, dst)
+  std::map<Key, Cell> sends;
   std::map<std::pair<int, int>, Cell> collectives;      // (collective, rank)
+
+  // Sum of one field (bytes or count) over the sends whose key passes `keep`.
+  template <class Keep>
+  int64_t sum(int64_t Cell::*field, Keep&& keep) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    int64_t total = 0;
+    for (const auto& [key, cell] : sends)
+      if (keep(key)) total += cell.*field;
+    return total;
+  }
 };
 
 TrafficLog::TrafficLog(int world) : table_(std::make_shared<Table>(world)) {
@@ -140,11 +151,7 @@ void TrafficLog::record_collective(const std::string& name, int64_t bytes) {
 }
 
 int64_t TrafficLog::bytes(int src, int dst) const {
-  std::lock_guard<std::mutex> lock(table_->mutex);
-  int64_t total = 0;
-  for (const auto& [key, cell] : table_->sends)
-    if (std::get<1>(key) == src && std::get<2>(key) == dst) total += cell.bytes;
-  return total;
+  return table_->sum(&Table::Cell::bytes, [&](const Table::Key& k) { return std::get<1>(k) == src && std::get<2>(k) == dst; });
 }
 
 int64_t TrafficLog::bytes(int src, int dst, int64_t step) const {
@@ -154,42 +161,23 @@ int64_t TrafficLog::bytes(int src, int dst, int64_t step) const {
 }
 
 int64_t TrafficLog::messages(int src, int dst) const {
-  std::lock_guard<std::mutex> lock(table_->mutex);
-  int64_t total = 0;
-  for (const auto& [key, cell] : table_->sends)
-    if (std::get<1>(key) == src && std::get<2>(key) == dst) total += cell.count;
-  return total;
+  return table_->sum(&Table::Cell::count, [&](const Table::Key& k) { return std::get<1>(k) == src && std::get<2>(k) == dst; });
 }
 
 int64_t TrafficLog::bytes_sent(int rank) const {
-  std::lock_guard<std::mutex> lock(table_->mutex);
-  int64_t total = 0;
-  for (const auto& [key, cell] : table_->sends)
-    if (std::get<1>(key) == rank) total += cell.bytes;
-  return total;
+  return table_->sum(&Table::Cell::bytes, [&](const Table::Key& k) { return std::get<1>(k) == rank; });
 }
 
 int64_t TrafficLog::bytes_received(int rank) const {
-  std::lock_guard<std::mutex> lock(table_->mutex);
-  int64_t total = 0;
-  for (const auto& [key, cell] : table_->sends)
-    if (std::get<2>(key) == rank) total += cell.bytes;
-  return total;
+  return table_->sum(&Table::Cell::bytes, [&](const Table::Key& k) { return std::get<2>(k) == rank; });
 }
 
 int64_t TrafficLog::step_bytes(int64_t step) const {
-  std::lock_guard<std::mutex> lock(table_->mutex);
-  int64_t total = 0;
-  for (const auto& [key, cell] : table_->sends)
-    if (std::get<0>(key) == step) total += cell.bytes;
-  return total;
+  return table_->sum(&Table::Cell::bytes, [&](const Table::Key& k) { return std::get<0>(k) == step; });
 }
 
 int64_t TrafficLog::total_bytes() const {
-  std::lock_guard<std::mutex> lock(table_->mutex);
-  int64_t total = 0;
-  for (const auto& entry : table_->sends) total += entry.second.bytes;
-  return total;
+  return table_->sum(&Table::Cell::bytes, [](const Table::Key&) { return true; });
 }
 
 std::vector<std::vector<int64_t>> TrafficLog::matrix() const {
