@@ -1,12 +1,12 @@
 // test_ch01.cpp — chapter 01's holes against oracles that share none of their code:
 // hand arithmetic for the SGD update, finite differences for linear_backward.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 
 #include "dpt/nn.h"
 #include "dpt/ops.h"
-#include "gradcheck.h"
+#include "support/gradcheck.h"
 #include "ch01_holes.h"
-#include "run_program.h"
+#include "support/run_program.h"
 
 using namespace dpt;
 using dpt_test::max_relative_error;

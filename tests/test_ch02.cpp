@@ -1,13 +1,13 @@
 // test_ch02.cpp — chapter 02's holes: per-sample gradients against autograd on
 // batches of one, their mean against the whole-batch gradient, and the
 // average against a serial double-precision mean.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 
 #include "dpt/nn.h"
 #include "dpt/ops.h"
-#include "gradcheck.h"
+#include "support/gradcheck.h"
 #include "ch02_holes.h"
-#include "run_program.h"
+#include "support/run_program.h"
 
 using namespace dpt;
 using dpt_test::random_tensor;

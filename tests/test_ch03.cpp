@@ -1,15 +1,15 @@
 // test_ch03.cpp — chapter 03's holes: sharding against a direct slice, host
 // averaging against a serial mean and the traffic log, and the whole chapter
 // against single-device training (threads and real mpirun).
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <mutex>
 #include <numeric>
 #include <set>
 
 #include "ch03_holes.h"
 #include "dpt/ops.h"
-#include "ranks.h"
-#include "single_device.h"
+#include "support/ranks.h"
+#include "support/single_device.h"
 
 using namespace dpt;
 
@@ -35,7 +35,7 @@ TEST_CASE("shard_indices: shards cover the global batch exactly once", "[ch03]")
 TEST_CASE("shard_indices: a batch that does not divide is a clear error", "[ch03]") {
   std::vector<int64_t> global(10);
   CHECK_THROWS_AS(ch03::shard_indices(global, 0, 4), Error);
-  CHECK_THROWS_WITH(ch03::shard_indices(global, 0, 4), Catch::Contains("10") && Catch::Contains("4"));
+  CHECK_THROWS_WITH(ch03::shard_indices(global, 0, 4), contains_text("10") && contains_text("4"));
 }
 
 namespace {

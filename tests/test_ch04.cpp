@@ -1,12 +1,12 @@
 // test_ch04.cpp — chapter 04's holes: the ring's result against a serial sum,
 // its algorithm against the traffic log (only the right neighbour, exactly the
 // ring's bytes), and the chapter's training against one device.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <mutex>
 
 #include "ch04_holes.h"
-#include "ranks.h"
-#include "single_device.h"
+#include "support/ranks.h"
+#include "support/single_device.h"
 
 using namespace dpt;
 

@@ -1,6 +1,6 @@
 // test_checkpoint.cpp — safetensors round trips, rejection of damaged files,
 // and load_weights refusing a mismatch without touching the model.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -9,7 +9,7 @@
 
 #include "dpt/checkpoint.h"
 #include "dpt/nn.h"
-#include "run_program.h"
+#include "support/run_program.h"
 
 using namespace dpt;
 
@@ -71,7 +71,7 @@ TEST_CASE("a truncated safetensors file is rejected with the file's name", "[che
   std::string good = handmade_file();
   for (std::size_t cut : {std::size_t(3), std::size_t(20), good.size() - 1}) {
     write_file(path, good.substr(0, cut));
-    CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains(path));
+    CHECK_THROWS_WITH(read_safetensors(path), contains_text(path));
   }
   std::remove(path.c_str());
 }
@@ -81,19 +81,19 @@ TEST_CASE("a corrupt safetensors header is rejected", "[checkpoint]") {
   std::string bad = handmade_file();
   bad[12] = '#';  // inside the JSON
   write_file(path, bad);
-  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("not JSON"));
+  CHECK_THROWS_WITH(read_safetensors(path), contains_text("not JSON"));
   std::string wrong_size = handmade_file();
   auto at = wrong_size.find("[0,8]");
   wrong_size.replace(at, 5, "[0,4]");  // same length text, offsets no longer fit shape (2,)
   write_file(path, wrong_size);
-  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("needs 8 bytes"));
+  CHECK_THROWS_WITH(read_safetensors(path), contains_text("needs 8 bytes"));
   std::string huge = handmade_file();
   huge[7] = char(0x7f);  // header length ~ 2^62
   write_file(path, huge);
-  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("corrupt or truncated"));
+  CHECK_THROWS_WITH(read_safetensors(path), contains_text("corrupt or truncated"));
   std::string extra = handmade_file() + "xx";
   write_file(path, extra);
-  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("bytes after the last tensor"));
+  CHECK_THROWS_WITH(read_safetensors(path), contains_text("bytes after the last tensor"));
   std::remove(path.c_str());
 }
 
@@ -105,10 +105,10 @@ TEST_CASE("load_weights refuses another architecture and leaves the model untouc
   MLP wide({5, 6, 3}, Device::host(), rng);
   auto before = wide.named_parameters()[0].tensor.to_vector();
   CHECK_THROWS_WITH(load_weights(path, wide.named_parameters()),
-                    Catch::Contains("fc0.weight") && Catch::Contains("(4, 5)") && Catch::Contains("(6, 5)"));
+                    contains_text("fc0.weight") && contains_text("(4, 5)") && contains_text("(6, 5)"));
   CHECK(wide.named_parameters()[0].tensor.to_vector() == before);
   MLP deep({5, 4, 4, 3}, Device::host(), rng);
-  CHECK_THROWS_WITH(load_weights(path, deep.named_parameters()), Catch::Contains("another --model"));
+  CHECK_THROWS_WITH(load_weights(path, deep.named_parameters()), contains_text("another --model"));
   std::remove(path.c_str());
 }
 

@@ -1,8 +1,8 @@
 // test_cli.cpp — every chapter program's flags: --help, and bad values that
 // must give one line naming the flag and exit code 2 (never a crash).
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 
-#include "run_program.h"
+#include "support/run_program.h"
 
 namespace {
 const std::vector<std::string> kChapters = {"ch01_sgd", "ch02_batching", "ch03_naive_dp", "ch04_ring_allreduce"};

@@ -4,7 +4,7 @@
 // thread-safe: rank functions only record what they saw into per-rank slots,
 // and the assertions run on the test's thread after launch() returns.
 #include <atomic>
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <chrono>
 #include <cstdio>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "timeout_message.h"
+#include "support/timeout_message.h"
 #include "dpt/comm.h"
 #include "dpt/launch.h"
 

@@ -1,11 +1,11 @@
 // test_data.cpp — the IDX reader on files the test writes, synthetic data
 // determinism, and the batch sampler's stream.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <fstream>
 #include <set>
 
 #include "dpt/data.h"
-#include "run_program.h"
+#include "support/run_program.h"
 
 using namespace dpt;
 
@@ -33,12 +33,12 @@ TEST_CASE("IDX reader reads dimensions and values of a file it did not write", "
 TEST_CASE("IDX reader rejects truncated, gzipped and oversized files", "[data]") {
   std::string path = dpt_test::temp_path("b.idx");
   write_file(path, idx_bytes({2, 3}, {1, 2, 3}));
-  CHECK_THROWS_WITH(read_idx(path), Catch::Contains("truncated"));
+  CHECK_THROWS_WITH(read_idx(path), contains_text("truncated"));
   write_file(path, idx_bytes({2}, {1, 2, 3}));
-  CHECK_THROWS_WITH(read_idx(path), Catch::Contains("bytes after"));
+  CHECK_THROWS_WITH(read_idx(path), contains_text("bytes after"));
   write_file(path, std::string("\x1f\x8b\x08\x00", 4));
-  CHECK_THROWS_WITH(read_idx(path), Catch::Contains("gunzip"));
-  CHECK_THROWS_WITH(read_idx(path + ".missing"), Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(read_idx(path), contains_text("gunzip"));
+  CHECK_THROWS_WITH(read_idx(path + ".missing"), contains_text("cannot open"));
   std::remove(path.c_str());
 }
 

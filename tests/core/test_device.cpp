@@ -1,5 +1,5 @@
 // test_device.cpp — per-device memory accounting and the capacity limit.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 
 #include "dpt/check.h"
 #include "dpt/tensor.h"
@@ -27,7 +27,7 @@ TEST_CASE("a capped device refuses an allocation with a clear out-of-memory erro
   Tensor fits = Tensor::zeros({1024}, dev);
   CHECK_THROWS_AS(Tensor::zeros({1}, dev), OutOfMemory);
   CHECK_THROWS_WITH(Tensor::zeros({1}, dev),
-                    Catch::Contains("out of memory on cpu:42") && Catch::Contains("4 B") && Catch::Contains("capacity"));
+                    contains_text("out of memory on cpu:42") && contains_text("4 B") && contains_text("capacity"));
   std::size_t used = dev.current_bytes();
   CHECK(used == dev.capacity());  // the refused allocation was not counted
   dev.set_capacity(0);
@@ -36,8 +36,8 @@ TEST_CASE("a capped device refuses an allocation with a clear out-of-memory erro
 TEST_CASE("device names parse and bad ones are refused", "[device]") {
   CHECK(Device::get("cpu:3").name() == "cpu:3");
   CHECK(&Device::get("host") == &Device::host());
-  CHECK_THROWS_WITH(Device::get("tpu:0"), Catch::Contains("unknown device kind"));
-  CHECK_THROWS_WITH(Device::get("cpu"), Catch::Contains("expected host, cpu:K or cuda:K"));
+  CHECK_THROWS_WITH(Device::get("tpu:0"), contains_text("unknown device kind"));
+  CHECK_THROWS_WITH(Device::get("cpu"), contains_text("expected host, cpu:K or cuda:K"));
 }
 
 TEST_CASE("tensor views share storage and copies do not", "[tensor]") {
@@ -49,8 +49,8 @@ TEST_CASE("tensor views share storage and copies do not", "[tensor]") {
   copy.data()[0] = 100;
   CHECK(t.data()[0] == 1);
   CHECK(t.reshape({6}).slice(4, 2).to_vector() == std::vector<float>{5, 6});
-  CHECK_THROWS_WITH(t.reshape({4}), Catch::Contains("sizes differ"));
-  CHECK_THROWS_WITH(t.rows(2, 4), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(t.reshape({4}), contains_text("sizes differ"));
+  CHECK_THROWS_WITH(t.rows(2, 4), contains_text("out of range"));
 }
 
 TEST_CASE("freed blocks are reused by the next allocation of the same size and not counted", "[device]") {

@@ -1,6 +1,6 @@
 // test_launch.cpp — launch flags, launcher detection, and what each rank gets.
 #include <algorithm>
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -110,9 +110,9 @@ TEST_CASE("malformed launcher variables are errors naming the variable") {
   CleanEnvironment env;
   setenv("RANK", "one", 1);
   setenv("WORLD_SIZE", "2", 1);
-  CHECK_THROWS_WITH(dpt::detect_process_environment(), Catch::Contains("RANK='one'"));
+  CHECK_THROWS_WITH(dpt::detect_process_environment(), contains_text("RANK='one'"));
   setenv("RANK", "2", 1);  // rank must be below the count
-  CHECK_THROWS_WITH(dpt::detect_process_environment(), Catch::Contains("rank 2 of 2"));
+  CHECK_THROWS_WITH(dpt::detect_process_environment(), contains_text("rank 2 of 2"));
 }
 
 // ----------------------------------------------------------------------------
@@ -236,7 +236,7 @@ TEST_CASE("launch refuses --comm threads when a launcher started several process
   dpt::LaunchOptions o;
   o.ranks = 2;
   bool ran = false;
-  CHECK_THROWS_WITH(dpt::launch(o, [&](Context&) { ran = true; }), Catch::Contains("--comm mpi"));
+  CHECK_THROWS_WITH(dpt::launch(o, [&](Context&) { ran = true; }), contains_text("--comm mpi"));
   CHECK_FALSE(ran);
   setenv("OMPI_COMM_WORLD_SIZE", "1", 1);  // mpirun -np 1: threads inside it are fine
   CHECK_NOTHROW(dpt::launch(o, [](Context&) {}));
@@ -245,18 +245,18 @@ TEST_CASE("launch refuses --comm threads when a launcher started several process
 TEST_CASE("launch rejects bad options set in code with a sentence naming the flag") {
   dpt::LaunchOptions o;
   o.ranks = 0;
-  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), Catch::Contains("--ranks"));
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--ranks"));
   o.ranks = 2;
   o.comm = "carrier-pigeon";
-  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), Catch::Contains("--comm"));
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--comm"));
   o.comm = "threads";
   o.timeout_s = 0;
-  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), Catch::Contains("--comm-timeout"));
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--comm-timeout"));
 }
 
 TEST_CASE("launch with --comm mpi in a build without MPI says how to get it") {
   if (dpt::mpi_available()) return;  // covered by tests/mpi in MPI builds
   dpt::LaunchOptions o;
   o.comm = "mpi";
-  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), Catch::Contains("built without MPI"));
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("built without MPI"));
 }

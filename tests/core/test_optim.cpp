@@ -1,6 +1,6 @@
 // test_optim.cpp — optimizer steps against values computed by hand from the
 // update rules (PyTorch's torch.optim semantics), two steps each so state matters.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <cmath>
 
 #include "dpt/optim.h"
@@ -83,5 +83,5 @@ TEST_CASE("optimizer state is counted on the parameter's device", "[optim][devic
 }
 
 TEST_CASE("make_optimizer rejects an unknown name", "[optim]") {
-  CHECK_THROWS_WITH(make_optimizer("lion", {}, 0.1f), Catch::Contains("expected sgd, momentum, adam or adamw"));
+  CHECK_THROWS_WITH(make_optimizer("lion", {}, 0.1f), contains_text("expected sgd, momentum, adam or adamw"));
 }

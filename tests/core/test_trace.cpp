@@ -2,7 +2,7 @@
 //
 // The file is checked by parsing it with nlohmann::json (an independent JSON
 // parser), not by reading it back through the code that wrote it.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <chrono>
 #include <cstdio>
 #include <filesystem>

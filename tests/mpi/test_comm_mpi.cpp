@@ -9,7 +9,7 @@
 // function of (rank, index), integer-valued and small, so a sum of them is
 // exact in float whatever order MPI's reduction takes (integers below 2^24
 // add exactly), and results compare with ==.
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "timeout_message.h"
+#include "support/timeout_message.h"
 #include "dpt/comm.h"
 #include "dpt/launch.h"
 
@@ -92,7 +92,7 @@ TEST_CASE("mpi --ranks that disagrees with the process count is refused") {
   dpt::LaunchOptions o = mpi();
   o.ranks = world_size() + 1;
   bool ran = false;
-  CHECK_THROWS_WITH(dpt::launch(o, [&](Context&) { ran = true; }), Catch::Contains("mpirun -np"));
+  CHECK_THROWS_WITH(dpt::launch(o, [&](Context&) { ran = true; }), contains_text("mpirun -np"));
   CHECK_FALSE(ran);
 }
 

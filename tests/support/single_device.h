@@ -3,14 +3,14 @@
 // same start (the core's loop, in the test process: no chapter code).
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "support/catch.h"
 #include <string>
 
 #include "dpt/checkpoint.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/options.h"
-#include "run_program.h"
+#include "support/run_program.h"
 
 namespace dpt_test {
 
