@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
@@ -276,8 +277,17 @@ double accuracy(const Tensor& logits, const std::vector<int64_t>& labels) {
 
 float max_abs_diff(const Tensor& a, const Tensor& b) {
   DPT_CHECK(a.numel() == b.numel(), "max_abs_diff: " << a.numel() << " vs " << b.numel() << " elements");
-  if (a.numel() == 0) return 0.0f;
-  return (as_vector(a) - as_vector(b)).cwiseAbs().maxCoeff();
+  // A NaN is the largest difference there is: Eigen's maxCoeff (like
+  // std::max) would drop it and report a NaN run as equal.
+  float worst = 0.0f;
+  const float* x = a.data();
+  const float* y = b.data();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    float d = std::fabs(x[i] - y[i]);
+    if (!(d <= worst)) worst = std::isnan(d) ? std::numeric_limits<float>::quiet_NaN() : d;
+    if (std::isnan(worst)) break;
+  }
+  return worst;
 }
 
 }  // namespace dpt

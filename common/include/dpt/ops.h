@@ -63,7 +63,8 @@ void fill_(Tensor& t, float value);
 
 /// Fraction of rows of logits (B, C) whose argmax equals the label.
 double accuracy(const Tensor& logits, const std::vector<int64_t>& labels);
-/// Largest |a_i − b_i| (same numel).
+/// Largest |a_i − b_i| (same numel); NaN when any difference is NaN (a NaN is
+/// the largest difference, never 0).
 float max_abs_diff(const Tensor& a, const Tensor& b);
 
 }  // namespace dpt

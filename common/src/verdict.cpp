@@ -1,0 +1,75 @@
+// verdict.cpp — ✔/✘ lines computed from a run's numbers.
+#include "dpt/verdict.h"
+
+#include <cmath>
+
+#include "dpt/check.h"
+#include "dpt/report.h"
+
+namespace dpt {
+
+namespace {
+
+std::string number(double value) { return std::isnan(value) ? "nan" : fmt(value, 3); }
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// the checks: every comparison is written so that NaN makes it false
+
+void Verdicts::at_most(const std::string& what, double value, double tolerance, const std::string& why) {
+  bool ok = std::isfinite(value) && value <= tolerance;
+  verdicts_.push_back({what, number(value), "<= " + number(tolerance), why, ok});
+}
+
+void Verdicts::at_least(const std::string& what, double value, double bound, const std::string& why) {
+  bool ok = !std::isnan(value) && value >= bound;
+  verdicts_.push_back({what, number(value), ">= " + number(bound), why, ok});
+}
+
+void Verdicts::near(const std::string& what, double measured, double expected, double tolerance,
+                    const std::string& why) {
+  double scale = std::max(1.0, std::fabs(expected));
+  bool ok = std::isfinite(measured) && std::fabs(measured - expected) <= tolerance * scale;
+  verdicts_.push_back({what, number(measured), "= " + number(expected) + " ± " + number(tolerance * scale), why, ok});
+}
+
+void Verdicts::holds(const std::string& what, bool ok, const std::string& seen) {
+  verdicts_.push_back({what, "", "", seen, ok});
+}
+
+int Verdicts::failures() const {
+  int failed = 0;
+  for (const auto& v : verdicts_) failed += v.passed ? 0 : 1;
+  return failed;
+}
+
+// ----------------------------------------------------------------------------
+// printing
+
+void Verdicts::print(std::ostream& out) const {
+  out << "\n-- verdicts " << std::string(60, '-') << "\n";
+  for (const auto& v : verdicts_) {
+    out << (v.passed ? "  \u2714 " : "  \u2718 ") << v.what;
+    if (!v.measured.empty()) out << ": " << v.measured;
+    if (!v.bound.empty()) out << " (expected " << v.bound << ")";
+    if (!v.why.empty()) out << " — " << v.why;
+    out << "\n";
+  }
+  int failed = failures();
+  if (verdicts_.empty())
+    out << "  \u2718 no checks ran\n";
+  else if (failed == 0)
+    out << "  all " << verdicts_.size() << " checks passed\n";
+  else
+    out << "  " << failed << " of " << verdicts_.size() << " checks FAILED\n";
+}
+
+void require_finite_loss(double loss, int64_t step, double lr) {
+  if (std::isfinite(loss)) return;
+  throw Error("training diverged at step " + std::to_string(step) + ": the loss is " +
+              (std::isnan(loss) ? std::string("nan") : std::string(loss > 0 ? "inf" : "-inf")) +
+              " (learning rate " + fmt(lr, 3) + "; try a smaller --lr)");
+}
+
+}  // namespace dpt
