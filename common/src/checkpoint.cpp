@@ -1,16 +1,13 @@
 // checkpoint.cpp — safetensors reading, validating and atomic writing.
 #include "dpt/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "dpt/check.h"
+#include "dpt/output_file.h"
 
 namespace dpt {
 
@@ -20,16 +17,6 @@ using json = nlohmann::json;
 const char* dtype_name(DType d) { return d == DType::F32 ? "F32" : "I64"; }
 std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 8; }
 
-// Writes all of `bytes` to fd or throws.
-void write_all(int fd, const void* bytes, std::size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(bytes);
-  while (n > 0) {
-    ssize_t written = ::write(fd, p, n);
-    DPT_CHECK(written > 0, "writing '" << path << "' failed: " << std::strerror(errno));
-    p += written;
-    n -= std::size_t(written);
-  }
-}
 }  // namespace
 
 std::vector<float> SafeTensor::floats() const {
@@ -79,25 +66,11 @@ void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
   unsigned char prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<unsigned char>(length >> (8 * i));
 
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  DPT_CHECK(fd >= 0, "cannot create '" << temp << "': " << std::strerror(errno));
-  try {
-    write_all(fd, prefix, 8, temp);
-    write_all(fd, text.data(), text.size(), temp);
-    for (const auto& entry : file.tensors) write_all(fd, entry.second.bytes.data(), entry.second.bytes.size(), temp);
-    DPT_CHECK(::fsync(fd) == 0, "fsync of '" << temp << "' failed: " << std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    std::remove(temp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(temp.c_str());
-    DPT_FAIL("cannot rename '" << temp << "' to '" << path << "': " << std::strerror(err));
-  }
+  OutputFile out(path);  // atomic: temp file, fsync, rename (see output_file.h)
+  out.write(prefix, 8);
+  out.write(text);
+  for (const auto& entry : file.tensors) out.write(entry.second.bytes.data(), entry.second.bytes.size());
+  out.commit();
 }
 
 // ----------------------------------------------------------------------------

@@ -1,58 +1,131 @@
 // options.cpp — the common flags and the set-up they drive.
 #include "dpt/options.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include "dpt/checkpoint.h"
 #include "dpt/check.h"
+#include "dpt/output_file.h"
+#include "dpt/report.h"
 
 namespace dpt {
 
 namespace {
-// A CLI11 validator from a function that throws dpt::Error on a bad value.
+// A CLI11 validator from a function that throws dpt::Error on a bad value;
+// CLI11 puts the flag's name in front of the sentence.
 CLI::Validator validator(const std::string& description, std::function<void(const std::string&)> check) {
   return CLI::Validator(
       [check](std::string& value) -> std::string {
         try {
           check(value);
         } catch (const Error& e) {
-          std::string what = e.what();
-          auto colon = what.find(": ");  // drop "file:line: "
-          return colon == std::string::npos ? what : what.substr(colon + 2);
+          return e.what();
         }
         return "";
       },
       description);
 }
-// "expects a positive integer, got '-3'" instead of CLI11's range dump.
-CLI::Validator number_at_least(double minimum, bool integer) {
-  std::string kind = std::string(minimum > 0 ? "a positive" : "a non-negative") + (integer ? " integer" : " number");
-  return validator(integer ? "INT" : "NUMBER", [=](const std::string& v) {
-    std::size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    bool ok = used == v.size() && !v.empty() && value >= minimum && (minimum <= 0 || value > 0);
-    if (integer) ok = ok && v.find_first_not_of("0123456789+") == std::string::npos;
-    DPT_CHECK(ok, "expects " << kind << ", got '" << v << "'");
-  });
+
+// Digits only (an optional '+'), no overflow: "99999999999999999999" is an
+// error, never 2^63 − 1. Returns false when `text` is not such a number.
+bool parse_unsigned(const std::string& text, uint64_t* value) {
+  std::size_t at = !text.empty() && text[0] == '+' ? 1 : 0;
+  if (at == text.size()) return false;
+  uint64_t v = 0;
+  for (; at < text.size(); ++at) {
+    if (text[at] < '0' || text[at] > '9') return false;
+    uint64_t digit = uint64_t(text[at] - '0');
+    if (v > (UINT64_MAX - digit) / 10) return false;
+    v = v * 10 + digit;
+  }
+  *value = v;
+  return true;
+}
+
+// ---- the upper bounds: values beyond them can only be typos ----
+// --steps: one step of the smallest model takes ~10 µs, so 10^9 steps is
+// hours of a teaching run; the chapters use hundreds.
+constexpr uint64_t kMaxSteps = 1000000000;
+// --batch (per rank): 2^20 samples × the default model's 1050 activations per
+// sample is over 4 GB of activations, more than a teaching machine has.
+constexpr uint64_t kMaxBatch = uint64_t(1) << 20;
+// --samples: MNIST has 60000; 10^8 samples of even 8 features is 3.2 GB.
+constexpr uint64_t kMaxSamples = 100000000;
+// --lr: inputs are standardised, so a step of lr × gradient with lr above 100
+// diverges on every model here; the chapters use 0.001–0.5.
+constexpr double kMaxLr = 100;
+// --model: 2^28 parameters are 1 GiB of float32 weights (4 GiB with gradients
+// and Adam's two moments); the default 784-256-10 has 203,530.
+constexpr double kMaxParameters = double(uint64_t(1) << 28);
+// Data set bytes (samples × input width × 4): above 8 GiB it cannot be meant.
+constexpr double kMaxDataBytes = double(uint64_t(8) << 30);
+
+std::string model_for(const std::vector<int64_t>& widths, int64_t inputs, int64_t outputs) {
+  std::string spec = std::to_string(inputs);
+  for (std::size_t i = 1; i + 1 < widths.size(); ++i) spec += "-" + std::to_string(widths[i]);
+  return spec + "-" + std::to_string(outputs);
+}
+
+// Cross-flag sizes, checked once every flag is parsed (exit 2, like a bad value).
+void check_sizes(const Options& o) {
+  std::vector<int64_t> w = o.widths();
+  double parameters = 0;
+  for (std::size_t i = 0; i + 1 < w.size(); ++i) parameters += double(w[i]) * double(w[i + 1]) + double(w[i + 1]);
+  if (parameters > kMaxParameters)
+    throw CLI::ValidationError("--model", o.model + " has " + fmt(parameters, 3) +
+                                              " parameters, more than the 2^28 a teaching run can mean");
+  double data_bytes = double(o.samples) * double(w.front()) * 4;
+  if (o.data == "synthetic" && data_bytes > kMaxDataBytes)
+    throw CLI::ValidationError("--samples", std::to_string(o.samples) + " samples of " + std::to_string(w.front()) +
+                                                " features are " + fmt(data_bytes / double(1 << 30), 3) +
+                                                " GiB of data, more than the 8 GiB a teaching run can mean");
 }
 }  // namespace
 
-CLI::Validator positive_integer() { return number_at_least(1, true); }
-CLI::Validator non_negative_integer() { return number_at_least(0, true); }
-CLI::Validator positive_number() { return number_at_least(1e-300, false); }
+CLI::Validator integer_in(uint64_t minimum, uint64_t maximum) {
+  std::string range = "an integer from " + std::to_string(minimum) + " to " + std::to_string(maximum);
+  if (maximum == uint64_t(INT64_MAX) && minimum <= 1) range = minimum == 1 ? "a positive integer" : "a non-negative integer";
+  return validator("INT", [=](const std::string& v) {
+    uint64_t value = 0;
+    bool number = parse_unsigned(v, &value);
+    bool too_many_digits = !number && !v.empty() && v.find_first_not_of("+0123456789") == std::string::npos;
+    DPT_CHECK(number && value >= minimum && value <= maximum,
+              "expects " << range << ", got '" << v << "'" << (too_many_digits ? " (too large)" : ""));
+  });
+}
+
+CLI::Validator number_in(double minimum_excluded, double maximum) {
+  return validator("NUMBER", [=](const std::string& v) {
+    char* end = nullptr;
+    double value = v.empty() ? 0 : std::strtod(v.c_str(), &end);
+    bool ok = !v.empty() && end == v.c_str() + v.size() && std::isfinite(value) && value > minimum_excluded &&
+              value <= maximum;
+    DPT_CHECK(ok, "expects a finite number above " << minimum_excluded << " and at most " << maximum << ", got '"
+                                                   << v << "'");
+  });
+}
+
+CLI::Validator positive_integer() { return integer_in(1, uint64_t(INT64_MAX)); }
+CLI::Validator non_negative_integer() { return integer_in(0, uint64_t(INT64_MAX)); }
+CLI::Validator positive_number() { return number_in(0, std::numeric_limits<double>::max()); }
+CLI::Validator output_path() {
+  return validator("FILE", [](const std::string& v) {
+    std::string problem = output_path_problem(v);
+    DPT_CHECK(problem.empty(), problem);
+  });
+}
 
 void add_common_flags(CLI::App& app, Options& o) {
   app.add_option("--steps", o.steps, "Optimizer steps (0: only write --save-* outputs)")
-      ->check(non_negative_integer())->capture_default_str();
+      ->check(integer_in(0, kMaxSteps))->capture_default_str();
   app.add_option("--batch", o.batch, "Samples per step, per rank")
-      ->check(positive_integer())->capture_default_str();
-  app.add_option("--lr", o.lr, "Learning rate")->check(positive_number())->capture_default_str();
-  app.add_option("--seed", o.seed, "Seed for data, initial weights and shuffling")->capture_default_str();
+      ->check(integer_in(1, kMaxBatch))->capture_default_str();
+  app.add_option("--lr", o.lr, "Learning rate")->check(number_in(0, kMaxLr))->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed for data, initial weights and shuffling")
+      ->check(integer_in(0, UINT64_MAX))->capture_default_str();
   app.add_option("--optimizer", o.optimizer, "sgd | momentum | adam | adamw")
       ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}))->capture_default_str();
   app.add_option("--model", o.model, "Layer widths, e.g. 784-256-10")
@@ -65,14 +138,18 @@ void add_common_flags(CLI::App& app, Options& o) {
       }))
       ->capture_default_str();
   app.add_option("--samples", o.samples, "Data set size (MNIST: at most this many)")
-      ->check(positive_integer())->capture_default_str();
+      ->check(integer_in(1, kMaxSamples))->capture_default_str();
   app.add_flag("--no-shuffle", o.no_shuffle, "Consecutive slices of the data, wrapping at its end");
   app.add_option("--load-weights", o.load_weights, "Start from these weights (safetensors)")
       ->check(CLI::ExistingFile);
-  app.add_option("--save-weights", o.save_weights, "Write the final weights (safetensors: fc0.weight, …)");
-  app.add_option("--save-data", o.save_data, "Write the data set (safetensors: x (N,D) f32, y (N,) i64)");
-  app.add_option("--metrics", o.metrics, "Write per-step metrics (JSONL)");
+  // Output paths are checked now, not after training (policy: output_file.h).
+  app.add_option("--save-weights", o.save_weights, "Write the final weights (safetensors: fc0.weight, …)")
+      ->check(output_path());
+  app.add_option("--save-data", o.save_data, "Write the data set (safetensors: x (N,D) f32, y (N,) i64)")
+      ->check(output_path());
+  app.add_option("--metrics", o.metrics, "Write per-step metrics (JSONL)")->check(output_path());
   app.add_flag("--quiet", o.quiet, "No narration and no progress bar (summary only)");
+  app.parse_complete_callback([&o] { check_sizes(o); });
 }
 
 void parse_flags(CLI::App& app, int argc, char** argv) {
@@ -102,8 +179,9 @@ Dataset load_dataset(const Options& o) {
   if (o.data == "synthetic") return make_synthetic(o.samples, widths.front(), widths.back(), o.seed);
   Dataset data = load_mnist(o.data.substr(6), o.samples);
   DPT_CHECK(widths.front() == data.features() && widths.back() == data.classes,
-            "--model " << o.model << " does not fit MNIST: it needs " << data.features()
-                       << " inputs and " << data.classes << " outputs, e.g. --model 784-256-10");
+            "--model " << o.model << " does not fit MNIST: it needs " << data.features() << " inputs and "
+                       << data.classes << " outputs, e.g. --model "
+                       << model_for(widths, data.features(), data.classes));
   return data;
 }
 

@@ -121,17 +121,14 @@ std::string fixed(double value, int decimals) {
 // metrics
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
-  if (path.empty()) return;
-  out_ = std::make_unique<std::ofstream>(path, std::ios::trunc);
-  DPT_CHECK(*out_, "cannot write metrics file '" << path << "'");
+  if (!path.empty()) out_ = std::make_unique<OutputFile>(path, OutputFile::Mode::Log);
 }
 
 void MetricsWriter::write(int64_t step, const std::map<std::string, double>& values) {
   if (!out_) return;
   nlohmann::json line = {{"step", step}};
   for (auto& [key, value] : values) line[key] = std::isfinite(value) ? nlohmann::json(value) : nlohmann::json();
-  *out_ << line.dump() << "\n" << std::flush;
-  DPT_CHECK(*out_, "writing metrics file '" << path_ << "' failed");
+  out_->write(line.dump() + "\n");  // one write(2) per line: a reader tailing the file sees whole lines
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {

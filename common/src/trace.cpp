@@ -16,6 +16,7 @@
 
 #include "dpt/check.h"
 #include "dpt/comm.h"
+#include "dpt/output_file.h"
 
 namespace dpt {
 
@@ -200,20 +201,8 @@ void write_chrome_trace(const std::string& path, const std::vector<std::string>&
   }
   json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 
-  // Write next to the target and rename: a reader never sees half a file.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    DPT_CHECK(out, "trace: cannot write " << tmp << ": " << std::strerror(errno));
-    out << doc.dump() << "\n";
-    out.close();
-    DPT_CHECK(out, "trace: writing " << tmp << " failed: " << std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    DPT_FAIL("trace: cannot rename " << tmp << " to " << path << ": " << std::strerror(err));
-  }
+  // A document: written beside the target and renamed, never over a link or a device.
+  write_output_file(path, doc.dump() + "\n");
 }
 
 void gather_and_write_trace(Communicator& comm, const Tracer& tracer, const std::string& path) {

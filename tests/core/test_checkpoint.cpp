@@ -1,5 +1,7 @@
-// test_checkpoint.cpp — safetensors round trips, rejection of damaged files,
-// and load_weights refusing a mismatch without touching the model.
+// test_checkpoint.cpp — safetensors against bytes written by hand from the
+// format's spec, round trips, rejection of damaged files, and load_weights
+// refusing a mismatch without touching the model. (Atomic writing and the
+// output-path policy: test_output_file.cpp.)
 #include "support/catch.h"
 #include <cstdio>
 #include <cstring>
@@ -9,6 +11,7 @@
 
 #include "dpt/checkpoint.h"
 #include "dpt/nn.h"
+#include <nlohmann/json.hpp>
 #include "support/run_program.h"
 
 using namespace dpt;
@@ -112,22 +115,6 @@ TEST_CASE("load_weights refuses another architecture and leaves the model untouc
   std::remove(path.c_str());
 }
 
-TEST_CASE("writing is atomic: no temp file is left and a failed write keeps the old file", "[checkpoint]") {
-  std::string path = dpt_test::temp_path("atomic.safetensors");
-  Rng rng(5);
-  MLP model({3, 2}, Device::host(), rng);
-  save_weights(path, model.named_parameters());
-  std::string first = read_file(path);
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
-  CHECK_FALSE(std::ifstream(temp).good());
-  // A directory where the temp file should go makes the write fail before the rename.
-  REQUIRE(::mkdir(temp.c_str(), 0700) == 0);
-  CHECK_THROWS(save_weights(path, model.named_parameters()));
-  CHECK(read_file(path) == first);
-  ::rmdir(temp.c_str());
-  std::remove(path.c_str());
-}
-
 TEST_CASE("save_dataset writes x as F32 (N, D) and y as I64 (N,)", "[checkpoint][data]") {
   std::string path = dpt_test::temp_path("data.safetensors");
   Dataset d = make_synthetic(10, 3, 4, 1);
@@ -137,5 +124,96 @@ TEST_CASE("save_dataset writes x as F32 (N, D) and y as I64 (N,)", "[checkpoint]
   CHECK(f.tensors["x"].floats() == d.x.to_vector());
   CHECK(f.tensors["y"].shape == Shape{10});
   CHECK(f.tensors["y"].ints() == d.y);
+  std::remove(path.c_str());
+}
+
+// ----------------------------------------------------------------------------
+// The byte layout, against the spec (huggingface.co/docs/safetensors):
+//   8 bytes: N, the header length, unsigned 64-bit little-endian
+//   N bytes: a JSON object, starting with '{', padded at the end with spaces
+//            (0x20); {"name": {"dtype", "shape", "data_offsets": [begin, end]}},
+//            offsets relative to the start of the data section; an optional
+//            "__metadata__" object of strings
+//   then   : the data section, every byte belonging to exactly one tensor;
+//            values little-endian, row-major (C order).
+// The safetensors writer pads N so the data section starts at a multiple of 8
+// (8 + N ≡ 0 mod 8); dpt does the same so tensors can be mapped in place.
+//
+// The expected values are the IEEE-754 float32 bits of 1..6, 0.5 and −0.25,
+// written out as little-endian bytes by hand. A writer or reader that stores
+// a (2, 3) weight column-major (1 4 2 5 3 6) fails here even when it agrees
+// with itself.
+namespace {
+// fc0.weight (2, 3) = [[1, 2, 3], [4, 5, 6]] row-major, then fc0.bias (2,) = [0.5, -0.25].
+const unsigned char kWeightBytes[24] = {0x00, 0x00, 0x80, 0x3F,  0x00, 0x00, 0x00, 0x40,  0x00, 0x00, 0x40, 0x40,
+                                        0x00, 0x00, 0x80, 0x40,  0x00, 0x00, 0xA0, 0x40,  0x00, 0x00, 0xC0, 0x40};
+const unsigned char kBiasBytes[8] = {0x00, 0x00, 0x00, 0x3F,  0x00, 0x00, 0x80, 0xBE};
+std::string bytes_of(const unsigned char* p, std::size_t n) { return std::string(reinterpret_cast<const char*>(p), n); }
+
+MLP model_3_2(uint64_t seed) {
+  Rng rng(seed);
+  return MLP({3, 2}, Device::host(), rng);
+}
+}  // namespace
+
+TEST_CASE("safetensors writer: the bytes on disk follow the spec (length, JSON, padding, row-major LE data)",
+          "[checkpoint]") {
+  std::string path = dpt_test::temp_path("layout.safetensors");
+  MLP model = model_3_2(1);
+  auto params = model.named_parameters();  // fc0.weight (2, 3), fc0.bias (2,)
+  REQUIRE(params[0].name == "fc0.weight");
+  const float weight[6] = {1, 2, 3, 4, 5, 6};
+  const float bias[2] = {0.5f, -0.25f};
+  std::memcpy(params[0].tensor.data(), weight, sizeof weight);
+  std::memcpy(params[1].tensor.data(), bias, sizeof bias);
+  save_weights(path, params);
+
+  std::string file = read_file(path);
+  REQUIRE(file.size() >= 8);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(file[i])) << (8 * i);
+  REQUIRE(8 + n + 32 == file.size());  // header, then exactly 24 + 8 data bytes: no holes, nothing extra
+  CHECK((8 + n) % 8 == 0);
+  std::string header = file.substr(8, n);
+  CHECK(header.front() == '{');
+  std::size_t close = header.find_last_of('}');
+  CHECK(header.find_first_not_of(' ', close + 1) == std::string::npos);  // padding: spaces only
+  auto json = nlohmann::json::parse(header);
+  CHECK(json["fc0.weight"]["dtype"] == "F32");
+  CHECK(json["fc0.weight"]["shape"] == nlohmann::json::array({2, 3}));
+  CHECK(json["fc0.bias"]["shape"] == nlohmann::json::array({2}));
+  CHECK(json["__metadata__"]["format"] == "pt");
+  CHECK(json.size() == 3);
+  uint64_t wb = json["fc0.weight"]["data_offsets"][0], we = json["fc0.weight"]["data_offsets"][1];
+  uint64_t bb = json["fc0.bias"]["data_offsets"][0], be = json["fc0.bias"]["data_offsets"][1];
+  CHECK(we - wb == 24);
+  CHECK(be - bb == 8);
+  std::string data = file.substr(8 + n);
+  CHECK(data.substr(wb, 24) == bytes_of(kWeightBytes, 24));
+  CHECK(data.substr(bb, 8) == bytes_of(kBiasBytes, 8));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("safetensors reader: a file assembled by hand loads row-major, wherever the offsets point",
+          "[checkpoint]") {
+  // The bias first in the data section and the weight second, with metadata,
+  // the header padded with spaces to the 8-byte boundary as the spec allows.
+  std::string header =
+      R"({"__metadata__":{"format":"pt"},"fc0.weight":{"dtype":"F32","shape":[2,3],"data_offsets":[8,32]},)"
+      R"("fc0.bias":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  file += header + bytes_of(kBiasBytes, 8) + bytes_of(kWeightBytes, 24);
+  std::string path = dpt_test::temp_path("handmade_layout.safetensors");
+  write_file(path, file);
+
+  MLP model = model_3_2(2);
+  load_weights(path, model.named_parameters());
+  Tensor w = model.named_parameters()[0].tensor;
+  CHECK(w.shape() == Shape{2, 3});
+  CHECK(w.to_vector() == std::vector<float>{1, 2, 3, 4, 5, 6});  // row 0 = [1 2 3], row 1 = [4 5 6]
+  CHECK(model.named_parameters()[1].tensor.to_vector() == std::vector<float>{0.5f, -0.25f});
+  CHECK(read_safetensors(path).metadata.at("format") == "pt");
   std::remove(path.c_str());
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "dpt/data.h"
+#include "dpt/options.h"
 #include "support/run_program.h"
 
 using namespace dpt;
@@ -86,4 +87,20 @@ TEST_CASE("with shuffling, every epoch visits every sample exactly once", "[data
     CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == 12);
   }
   CHECK(s.indices(0) != s.indices(3));  // epochs are shuffled differently
+}
+
+TEST_CASE("MNIST of another image size: the error suggests a --model that fits, never the one that failed", "[data]") {
+  std::string dir = dpt_test::temp_path("mnist20");
+  std::system(("mkdir -p " + dir).c_str());
+  write_file(dir + "/train-images-idx3-ubyte", idx_bytes({2, 20, 20}, std::vector<uint8_t>(800, 9)));
+  write_file(dir + "/train-labels-idx1-ubyte", idx_bytes({2}, {1, 2}));
+  Options o;
+  o.data = "mnist:" + dir;
+  o.model = "784-256-10";
+  CHECK_THROWS_WITH(load_dataset(o), contains_text("needs 400 inputs and 10 outputs, e.g. --model 400-256-10"));
+  o.model = "400-64-32-5";
+  CHECK_THROWS_WITH(load_dataset(o), contains_text("e.g. --model 400-64-32-10"));
+  o.model = "400-64-32-10";
+  CHECK(load_dataset(o).features() == 400);
+  std::system(("rm -rf " + dir).c_str());
 }

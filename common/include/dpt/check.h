@@ -1,6 +1,6 @@
 /// @file check.h
-/// @brief Errors: `DPT_CHECK` and friends throw `dpt::Error` with rank, file, line
-/// and a sentence that says what was expected and what was seen.
+/// @brief Errors: `DPT_CHECK` and friends throw `dpt::Error` with a rank and a
+/// sentence that says what was expected and what was seen.
 ///
 /// Every failure a user can cause (a bad flag value, a mismatched checkpoint, a
 /// device that runs out of memory, a ring that deadlocks) ends up here, so the
@@ -8,6 +8,11 @@
 ///
 ///     DPT_CHECK(x.size(1) == w.size(1),
 ///               "linear: x has " << x.size(1) << " features, weight expects " << w.size(1));
+///
+/// The user reads the sentence only ("[rank 2] linear: x has 3 features, ...");
+/// the source location stays in `Error::where()`, and with the environment
+/// variable `DPT_DEBUG=1` it is put back into the message ("ops.cpp:41: ...")
+/// for developers chasing where a check fired.
 #pragma once
 
 #include <sstream>
@@ -16,10 +21,18 @@
 
 namespace dpt {
 
-/// Every error dpt raises. `what()` reads "[rank R] file:line: message".
+/// Every error dpt raises. `what()` reads "[rank R] message" ("[rank R]
+/// file:line: message" under DPT_DEBUG=1).
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  /// An error reading `what`, raised at `where` ("file.cpp:NN", or "" if unknown).
+  explicit Error(const std::string& what, std::string where = "")
+      : std::runtime_error(what), where_(std::move(where)) {}
+  /// "file.cpp:NN" of the check that threw, or "" when it was not a DPT_CHECK.
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
 };
 
 /// Thrown by an exercise hole the student has not filled yet.
@@ -49,8 +62,11 @@ void set_error_rank(int rank);
 int error_rank();
 
 namespace detail {
-/// Builds "[rank R] file:line: message" and throws E.
+/// True when the environment sets DPT_DEBUG to anything but "" or "0".
+bool debug_enabled();
+/// "[rank R] message"; under DPT_DEBUG=1 "[rank R] file:line: message".
 std::string format_error(const char* file, int line, const std::string& message);
+/// Throws dpt::Error(format_error(...)) with where() = "file:line".
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
 }  // namespace detail
 

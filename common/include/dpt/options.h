@@ -6,7 +6,10 @@
 /// chapter: `--steps --batch --lr --seed --optimizer --model --data --samples
 /// --no-shuffle --load-weights --save-weights --save-data --metrics --quiet
 /// --help`. A bad value prints one line naming the flag and what it accepts,
-/// and the program exits with code 2.
+/// and the program exits with code 2: not a number, not finite (`--lr inf`),
+/// out of range (`--steps 99999999999999999999` overflows; each count has an
+/// upper bound beyond which it can only be a typo, argued in options.cpp), or
+/// an output path dpt would refuse to write (see output_file.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -41,12 +44,23 @@ struct Options {
   std::vector<int64_t> widths() const { return parse_widths(model); }
 };
 
-/// Flag validators with one-line messages ("expects a positive integer, got '-3'").
+class Communicator;
+
+/// Accepts a decimal integer in [minimum, maximum]; too many digits is an
+/// error, never a saturated value ("expects an integer from 1 to 1048576, got '0'").
+CLI::Validator integer_in(uint64_t minimum, uint64_t maximum);
+/// Accepts a finite number in (minimum_excluded, maximum]; `inf` and `nan` are refused.
+CLI::Validator number_in(double minimum_excluded, double maximum);
+/// Accepts 1, 2, … up to 2^63 − 1.
 CLI::Validator positive_integer();
-/// Accepts 0, 1, 2, …
+/// Accepts 0, 1, 2, … up to 2^63 − 1.
 CLI::Validator non_negative_integer();
-/// Accepts any number > 0.
+/// Accepts any finite number > 0.
 CLI::Validator positive_number();
+/// Accepts a path dpt may write under the output policy (output_file.h): its
+/// directory exists and is writable, and it is not a symlink, directory, FIFO,
+/// socket or block device. For `--trace` in launch as for `--save-weights`.
+CLI::Validator output_path();
 
 /// Registers the common flags on `app`, writing into `options`.
 void add_common_flags(CLI::App& app, Options& options);
@@ -68,5 +82,18 @@ MLP build_model(const Options& options, Device& device);
 
 /// Writes `--save-weights` (the model) and `--save-data` (the data), if asked.
 void save_outputs(const Options& options, const MLP& model, const Dataset& data);
+
+/// Collective, once at start-up on every rank: checks that every rank was
+/// started with the same training flags (--steps --batch --lr --seed
+/// --optimizer --model --data --samples --no-shuffle) and holds the same data
+/// set (a 64-bit hash of x, y and classes). Under mpirun each process parses
+/// its own command line, so `mpirun -np 1 prog --batch 8 : -np 1 prog --batch
+/// 16` would otherwise train silently with wrong weights. On a mismatch every
+/// rank throws dpt::Error with the same line, naming the first (lowest) rank
+/// that differs from rank 0 and both values: "rank 1 was started with --batch
+/// 16, rank 0 with --batch 8". Output paths and --quiet may differ (rank 0
+/// alone writes and talks); --load-weights may differ in path (the chapters
+/// broadcast rank 0's weights).
+void check_ranks_agree(Communicator& comm, const Options& options, const Dataset& data);
 
 }  // namespace dpt

@@ -9,12 +9,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "dpt/output_file.h"
 
 namespace dpt {
 
@@ -76,18 +77,20 @@ std::string fmt(double value, int digits = 4);
 /// `value` with `decimals` digits after the point ("3.14").
 std::string fixed(double value, int decimals = 2);
 
-/// Writes one JSON object per line (JSONL) to a file; does nothing without a path.
+/// Writes one JSON object per line (JSONL) to a file as the run goes; does
+/// nothing without a path. The file is a log (see output_file.h): created or
+/// truncated in place, never through a symlink, refused if a FIFO or a directory.
 class MetricsWriter {
  public:
-  /// Opens (truncates) `path`; an empty path writes nothing.
+  /// Opens (truncates) `path`; an empty path writes nothing. Throws dpt::Error if the path is refused.
   explicit MetricsWriter(const std::string& path);
-  /// Writes {"step": step, key: value, …} and flushes.
+  /// Writes {"step": step, key: value, …} (non-finite values as null) in one write.
   void write(int64_t step, const std::map<std::string, double>& values);
   /// True when a file is being written.
   bool enabled() const { return out_ != nullptr; }
 
  private:
-  std::unique_ptr<std::ofstream> out_;
+  std::unique_ptr<OutputFile> out_;
   std::string path_;
 };
 

@@ -1,0 +1,84 @@
+/// @file output_file.h
+/// @brief Every file dpt writes (--save-weights, --save-data, --metrics,
+/// --trace) goes through here: written so that a crash, a full disk or a
+/// surprising path never destroys what was there.
+///
+/// The policy, by what the path names when the run starts:
+///
+/// | at the path              | what dpt does                                              |
+/// |--------------------------|------------------------------------------------------------|
+/// | nothing yet              | creates it (a document: atomically, see below)             |
+/// | a regular file           | replaces it atomically, keeping its permission bits        |
+/// | a character device       | writes into it in place: `/dev/null` discards, `/dev/full` fails with "no space left" |
+/// | a symbolic link          | refuses: replacing the link or writing through it would both surprise someone; give the real path |
+/// | a directory, a FIFO, a socket, a block device | refuses (a FIFO nobody reads would hang the run; a disk device is not a file) |
+///
+/// *Atomically* means: the bytes go to a fresh temporary file in the same
+/// directory (so the rename cannot cross file systems), are fsync'ed, and the
+/// temporary file is renamed over the target, so a reader sees the old file or
+/// the whole new one, never half of it. If anything fails, the temporary file
+/// is removed and the target is untouched.
+///
+/// A *log* (metrics JSONL) is different: it is written line by line while the
+/// run goes so that it can be watched, into the target itself (created or
+/// truncated, never through a symlink), under the same policy for what the
+/// path may name.
+///
+/// `check_output_path` applies the policy before any work is done, so a run
+/// never trains for minutes and then finds it cannot save.
+///
+/// Left out: Windows, and NFS's weaker rename guarantees.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace dpt {
+
+/// Why `path` cannot be written under the policy above, as a sentence
+/// ("'/tmp/x' is a symbolic link; ..."), or "" when it can. Checks that the
+/// directory exists and is writable (root passes every permission check).
+std::string output_path_problem(const std::string& path);
+
+/// Throws dpt::Error "<flag>: <problem>" when output_path_problem(path) finds one.
+void check_output_path(const std::string& flag, const std::string& path);
+
+/// One output file being written; see the file comment for the policy.
+///
+///     OutputFile out("w.safetensors");   // throws if the policy refuses the path
+///     out.write(bytes, n);               // throws on a write error (ENOSPC, EIO, …)
+///     out.commit();                      // now the target holds the new bytes
+///
+/// Destroyed without commit() (an exception on the way), a document leaves the
+/// target as it was and no temporary file behind.
+class OutputFile {
+ public:
+  /// Document: written whole, then put in place atomically. Log: written in place as it goes.
+  enum class Mode { Document, Log };
+  /// Opens `path` for writing under the policy; throws dpt::Error naming the path if refused.
+  explicit OutputFile(std::string path, Mode mode = Mode::Document);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  /// Appends `size` bytes; throws dpt::Error naming the path and the system's reason.
+  void write(const void* bytes, std::size_t size);
+  /// Appends `text`.
+  void write(const std::string& text) { write(text.data(), text.size()); }
+  /// Finishes: fsync, then (document) rename over the target. Call once.
+  void commit();
+  /// The path being written.
+  const std::string& path() const { return path_; }
+
+ private:
+  void discard();
+  std::string path_;
+  std::string temp_;  // the temporary file of a document written to a regular file; "" otherwise
+  int fd_ = -1;
+  bool regular_ = true;  // false for a character device (no fsync, no rename)
+};
+
+/// Writes `text` to `path` as one document (OutputFile + commit).
+void write_output_file(const std::string& path, const std::string& text);
+
+}  // namespace dpt
