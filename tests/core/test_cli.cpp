@@ -16,6 +16,19 @@ int lines_in(const std::string& text) {
   for (char c : text) n += c == '\n';
   return n;
 }
+
+// A value refused while the flags are read: exit 2, one line, naming the flag
+// (and `problem`, if given), with no source location in it.
+void check_refused(const std::string& chapter, const std::string& args, const std::string& flag,
+                          const std::string& problem = "") {
+  auto run = dpt_test::run_program(chapter, args);
+  INFO(chapter << " " << args << "\n" << run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find(flag) != std::string::npos);
+  CHECK(run.output.find(problem) != std::string::npos);
+  CHECK(lines_in(run.output) == 1);
+  CHECK(run.output.find(".cpp:") == std::string::npos);
+}
 }  // namespace
 
 TEST_CASE("every chapter answers --help with its common flags", "[cli]") {
@@ -36,13 +49,7 @@ TEST_CASE("bad flag values give one line naming the flag and exit code 2", "[cli
       {"--data imagenet", "--data"},    {"--samples 0", "--samples"},     {"--load-weights /no/such/file", "--load-weights"},
       {"--no-such-flag", "--no-such-flag"}};
   for (const auto& chapter : kChapters)
-    for (const auto& [args, flag] : cases) {
-      auto run = dpt_test::run_program(chapter, args);
-      INFO(chapter << " " << args << "\n" << run.output);
-      CHECK(run.exit_code == 2);
-      CHECK(run.output.find(flag) != std::string::npos);
-      CHECK(lines_in(run.output) == 1);
-    }
+    for (const auto& [args, flag] : cases) check_refused(chapter, args, flag);
 }
 
 TEST_CASE("distributed chapters refuse --ranks 0, a bad --comm and a bad --link", "[cli]") {
@@ -100,14 +107,7 @@ TEST_CASE("non-finite, overflowing and absurd values are refused at parse time: 
       {"--model 784-10 --samples 50000000", "--samples"},  // 157 GB of synthetic data
   };
   for (const auto& chapter : {std::string("ch01_sgd"), std::string("ch03_naive_dp")})
-    for (const auto& [args, flag] : cases) {
-      auto run = dpt_test::run_program(chapter, args);
-      INFO(chapter << " " << args << "\n" << run.output);
-      CHECK(run.exit_code == 2);
-      CHECK(run.output.find(flag) != std::string::npos);
-      CHECK(lines_in(run.output) == 1);
-      CHECK(run.output.find(".cpp:") == std::string::npos);
-    }
+    for (const auto& [args, flag] : cases) check_refused(chapter, args, flag);
 }
 
 TEST_CASE("the bounds leave every sensible value alone", "[cli]") {
@@ -127,15 +127,8 @@ TEST_CASE("an output path dpt would refuse stops the run before training: exit 2
   const std::vector<std::pair<std::string, std::string>> paths = {
       {fifo, "FIFO"}, {link, "symbolic link"}, {dir, "is a directory"}, {dir + "/no/such/file", "no/such"}};
   for (const std::string flag : {"--save-weights", "--save-data", "--metrics"})
-    for (const auto& [path, problem] : paths) {
-      // 10^6 steps: if the path were only checked at the end, this would not finish in the test's time.
-      auto run = dpt_test::run_program("ch01_sgd", "--model 8-4-3 --samples 20 --steps 1000000 " + flag + " " + path);
-      INFO(flag << " " << path << "\n" << run.output);
-      CHECK(run.exit_code == 2);
-      CHECK(run.output.find(flag) != std::string::npos);
-      CHECK(run.output.find(problem) != std::string::npos);
-      CHECK(lines_in(run.output) == 1);
-    }
+    for (const auto& [path, problem] : paths)  // 10^6 steps: checked only at the end, this would take long
+      check_refused("ch01_sgd", "--model 8-4-3 --samples 20 --steps 1000000 " + flag + " " + path, flag, problem);
   struct stat st;
   REQUIRE(::lstat(fifo.c_str(), &st) == 0);
   CHECK(S_ISFIFO(st.st_mode));
