@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <sstream>
 
 #include "dpt/checkpoint.h"
 #include "dpt/check.h"
@@ -91,20 +92,23 @@ CLI::Validator integer_in(uint64_t minimum, uint64_t maximum) {
   return validator("INT", [=](const std::string& v) {
     uint64_t value = 0;
     bool number = parse_unsigned(v, &value);
-    bool too_many_digits = !number && !v.empty() && v.find_first_not_of("+0123456789") == std::string::npos;
+    bool too_many_digits = !number && v.find_first_of("0123456789") != std::string::npos &&
+                           v.find_first_not_of("+0123456789") == std::string::npos;
     DPT_CHECK(number && value >= minimum && value <= maximum,
               "expects " << range << ", got '" << v << "'" << (too_many_digits ? " (too large)" : ""));
   });
 }
 
 CLI::Validator number_in(double minimum_excluded, double maximum) {
-  return validator("NUMBER", [=](const std::string& v) {
+  std::ostringstream text;
+  text << "a finite number above " << minimum_excluded;
+  if (maximum < std::numeric_limits<double>::max()) text << " and at most " << maximum;
+  return validator("NUMBER", [=, range = text.str()](const std::string& v) {
     char* end = nullptr;
     double value = v.empty() ? 0 : std::strtod(v.c_str(), &end);
     bool ok = !v.empty() && end == v.c_str() + v.size() && std::isfinite(value) && value > minimum_excluded &&
               value <= maximum;
-    DPT_CHECK(ok, "expects a finite number above " << minimum_excluded << " and at most " << maximum << ", got '"
-                                                   << v << "'");
+    DPT_CHECK(ok, "expects " << range << ", got '" << v << "'");
   });
 }
 
