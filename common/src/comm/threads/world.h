@@ -3,6 +3,7 @@
 //
 //   mailbox.cpp      point-to-point: eager and rendezvous sends, receives,
 //                    sendrecv's lent buffers — where a message is copied
+//   buffer_pool.cpp  the reused buffers eager copies live in
 //   collectives.cpp  all_reduce, reduce_scatter, ... through shared slots
 //   link_clock.cpp   the simulated network (alpha-beta ports, sleeps)
 //   wait_report.cpp  what a timeout says: every rank's wait (deadlock report)
