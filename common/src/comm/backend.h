@@ -62,6 +62,13 @@ class Backend {
   virtual RankFailure finish() = 0;
 };
 
+/// True when the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a
+/// byte (a collective must then stage its output).
+inline bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
 /// The Communicator members chapters never need: for launch(), backends'
 /// factories and the trace writer.
 struct CommAccess {

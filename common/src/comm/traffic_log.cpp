@@ -54,6 +54,14 @@ struct TrafficLog::Table {
       if (keep(key)) total += cell.*field;
     return total;
   }
+  // Sum of one field over collective `index`'s calls by `rank` (-1: all ranks).
+  int64_t collective_sum(int64_t Cell::*field, int index, int rank) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    int64_t total = 0;
+    for (const auto& [key, cell] : collectives)
+      if (key.first == index && (rank < 0 || key.second == rank)) total += cell.*field;
+    return total;
+  }
 };
 
 TrafficLog::TrafficLog(int world) : table_(std::make_shared<Table>(world)) {
@@ -140,21 +148,11 @@ std::vector<int64_t> TrafficLog::steps() const {
 }
 
 int64_t TrafficLog::collective_bytes(const std::string& name, int rank) const {
-  int index = collective_index(name);
-  std::lock_guard<std::mutex> lock(table_->mutex);
-  int64_t total = 0;
-  for (const auto& [key, cell] : table_->collectives)
-    if (key.first == index && (rank < 0 || key.second == rank)) total += cell.bytes;
-  return total;
+  return table_->collective_sum(&Table::Cell::bytes, collective_index(name), rank);
 }
 
 int64_t TrafficLog::collective_calls(const std::string& name, int rank) const {
-  int index = collective_index(name);
-  std::lock_guard<std::mutex> lock(table_->mutex);
-  int64_t total = 0;
-  for (const auto& [key, cell] : table_->collectives)
-    if (key.first == index && (rank < 0 || key.second == rank)) total += cell.count;
-  return total;
+  return table_->collective_sum(&Table::Cell::count, collective_index(name), rank);
 }
 
 void TrafficLog::clear() {

@@ -17,11 +17,6 @@ namespace detail {
 namespace mpi {
 
 namespace {
-bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
 
 void finish_op(ReduceOp op, float* data, int64_t count, int size) {

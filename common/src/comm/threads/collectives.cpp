@@ -24,11 +24,6 @@ namespace threads {
 
 namespace {
 
-bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
 // out[i] = op over ranks k (in rank order) of in_k[offset + i], i < count.
 void reduce_in_rank_order(const std::vector<Slot>& slots, int64_t offset, int64_t count, float* out,
                           ReduceOp op) {

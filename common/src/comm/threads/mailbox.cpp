@@ -94,6 +94,19 @@ void World::queue_eager(std::unique_lock<std::mutex>& lock, Mailbox& mb, const f
   wake_[dst]->notify_all();
 }
 
+// Rendezvous: queue our own buffer (no copy) for dst to copy out of; the
+// caller then waits until `lent` is Taken (or Failed).
+void World::lend(Mailbox& mb, const float* data, int64_t count, LentSend* lent, int dst,
+                 Clock::time_point arrival) {
+  Message m;
+  m.lent = data;
+  m.lender = lent;
+  m.count = count;
+  m.arrival = arrival;
+  mb.messages.push_back(std::move(m));
+  wake_[dst]->notify_all();
+}
+
 void World::send(int me, const float* data, int64_t count, int dst, int tag) {
   std::unique_lock<std::mutex> lock(mutex_);
   check_not_aborted();
@@ -109,13 +122,7 @@ void World::send(int me, const float* data, int64_t count, int dst, int tag) {
     queue_eager(lock, mb, data, count, dst, arrival);
   } else {  // rendezvous: lend our buffer and wait until dst has copied it
     LentSend lent;
-    Message m;
-    m.lent = data;
-    m.lender = &lent;
-    m.count = count;
-    m.arrival = arrival;
-    mb.messages.push_back(std::move(m));
-    wake_[dst]->notify_all();
+    lend(mb, data, count, &lent, dst, arrival);
     wait_p2p(lock, me, nullptr, -1, &lent, dst, tag,
              WaitState{"send", dst, tag, count, true, eager_limit_});
   }
@@ -201,14 +208,8 @@ void World::sendrecv(int me, const float* send_buf, int64_t send_count, int dst,
       throw;
     }
   } else {
-    Message m;
-    m.lent = send_buf;
-    m.lender = &lent;
-    m.count = send_count;
-    m.arrival = arrival;
-    out.messages.push_back(std::move(m));
+    lend(out, send_buf, send_count, &lent, dst, arrival);
     lending = true;
-    wake_[dst]->notify_all();
   }
   wait_p2p(lock, me, &r, src, lending ? &lent : nullptr, dst, tag,
            WaitState{"sendrecv", dst, tag, send_count, true});

@@ -137,6 +137,8 @@ class World {
                       int64_t count, int me, int dst, int tag, Clock::time_point arrival);
   void queue_eager(std::unique_lock<std::mutex>& lock, Mailbox& mb, const float* data,
                    int64_t count, int dst, Clock::time_point arrival);
+  void lend(Mailbox& mb, const float* data, int64_t count, LentSend* lent, int dst,
+            Clock::time_point arrival);
   void wait_p2p(std::unique_lock<std::mutex>& lock, int me, PostedRecv* r, int src, LentSend* lent,
                 int dst, int tag, const WaitState& sending);
   void withdraw(std::unique_lock<std::mutex>& lock, int me, PostedRecv* r, int src, LentSend* lent,
