@@ -3,6 +3,7 @@
 #include "support/catch.h"
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -298,6 +299,14 @@ TEST_CASE("launch rejects bad options set in code with a sentence naming the fla
   o.comm = "threads";
   o.timeout_s = 0;
   CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--comm-timeout"));
+  o.timeout_s = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--comm-timeout"));
+  o.timeout_s = 1;
+  o.eager_limit_bytes = -1;
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--eager-limit"));
+  o.eager_limit_bytes = 0;
+  o.link.gbps = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--link-gbps"));
 }
 
 TEST_CASE("launch with --comm mpi in a build without MPI says how to get it") {

@@ -17,10 +17,11 @@
 ///
 /// Rules every backend keeps:
 ///  - Messages between one (src, dst, tag) are delivered in the order sent.
-///  - A send of more than the eager limit (64 KiB by default, `--eager-limit`)
-///    waits until its receive is posted (rendezvous, as MPI does); a smaller
-///    one is buffered and returns at once. So a ring of blocking send-then-recv
-///    deadlocks on large messages: use sendrecv.
+///  - A send of more than the eager limit waits until its receive is posted
+///    (rendezvous); a smaller one is buffered and returns at once. Under MPI
+///    the library sets the limit; under threads `--eager-limit` does (64 KiB
+///    by default, like Open MPI over TCP). So a ring of blocking
+///    send-then-recv deadlocks on large messages: use sendrecv.
 ///  - A recv must name exactly the count that was sent; collectives must get
 ///    the same count (and root, and op) on every rank. A mismatch is a
 ///    dpt::Error naming both sides, never silent truncation.
