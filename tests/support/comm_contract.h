@@ -136,7 +136,7 @@ inline void sendrecv_ring(const ContractWorld& w) {
   const int n = w.world;
   const int64_t count = 100003;  // far above every eager limit
   std::vector<std::string> diff(n, "not run");
-  std::vector<bool> ran(n, false);
+  std::vector<char> ran(n, 0);  // not vector<bool>: its bits share bytes across ranks
   dpt::launch(with_timeout(w, 10), [&](Context& ctx) {
     ran[ctx.rank] = true;
     int right = (ctx.rank + 1) % n, left = (ctx.rank + n - 1) % n;
@@ -159,7 +159,7 @@ inline void collectives(const ContractWorld& w) {
   const int n = w.world;
   for (int64_t count : {int64_t(0), int64_t(1), int64_t(7), int64_t((1 << 18) + 3)}) {
     std::vector<std::vector<std::string>> diff(n);  // per rank: one line per failed check
-    std::vector<bool> ran(n, false);
+    std::vector<char> ran(n, 0);  // not vector<bool>: its bits share bytes across ranks
     dpt::launch(with_timeout(w, 20), [&](Context& ctx) {
       const int me = ctx.rank;
       ran[me] = true;
@@ -205,7 +205,7 @@ inline void barrier_waits_for_all(const ContractWorld& w) {
   // Rank r arrives r*50 ms late; nobody may leave before the last arrives.
   const int n = w.world;
   std::vector<double> left_after(n, -1);
-  std::vector<bool> ran(n, false);
+  std::vector<char> ran(n, 0);  // not vector<bool>: its bits share bytes across ranks
   dpt::launch(with_timeout(w, 10), [&](Context& ctx) {
     ran[ctx.rank] = true;
     ctx.comm.barrier();  // a common start
@@ -305,7 +305,7 @@ inline void eager_below_rendezvous_above(const ContractWorld& w) {
 inline void failing_rank_stops_the_others(const ContractWorld& w) {
   const int n = w.world, failing = n - 1;
   std::vector<std::string> seen(n);
-  std::vector<bool> ran(n, false);
+  std::vector<char> ran(n, 0);  // not vector<bool>: its bits share bytes across ranks
   auto start = std::chrono::steady_clock::now();
   std::string message = launch_message(with_timeout(w, 20), [&](Context& ctx) {
     ran[ctx.rank] = true;
