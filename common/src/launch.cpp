@@ -9,12 +9,14 @@
 #include "dpt/launch.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "comm/backend.h"
 #include "dpt/check.h"
 #include "dpt/options.h"
 
@@ -24,22 +26,40 @@ namespace dpt {
 // flags
 
 namespace {
-CLI::Validator non_negative_number() {
+// A finite number >= 0 (or > 0): "inf" and "nan" are refused at parse time.
+CLI::Validator finite_number(bool positive) {
   return CLI::Validator(
-      [](std::string& v) -> std::string {
+      [positive](std::string& v) -> std::string {
         char* end = nullptr;
         double value = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !(value >= 0))
-          return "expects a non-negative number, got '" + v + "'";
+        bool ok = !v.empty() && *end == '\0' && std::isfinite(value) && (positive ? value > 0 : value >= 0);
+        if (!ok) return std::string("expects a finite ") + (positive ? "positive" : "non-negative") +
+                        " number, got '" + v + "'";
         return "";
       },
       "NUMBER");
+}
+
+// An integer in [lo, hi], e.g. --ranks 1..4096.
+CLI::Validator integer_between(int64_t lo, int64_t hi, const char* what) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        long long value = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || errno != 0 || value < lo || value > hi)
+          return "expects " + std::string(what) + " from " + std::to_string(lo) + " to " +
+                 std::to_string(hi) + ", got '" + v + "'";
+        return "";
+      },
+      "INT");
 }
 }  // namespace
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("--ranks", o.ranks, "Number of ranks (under --comm mpi: the mpirun -np count)")
       ->check(positive_integer())
+      ->check(integer_between(1, kMaxRanks, "a rank count"))
       ->each([&o](const std::string&) { o.ranks_given = true; })
       ->capture_default_str();
   app.add_option("--comm", o.comm, "Ranks as threads of this process, or one per MPI process (mpirun)")
@@ -47,17 +67,23 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
       ->capture_default_str();
   app.add_option("--comm-timeout", o.timeout_s,
                  "Seconds a rank may wait on a peer before it reports a deadlock")
-      ->check(positive_number())
+      ->check(finite_number(true))
+      ->capture_default_str();
+  app.add_option("--eager-limit", o.eager_limit_bytes,
+                 "--comm threads: sends above BYTES wait for their receive, as MPI's rendezvous "
+                 "protocol does (65536: Open MPI's TCP eager limit)")
+      ->check(integer_between(0, int64_t(1) << 40, "a byte count"))
+      ->type_name("BYTES")
       ->capture_default_str();
   app.add_option("--link", o.link_preset,
                  "Simulated network between --comm threads ranks (an alpha-beta model)")
       ->check(CLI::IsMember(link_preset_names()))
       ->capture_default_str();
   app.add_option("--link-gbps", o.link.gbps, "Simulated link bandwidth in Gbit/s (overrides --link)")
-      ->check(positive_number());
+      ->check(finite_number(true));
   app.add_option("--link-latency-us", o.link.latency_us,
                  "Simulated link latency in microseconds (overrides --link)")
-      ->check(non_negative_number());
+      ->check(finite_number(false));
   app.add_option("--trace", o.trace_path, "Write a Chrome trace timeline to FILE (ui.perfetto.dev)")
       ->type_name("FILE");
 }
@@ -115,12 +141,16 @@ ProcessEnvironment detect_process_environment() {
 namespace {
 
 void validate(const LaunchOptions& o) {
-  DPT_CHECK(o.ranks >= 1 && o.ranks <= 4096, "--ranks must be between 1 and 4096, got " << o.ranks);
-  DPT_CHECK(o.timeout_s > 0, "--comm-timeout must be > 0 seconds, got " << o.timeout_s);
+  DPT_CHECK(o.ranks >= 1 && o.ranks <= kMaxRanks,
+            "--ranks must be between 1 and " << kMaxRanks << ", got " << o.ranks);
+  DPT_CHECK(o.timeout_s > 0 && std::isfinite(o.timeout_s),
+            "--comm-timeout must be a finite number of seconds > 0, got " << o.timeout_s);
+  DPT_CHECK(o.eager_limit_bytes >= 0, "--eager-limit must be >= 0 bytes, got " << o.eager_limit_bytes);
   DPT_CHECK(o.comm == "threads" || o.comm == "mpi",
             "--comm must be threads or mpi, got '" << o.comm << "'");
-  DPT_CHECK(o.link.gbps >= 0 && o.link.latency_us >= 0,
-            "--link-gbps and --link-latency-us must be >= 0, got " << o.link.gbps << " and "
+  DPT_CHECK(o.link.gbps >= 0 && o.link.latency_us >= 0 && std::isfinite(o.link.gbps) &&
+                std::isfinite(o.link.latency_us),
+            "--link-gbps and --link-latency-us must be finite and >= 0, got " << o.link.gbps << " and "
                                                                    << o.link.latency_us);
   link_preset(o.link_preset);  // throws on an unknown name
 }
@@ -145,9 +175,12 @@ bool is_peer_failed(const std::exception_ptr& error) {
   }
 }
 
+using detail::CommAccess;
+using detail::RankFailure;
+
 struct RankOutcome {
   std::exception_ptr error;  // what this rank's fn threw, if anything
-  RankFailure failure;       // the first failure of any rank
+  RankFailure failure;       // the root cause, the same on every rank
 };
 
 RankOutcome run_rank(Communicator& comm, Tracer& tracer, const LaunchOptions& options,
@@ -159,13 +192,13 @@ RankOutcome run_rank(Communicator& comm, Tracer& tracer, const LaunchOptions& op
     comm.synchronize();  // async work issued by fn and never waited for
   } catch (...) {
     out.error = std::current_exception();
-    comm.fail(message_of(out.error), !is_peer_failed(out.error));
+    CommAccess::fail(comm, message_of(out.error), !is_peer_failed(out.error));
     try {
       comm.synchronize();  // let pending async work fail fast against the stopped world
     } catch (...) {
     }
   }
-  out.failure = comm.finish();
+  out.failure = CommAccess::finish(comm);
   return out;
 }
 
@@ -186,8 +219,8 @@ void launch_threads(const LaunchOptions& o, const std::function<void(Context&)>&
   std::vector<std::unique_ptr<Tracer>> tracers;
   for (int r = 0; r < o.ranks; ++r)
     tracers.push_back(std::make_unique<Tracer>(r, !o.trace_path.empty(), origin));
-  auto comms = make_threads_world(o.ranks, o.timeout_s, effective_link(o));
-  for (int r = 0; r < o.ranks; ++r) comms[r]->set_tracer(tracers[r].get());
+  auto comms = detail::make_threads_world(o.ranks, {o.timeout_s, effective_link(o), o.eager_limit_bytes});
+  for (int r = 0; r < o.ranks; ++r) CommAccess::set_tracer(*comms[r], tracers[r].get());
   std::vector<RankOutcome> outcomes(o.ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < o.ranks; ++r) {
@@ -219,7 +252,7 @@ void launch_mpi(const LaunchOptions& o, const std::function<void(Context&)>& fn)
             "--comm mpi the real network is measured, so drop them");
   // Collective: every process gets here, and it ends with a barrier, so the
   // clocks read just after agree to within the barrier's exit skew.
-  std::unique_ptr<Communicator> comm = make_mpi_communicator(o.timeout_s);
+  std::unique_ptr<Communicator> comm = detail::make_mpi_communicator(o.timeout_s);
   TraceClock::time_point origin = TraceClock::now();
   set_error_rank(comm->rank());
   DPT_CHECK(!(o.ranks_given || o.ranks != 1) || o.ranks == comm->size(),
@@ -227,9 +260,9 @@ void launch_mpi(const LaunchOptions& o, const std::function<void(Context&)>& fn)
                        << "under --comm mpi every process is one rank, so start it with mpirun -np "
                        << o.ranks << " ... --comm mpi (or drop --ranks)");
   Tracer tracer(comm->rank(), !o.trace_path.empty(), origin);
-  comm->set_tracer(&tracer);
+  CommAccess::set_tracer(*comm, &tracer);
   RankOutcome out = run_rank(*comm, tracer, o, fn);
-  comm->set_tracer(nullptr);
+  CommAccess::set_tracer(*comm, nullptr);
   if (!out.failure.any() && !o.trace_path.empty()) gather_and_write_trace(*comm, tracer, o.trace_path);
   if (out.error) std::rethrow_exception(out.error);
   if (out.failure.any()) throw_peer_failure(out.failure);

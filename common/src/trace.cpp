@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "dpt/check.h"
+#include "comm/backend.h"
 #include "dpt/comm.h"
 #include "dpt/output_file.h"
 
@@ -211,12 +212,12 @@ void gather_and_write_trace(Communicator& comm, const Tracer& tracer, const std:
   std::string mine = tracer.events_json();
   int64_t length = int64_t(mine.size());
   std::vector<int64_t> lengths(comm.size());
-  comm.all_gather_bytes(&length, lengths.data(), sizeof(int64_t));
+  detail::CommAccess::all_gather_bytes(comm, &length, lengths.data(), sizeof(int64_t));
   int64_t longest = 0;
   for (int64_t l : lengths) longest = std::max(longest, l);
   mine.resize(longest, ' ');
   std::vector<char> all(std::size_t(longest) * comm.size());
-  comm.all_gather_bytes(mine.data(), all.data(), longest);
+  detail::CommAccess::all_gather_bytes(comm, mine.data(), all.data(), longest);
   if (comm.rank() != 0) return;
   std::vector<std::string> parts;
   for (int r = 0; r < comm.size(); ++r) parts.emplace_back(all.data() + r * longest, lengths[r]);

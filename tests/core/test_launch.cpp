@@ -3,6 +3,7 @@
 #include "support/catch.h"
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -121,7 +122,9 @@ TEST_CASE("malformed launcher variables are errors naming the variable") {
 TEST_CASE("launch flags parse into LaunchOptions") {
   dpt::LaunchOptions o;
   parse(o, {"--ranks", "4", "--comm", "mpi", "--comm-timeout", "2.5", "--link", "pcie",
-            "--link-gbps", "50", "--link-latency-us", "0.5", "--trace", "t.json"});
+            "--link-gbps", "50", "--link-latency-us", "0.5", "--trace", "t.json",
+            "--eager-limit", "1024"});
+  CHECK(o.eager_limit_bytes == 1024);
   CHECK(o.ranks == 4);
   CHECK(o.ranks_given);
   CHECK(o.comm == "mpi");
@@ -136,6 +139,7 @@ TEST_CASE("launch flags parse into LaunchOptions") {
   CHECK_FALSE(defaults.ranks_given);
   CHECK(defaults.ranks == 1);
   CHECK(defaults.comm == "threads");
+  CHECK(defaults.eager_limit_bytes == 65536);  // on by default: Open MPI's TCP eager limit
   CHECK_FALSE(dpt::effective_link(defaults).enabled());
 }
 
@@ -146,48 +150,91 @@ TEST_CASE("launch flags reject --ranks 0 with a message naming the flag") {
 }
 
 // Runs in a child process started by the next test (hidden from normal runs
-// by [.], and inert unless that test set DPT_TEST_CHILD): parses "--ranks 0"
-// the way a chapter's main() does, which exits.
-TEST_CASE("child: parse --ranks 0 with parse_flags", "[.]") {
+// by [.], and inert unless that test set DPT_TEST_CHILD): parses the flags in
+// DPT_TEST_ARGS (space-separated) the way a chapter's main() does, which exits.
+TEST_CASE("child: parse launch flags with parse_flags", "[.]") {
   const char* child = std::getenv("DPT_TEST_CHILD");
-  if (!child || std::string(child) != "parse-ranks-0") return;
+  if (!child || std::string(child) != "parse-launch-flags") return;
   CLI::App app{"prog"};
   dpt::LaunchOptions o;
   dpt::add_launch_flags(app, o);
-  const char* argv[] = {"prog", "--ranks", "0"};
-  dpt::parse_flags(app, 3, const_cast<char**>(argv));
-  std::_Exit(0);  // not reached when the flag is rejected
+  std::vector<std::string> args = {"prog"};
+  std::string all = std::getenv("DPT_TEST_ARGS");
+  for (std::size_t at = 0, space; at < all.size(); at = space + 1) {
+    space = all.find(' ', at);
+    if (space == std::string::npos) space = all.size();
+    args.push_back(all.substr(at, space - at));
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  dpt::parse_flags(app, int(argv.size()), argv.data());
+  std::_Exit(0);  // not reached when a flag is rejected
 }
 
-TEST_CASE("a program given --ranks 0 exits with code 2 and one line naming the flag") {
-  // A fresh process (this test binary, running only the hidden case above),
-  // since parse_flags exits. Its stderr comes back through a pipe.
+namespace {
+struct ChildResult {
+  int exit_code = -1;
+  std::string err;
+};
+
+// Runs the hidden case above in a fresh process (this test binary), since
+// parse_flags exits. Its stderr comes back through a pipe.
+ChildResult parse_in_child(const std::string& args) {
   int pipe_fds[2];
-  REQUIRE(pipe(pipe_fds) == 0);
+  ChildResult result;
+  if (pipe(pipe_fds) != 0) return result;
   std::fflush(nullptr);  // or the child would print our buffered output again
   pid_t child = fork();
-  REQUIRE(child >= 0);
+  if (child < 0) return result;
   if (child == 0) {
     dup2(pipe_fds[1], 2);
     close(pipe_fds[0]);
     int devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, 1);  // Catch's own report
-    setenv("DPT_TEST_CHILD", "parse-ranks-0", 1);
-    execl("/proc/self/exe", "dpt_core_tests", "child: parse --ranks 0 with parse_flags", nullptr);
+    setenv("DPT_TEST_CHILD", "parse-launch-flags", 1);
+    setenv("DPT_TEST_ARGS", args.c_str(), 1);
+    execl("/proc/self/exe", "dpt_core_tests", "child: parse launch flags with parse_flags", nullptr);
     _exit(127);
   }
   close(pipe_fds[1]);
-  std::string err;
   char buf[512];
-  for (ssize_t got; (got = read(pipe_fds[0], buf, sizeof buf)) > 0;) err.append(buf, got);
+  for (ssize_t got; (got = read(pipe_fds[0], buf, sizeof buf)) > 0;) result.err.append(buf, got);
   close(pipe_fds[0]);
   int status = 0;
   waitpid(child, &status, 0);
-  INFO(err);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 2);
-  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
-  CHECK(err.find("prog: --ranks: expects a positive integer, got '0'") == 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  return result;
+}
+}  // namespace
+
+TEST_CASE("a program given --ranks 0 exits with code 2 and one line naming the flag") {
+  ChildResult r = parse_in_child("--ranks 0");
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("prog: --ranks: expects a positive integer, got '0'") == 0);
+}
+
+TEST_CASE("absurd rank counts and non-finite launch values exit 2 at parse time, without file:line") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--ranks 100000", "prog: --ranks: expects a rank count from 1 to 4096, got '100000'"},
+      {"--ranks 99999999999999999999", "prog: --ranks:"},
+      {"--comm-timeout inf", "prog: --comm-timeout: expects a finite positive number, got 'inf'"},
+      {"--comm-timeout nan", "prog: --comm-timeout:"},
+      {"--link-gbps inf", "prog: --link-gbps: expects a finite positive number, got 'inf'"},
+      {"--link-latency-us inf", "prog: --link-latency-us: expects a finite non-negative number"},
+      {"--eager-limit -1", "prog: --eager-limit: expects a byte count"},
+      {"--eager-limit lots", "prog: --eager-limit:"},
+  };
+  for (const auto& [args, start] : cases) {
+    ChildResult r = parse_in_child(args);
+    INFO(args << " -> " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(start) == 0);
+    CHECK(r.err.find(".cpp:") == std::string::npos);
+  }
+  CHECK(parse_in_child("--ranks 4096 --comm-timeout 0.5 --eager-limit 0 --link-latency-us 0").exit_code == 0);
 }
 
 TEST_CASE("bad --comm, --comm-timeout, --link and --link-gbps values are rejected") {
@@ -252,6 +299,14 @@ TEST_CASE("launch rejects bad options set in code with a sentence naming the fla
   o.comm = "threads";
   o.timeout_s = 0;
   CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--comm-timeout"));
+  o.timeout_s = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--comm-timeout"));
+  o.timeout_s = 1;
+  o.eager_limit_bytes = -1;
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--eager-limit"));
+  o.eager_limit_bytes = 0;
+  o.link.gbps = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("--link-gbps"));
 }
 
 TEST_CASE("launch with --comm mpi in a build without MPI says how to get it") {

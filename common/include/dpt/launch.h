@@ -21,8 +21,9 @@
 ///
 /// Errors. If any rank's function throws, the other ranks are stopped (a rank
 /// blocked on it throws dpt::PeerFailed instead of hanging) and launch()
-/// rethrows the first failing rank's own error ("[rank 2] file:line: ...") on
-/// the calling thread. Under MPI every process's launch() throws: the failing
+/// rethrows the root cause on the calling thread: the first rank's own error
+/// ("[rank 2] file:line: ..."), never a PeerFailed echo of it, whatever the
+/// threads' timing. Under MPI every process's launch() throws: the failing
 /// rank its own error, the others PeerFailed("stopped because rank 2 failed:
 /// ..."); main() prints it and exits non-zero, and MPI still finalises cleanly.
 ///
@@ -45,7 +46,13 @@ struct LaunchOptions {
   int ranks = 1;                     ///< --ranks N (>= 1); under mpi, must match the process count
   bool ranks_given = false;          ///< set when --ranks was on the command line
   std::string comm = "threads";      ///< --comm threads | mpi
-  double timeout_s = 30;             ///< --comm-timeout SECONDS (> 0)
+  double timeout_s = 30;             ///< --comm-timeout SECONDS (> 0, finite)
+  /// --eager-limit BYTES: under threads, a send of more bytes waits until its
+  /// receive is posted (rendezvous), a smaller one is buffered (eager). 65536
+  /// is Open MPI's TCP transport limit (btl_tcp_eager_limit; `ompi_info --param
+  /// btl all --level 9 | grep eager_limit`), so an unsafe send order deadlocks
+  /// here as it would under mpirun. Not used under --comm mpi (MPI has its own).
+  int64_t eager_limit_bytes = 65536;
   std::string link_preset = "none";  ///< --link none | pcie | nvlink | ethernet | infiniband
   LinkModel link{};                  ///< --link-gbps / --link-latency-us; fields > 0 override the preset
   std::string trace_path;            ///< --trace FILE: write a Chrome trace timeline ("" = off)
@@ -63,8 +70,11 @@ struct Context {
   bool is_root() const { return rank == 0; }
 };
 
-/// Registers --ranks, --comm, --comm-timeout, --link, --link-gbps,
-/// --link-latency-us and --trace on `app`, writing into `options` (which must
+/// The most ranks --ranks accepts (threads are cheap, but not free).
+constexpr int kMaxRanks = 4096;
+
+/// Registers --ranks, --comm, --comm-timeout, --eager-limit, --link,
+/// --link-gbps, --link-latency-us and --trace on `app`, writing into `options` (which must
 /// outlive parsing). A bad value is a CLI::ValidationError naming the flag.
 void add_launch_flags(CLI::App& app, LaunchOptions& options);
 

@@ -1,0 +1,178 @@
+/// @file communicator.h
+/// @brief `Communicator`: how ranks talk. Point-to-point messages that chapter
+/// algorithms are built from, and library collectives that tests compare those
+/// algorithms against (and later chapters use as tools).
+///
+/// Every rank holds one Communicator, handed out by `dpt::launch` (launch.h)
+/// in `ctx.comm`. A ring step, then the library's answer to compare with:
+///
+///     int right = (ctx.rank + 1) % ctx.world, left = (ctx.rank + ctx.world - 1) % ctx.world;
+///     ctx.comm.sendrecv(mine, n, right, theirs, n, left);                // both at once: safe
+///     ctx.comm.all_reduce(grad.data(), grad.numel(), dpt::ReduceOp::Avg);  // the oracle
+///     int64_t sent = ctx.comm.traffic().bytes(ctx.rank, right);           // 4*n so far
+///
+/// Under `--comm threads` the ranks are threads of one process (an optional
+/// simulated network, a deadlock report naming every waiting rank); under
+/// `--comm mpi` each rank is one process started by mpirun.
+///
+/// Rules every backend keeps:
+///  - Messages between one (src, dst, tag) are delivered in the order sent.
+///  - A send of more than the eager limit waits until its receive is posted
+///    (rendezvous); a smaller one is buffered and returns at once. Under MPI
+///    the library sets the limit; under threads `--eager-limit` does (64 KiB
+///    by default, like Open MPI over TCP). So a ring of blocking
+///    send-then-recv deadlocks on large messages: use sendrecv.
+///  - A recv must name exactly the count that was sent; collectives must get
+///    the same count (and root, and op) on every rank. A mismatch is a
+///    dpt::Error naming both sides, never silent truncation.
+///  - No call waits longer than `--comm-timeout`: it throws dpt::Timeout naming
+///    the rank, the call and the peer it waited for (threads add what every
+///    other rank is blocked on).
+///  - When a rank fails, peers blocked on it throw dpt::PeerFailed ("stopped
+///    because rank R failed: ...") and launch() reports the original error.
+///  - Library collectives reduce in rank order under threads (every rank gets
+///    the same bits as a serial loop), in MPI's order under MPI. Avg is Sum
+///    divided by size().
+///
+/// Left out: datatypes other than float32, any-source/any-tag receives,
+/// sub-communicators, and device (CUDA) memory: every pointer is host memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dpt/check.h"
+#include "dpt/comm/async.h"
+#include "dpt/comm/traffic_log.h"
+#include "dpt/tensor.h"
+
+namespace dpt {
+
+class Tracer;
+namespace detail {
+class Backend;
+class AsyncQueue;
+struct CommAccess;
+}  // namespace detail
+
+// ----------------------------------------------------------------------------
+// reduce ops, errors
+
+/// How a collective combines the ranks' values: elementwise sum, mean, maximum.
+enum class ReduceOp { Sum, Avg, Max };
+/// "sum", "avg" or "max".
+const char* reduce_op_name(ReduceOp op);
+
+/// Thrown on a rank that was talking to (or waiting on) peers when another rank
+/// failed: "stopped because rank R failed: <R's message>".
+class PeerFailed : public Error {
+ public:
+  using Error::Error;
+};
+
+// ----------------------------------------------------------------------------
+// the communicator
+
+/// One rank's endpoint. All pointers are host memory; counts are in floats.
+/// Calls block until done unless named *_async.
+class Communicator {
+ public:
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  /// This rank, 0 <= rank() < size().
+  int rank() const { return rank_; }
+  /// Number of ranks.
+  int size() const { return size_; }
+  /// "threads" or "mpi" (for printing; programs should not branch on it).
+  const std::string& backend() const { return backend_name_; }
+  /// Seconds a call may wait on a peer before it throws dpt::Timeout.
+  double timeout_s() const { return timeout_s_; }
+
+  // ---- point-to-point: what chapter algorithms are built from ----
+  /// Sends data[0, count) to `dst`. Up to the eager limit it returns at once
+  /// (the data is buffered); above it, it waits until `dst` posts the
+  /// matching recv, as MPI does: use sendrecv on a ring.
+  void send(const float* data, int64_t count, int dst, int tag = 0);
+  /// Receives exactly `count` floats from `src` into data[0, count).
+  void recv(float* data, int64_t count, int src, int tag = 0);
+  /// Sends to `dst` and receives from `src` at once: safe when every rank of a
+  /// ring calls it together. Returns when the receive is complete and
+  /// send_buf may be reused. Buffers must not overlap.
+  void sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
+                int64_t recv_count, int src, int tag = 0);
+
+  // ---- library collectives: oracles for tests, tools for later chapters ----
+  /// data (count,) becomes the elementwise reduction over ranks, in place.
+  void all_reduce(float* data, int64_t count, ReduceOp op);
+  /// send_buf is (size(), recv_count); rank r gets the reduction of row r of
+  /// every rank's send_buf in recv_buf (recv_count,).
+  void reduce_scatter(const float* send_buf, float* recv_buf, int64_t recv_count, ReduceOp op);
+  /// recv_buf (size(), send_count) gets every rank's send_buf (send_count,),
+  /// row r from rank r. send_buf may be row rank() of recv_buf (in place).
+  void all_gather(const float* send_buf, float* recv_buf, int64_t send_count);
+  /// Every rank's data (count,) becomes root's.
+  void broadcast(float* data, int64_t count, int root);
+  /// Returns once every rank has called it.
+  void barrier();
+
+  // ---- non-blocking (async.h) ----
+  /// Runs `op` on this rank's progress thread after earlier async work and
+  /// returns at once. `op` may call this communicator (e.g. a ring all-reduce
+  /// built from sendrecv), but must not wait() for work issued after it.
+  /// Buffers it uses must stay alive until wait().
+  std::shared_ptr<Work> async(std::function<void()> op);
+  /// all_reduce on the progress thread; data must stay alive until wait().
+  std::shared_ptr<Work> all_reduce_async(float* data, int64_t count, ReduceOp op);
+  /// Waits for all async work; rethrows the first error nobody wait()ed for.
+  void synchronize();
+
+  // ---- Tensor conveniences (host-memory tensors; output handles are views) ----
+  /// send(t.data(), t.numel(), dst, tag).
+  void send(const Tensor& tensor, int dst, int tag = 0);
+  /// Receives tensor.numel() floats into `tensor` (a handle: views work).
+  void recv(Tensor tensor, int src, int tag = 0);
+  /// sendrecv of two tensors.
+  void sendrecv(const Tensor& send_tensor, int dst, Tensor recv_tensor, int src, int tag = 0);
+  /// all_reduce over all of `tensor`'s elements.
+  void all_reduce(Tensor tensor, ReduceOp op);
+  /// input has size() * output.numel() elements.
+  void reduce_scatter(const Tensor& input, Tensor output, ReduceOp op);
+  /// output has size() * input.numel() elements.
+  void all_gather(const Tensor& input, Tensor output);
+  /// broadcast of all of `tensor`'s elements.
+  void broadcast(Tensor tensor, int root);
+  /// all_reduce_async on a tensor (kept alive by the returned work).
+  std::shared_ptr<Work> all_reduce_async(Tensor tensor, ReduceOp op);
+
+  // ---- traffic (traffic_log.h) ----
+  /// This rank's handle on the traffic log.
+  TrafficLog& traffic() { return traffic_; }
+  /// Collective: every rank gets a standalone log with every rank's sends.
+  TrafficLog gather_traffic();
+
+ private:
+  // Backends, launch and the trace writer reach the rest through
+  // src/comm/backend.h (detail::CommAccess); chapters never need it.
+  friend struct detail::CommAccess;
+  Communicator(std::unique_ptr<detail::Backend> backend, int rank, int size, double timeout_s,
+               TrafficLog traffic);
+  template <class Body>
+  void in_order(Body&& body);
+
+  std::unique_ptr<detail::Backend> backend_;
+  int rank_, size_;
+  std::string backend_name_;
+  double timeout_s_;
+  TrafficLog traffic_;
+  Tracer* tracer_ = nullptr;
+  std::unique_ptr<detail::AsyncQueue> async_;
+};
+
+/// True when this dpt was built with MPI (so `--comm mpi` can work).
+bool mpi_available();
+
+}  // namespace dpt

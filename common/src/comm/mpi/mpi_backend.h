@@ -1,0 +1,132 @@
+// mpi_backend.h — the MPI backend: one rank per process (Open MPI, or any
+// MPI-3). Private to libdpt; built only when CMake found MPI.
+//
+//   runtime.cpp         MPI start and end, the backend's construction
+//   point_to_point.cpp  send, recv, sendrecv
+//   collectives.cpp     the MPI all-reduce and friends, after a preflight
+//   failure.cpp         the abort protocol: fail(), finish(), stop_reason()
+//
+// Every wait is a polling loop over a non-blocking call (MPI_Isend,
+// MPI_Improbe, MPI_Iallreduce, ...) instead of a blocking one, so that a rank
+// can give up after the timeout with a dpt::Timeout naming itself and its
+// peer, and can notice that a peer has failed.
+//
+// Two communicators, both duplicates of MPI_COMM_WORLD: data_ for everything
+// the program sends, control_ for the failure protocol (failure.cpp).
+//
+// Limits: counts above 2^31-1 floats are refused (MPI's int counts). After a
+// timeout, an unmatched MPI_Isend is freed and a started collective is left
+// behind (MPI cannot cancel either): the program is expected to end.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/backend.h"
+#include "comm/call_check.h"
+
+namespace dpt {
+namespace detail {
+namespace mpi {
+
+using Clock = std::chrono::steady_clock;
+
+/// MPI_THREAD_MULTIPLE or less, as MPI_Init_thread granted (runtime.cpp).
+int thread_level();
+/// Refuses counts MPI's int cannot hold.
+int int_count(int64_t count, const char* call);
+/// Busy-polls for ~100 us, then yields, then sleeps: fast for the common case,
+/// kind to an oversubscribed machine (4 ranks on 2 cores) when waits are long.
+void back_off(Clock::duration waited);
+/// The timeout sentence (without the file:line prefix).
+std::string timeout_message(int rank, double timeout_s, const char* call, int peer, int tag, int64_t count);
+
+class MpiBackend final : public Backend {
+ public:
+  MpiBackend(MPI_Comm data, MPI_Comm control, double timeout_s);
+  ~MpiBackend() override;
+
+  const char* name() const override { return "mpi"; }
+  bool thread_safe() const override { return thread_level() >= MPI_THREAD_MULTIPLE; }
+  // ---- point_to_point.cpp ----
+  void send(const float* data, int64_t count, int dst, int tag) override;
+  void recv(float* data, int64_t count, int src, int tag) override;
+  void sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
+                int64_t recv_count, int src, int tag) override;
+  // ---- collectives.cpp ----
+  void all_reduce(float* data, int64_t count, ReduceOp op) override;
+  void reduce_scatter(const float* send_buf, float* recv_buf, int64_t recv_count, ReduceOp op) override;
+  void all_gather(const float* send_buf, float* recv_buf, int64_t send_count) override;
+  void broadcast(float* data, int64_t count, int root) override;
+  void barrier() override;
+  void all_gather_bytes(const void* send, void* recv, int64_t bytes) override;
+  // ---- failure.cpp ----
+  void fail(const std::string& message, bool primary) override;
+  RankFailure finish() override;
+
+  /// This process's rank and the number of processes.
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  bool test(MPI_Request& request);
+  bool probe(int src, int tag, MPI_Message* message, MPI_Status* status);
+  MPI_Request receive_matched(MPI_Message* message, const MPI_Status& status, float* data,
+                              int64_t count, int src, int tag);
+  void preflight(const CollectiveCall& call);
+  void wait_collective(const CollectiveCall& call, MPI_Request& request);
+  std::string stop_reason();
+
+  // Calls try_complete() until it returns true. Between tries: stop if this
+  // rank or a peer has failed, give up at the deadline (give_up() releases
+  // what MPI still holds), back off.
+  template <class Try, class GiveUp>
+  void wait_for(const char* call, int peer, int tag, int64_t count, Try&& try_complete,
+                GiveUp&& give_up) {
+    Clock::time_point start = Clock::now();
+    Clock::time_point deadline =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+    for (;;) {
+      if (try_complete()) return;
+      std::string stop = stop_reason();
+      if (!stop.empty()) {
+        give_up();
+        throw PeerFailed(format_error(__FILE__, __LINE__, stop));
+      }
+      Clock::time_point now = Clock::now();
+      if (now >= deadline) {
+        give_up();
+        throw Timeout(format_error(__FILE__, __LINE__,
+                                   timeout_message(rank_, timeout_s_, call, peer, tag, count)));
+      }
+      back_off(now - start);
+    }
+  }
+
+  const double timeout_s_;  // how long a wait may last
+  MPI_Comm data_, control_;
+  int rank_ = 0, size_ = 1;
+  // failure protocol (failure.cpp)
+  std::mutex abort_mutex_;
+  MPI_Request abort_request_ = MPI_REQUEST_NULL;  // our posted receive for an abort message
+  std::vector<char> abort_buffer_;
+  int abort_source_ = -1;
+  std::atomic<bool> peer_failed_{false}, self_failed_{false};
+  bool self_primary_ = false;
+  std::string own_message_;  // 'P'/'S' + our error, what we send to peers
+  std::vector<MPI_Request> abort_sends_;
+};
+
+/// Tag and size of abort messages on control_.
+constexpr int kAbortTag = 1;
+constexpr int kAbortBytes = 4096;
+
+}  // namespace mpi
+}  // namespace detail
+}  // namespace dpt

@@ -1,0 +1,88 @@
+// point_to_point.cpp — MPI send, recv and sendrecv, each a polling loop over
+// non-blocking calls (wait_for in mpi_backend.h) so it can time out or stop.
+//
+// recv probes first (MPI_Improbe) and checks the sender's count before
+// receiving, so a count mismatch is a clear error instead of MPI_ERR_TRUNCATE.
+// Above MPI's eager limit (Open MPI on one node: 4 KiB shared memory, 64 KiB
+// TCP) an MPI_Isend completes only once its receive is posted: rendezvous.
+#include <algorithm>
+
+#include "comm/mpi/mpi_backend.h"
+
+namespace dpt {
+namespace detail {
+namespace mpi {
+
+bool MpiBackend::test(MPI_Request& request) {
+  int done = 0;
+  DPT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+  return done != 0;
+}
+
+bool MpiBackend::probe(int src, int tag, MPI_Message* message, MPI_Status* status) {
+  int found = 0;
+  DPT_MPI_CHECK(MPI_Improbe(src, tag, data_, &found, message, status));
+  return found != 0;
+}
+
+// Starts receiving a probed message into data; a count mismatch is drained
+// into a scratch buffer (so MPI is left clean) and reported.
+MPI_Request MpiBackend::receive_matched(MPI_Message* message, const MPI_Status& status, float* data,
+                                        int64_t count, int src, int tag) {
+  int sent = 0;
+  MPI_Status copy = status;
+  DPT_MPI_CHECK(MPI_Get_count(&copy, MPI_FLOAT, &sent));
+  if (sent != count) {
+    std::vector<float> sink(std::max(sent, 1));
+    DPT_MPI_CHECK(MPI_Mrecv(sink.data(), sent, MPI_FLOAT, message, MPI_STATUS_IGNORE));
+    DPT_FAIL("rank " << rank_ << " expected " << count << " floats from rank " << src << " (tag "
+                     << tag << "), but rank " << src << " sent " << sent
+                     << " floats: a recv must name exactly the count of its send");
+  }
+  MPI_Request request;
+  DPT_MPI_CHECK(MPI_Imrecv(data, int(count), MPI_FLOAT, message, &request));
+  return request;
+}
+
+void MpiBackend::send(const float* data, int64_t count, int dst, int tag) {
+  MPI_Request request;
+  DPT_MPI_CHECK(MPI_Isend(data, int_count(count, "send"), MPI_FLOAT, dst, tag, data_, &request));
+  wait_for("send to", dst, tag, count, [&] { return test(request); },
+           [&] { MPI_Request_free(&request); });
+}
+
+void MpiBackend::recv(float* data, int64_t count, int src, int tag) {
+  MPI_Message message;
+  MPI_Status status;
+  wait_for("recv from", src, tag, count, [&] { return probe(src, tag, &message, &status); }, [] {});
+  MPI_Request request = receive_matched(&message, status, data, count, src, tag);
+  wait_for("recv from", src, tag, count, [&] { return test(request); }, [] {});
+}
+
+void MpiBackend::sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
+                          int64_t recv_count, int src, int tag) {
+  MPI_Request send_request, recv_request = MPI_REQUEST_NULL;
+  DPT_MPI_CHECK(MPI_Isend(send_buf, int_count(send_count, "sendrecv"), MPI_FLOAT, dst, tag, data_,
+                          &send_request));
+  bool sent = false, matched = false, received = false;
+  wait_for("sendrecv from", src, tag, recv_count, [&] {
+    if (!sent) sent = test(send_request);
+    MPI_Message message;
+    MPI_Status status;
+    if (!matched && probe(src, tag, &message, &status)) {
+      matched = true;
+      try {
+        recv_request = receive_matched(&message, status, recv_buf, recv_count, src, tag);
+      } catch (...) {
+        if (!sent) MPI_Request_free(&send_request);
+        throw;
+      }
+    }
+    if (matched && !received) received = test(recv_request);
+    return sent && received;
+  }, [&] { if (!sent) MPI_Request_free(&send_request); });
+}
+
+}  // namespace mpi
+}  // namespace detail
+}  // namespace dpt

@@ -1,0 +1,120 @@
+// runtime.cpp — MPI's start and end, and the MPI backend's construction.
+//
+// MPI_Init_thread asks for MPI_THREAD_MULTIPLE, so chapter 05's async
+// all-reduce can run on the progress thread while the rank thread computes.
+// If the library offers less, thread_safe() is false and async work runs at
+// once on the calling thread (correct, without overlap). MPI is finalised at
+// exit, unless someone else initialised it.
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "comm/mpi/mpi_backend.h"
+
+namespace dpt {
+namespace detail {
+namespace mpi {
+
+namespace {
+int g_thread_level = MPI_THREAD_SINGLE;
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void ensure_mpi_initialised() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (initialised) {  // someone else started MPI: they finalise it too
+      MPI_Query_thread(&g_thread_level);
+      return;
+    }
+    // Open MPI 4.1's non-blocking all-reduce (libnbc), which all_reduce
+    // polls, picks a binomial tree for in-place calls: the naive algorithm,
+    // slow for large vectors. Ask for its ring, unless the user chose.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+    DPT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &g_thread_level));
+    std::atexit(finalize_at_exit);
+  });
+}
+}  // namespace
+
+int thread_level() { return g_thread_level; }
+
+int int_count(int64_t count, const char* call) {
+  DPT_CHECK(count <= INT_MAX, call << ": " << count
+                                   << " elements is more than MPI's int counts allow (2^31-1)");
+  return int(count);
+}
+
+void back_off(Clock::duration waited) {
+  if (waited < std::chrono::microseconds(100)) return;
+  if (waited < std::chrono::milliseconds(5)) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+std::string timeout_message(int rank, double timeout_s, const char* call, int peer, int tag,
+                            int64_t count) {
+  std::ostringstream msg;
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%.1f", timeout_s);
+  const char* floats = count == 1 ? " float" : " floats";
+  msg << "rank " << rank << " waited " << waited << " s in " << call;
+  if (peer >= 0) msg << " rank " << peer << " (tag " << tag << ", " << count << floats << ")";
+  else if (std::strcmp(call, "barrier") == 0) msg << ": some rank has not called it";
+  else msg << " (" << count << floats << "): some rank has not called it";
+  if (std::strcmp(call, "send to") == 0)
+    msg << "; above MPI's eager limit a send waits until rank " << peer
+        << " posts its receive (rendezvous): do both ranks send first? use sendrecv";
+  msg << "; under MPI the other ranks' states are not visible here: look for their own "
+         "messages (raise --comm-timeout if a peer is only slow)";
+  return msg.str();
+}
+
+MpiBackend::MpiBackend(MPI_Comm data, MPI_Comm control, double timeout_s)
+    : timeout_s_(timeout_s), data_(data), control_(control), abort_buffer_(kAbortBytes, '\0') {
+  MPI_Comm_rank(data_, &rank_);
+  MPI_Comm_size(data_, &size_);
+  DPT_MPI_CHECK(MPI_Irecv(abort_buffer_.data(), kAbortBytes, MPI_CHAR, MPI_ANY_SOURCE, kAbortTag,
+                          control_, &abort_request_));
+}
+
+MpiBackend::~MpiBackend() {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (abort_request_ != MPI_REQUEST_NULL) {  // finish() never ran
+    MPI_Cancel(&abort_request_);
+    MPI_Wait(&abort_request_, MPI_STATUS_IGNORE);
+  }
+  for (MPI_Request& r : abort_sends_)
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  MPI_Comm_free(&data_);
+  MPI_Comm_free(&control_);
+}
+
+}  // namespace mpi
+
+// Called by factory_mpi.cpp.
+std::unique_ptr<Communicator> new_mpi_communicator(double timeout_s) {
+  mpi::ensure_mpi_initialised();
+  MPI_Comm data, control;
+  DPT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &data));
+  DPT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control));
+  // Errors come back as return codes, which DPT_MPI_CHECK turns into dpt::Error.
+  DPT_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));
+  DPT_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
+  auto backend = std::make_unique<mpi::MpiBackend>(data, control, timeout_s);
+  int rank = backend->rank(), size = backend->size();
+  auto comm = CommAccess::wrap(std::move(backend), rank, size, timeout_s, TrafficLog(size).view(rank));
+  // Every process leaves here together (launch() reads its clock next).
+  DPT_MPI_CHECK(MPI_Barrier(control));
+  return comm;
+}
+
+}  // namespace detail
+}  // namespace dpt
