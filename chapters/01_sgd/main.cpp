@@ -78,6 +78,8 @@ int lecture(const Options& o) {
   say.say("Autograd, so vouched for, is then the oracle for your linear_backward on the\n"
           "last layer: dx, dweight and dbias, each against autograd's own.");
   LinearErrors yours = check_linear_backward(model, probe);
+  say.say("yours vs autograd, max |difference| / max |autograd|: dx " + fmt(yours.dx, 2) + ", dweight " +
+          fmt(yours.dweight, 2) + ", dbias " + fmt(yours.dbias, 2));
 
   // --------------------------------------------------------------------------
   // 3. One update, checked by hand
@@ -86,6 +88,7 @@ int lecture(const Options& o) {
           ") runs once on copies of the weights,\nand is compared with its first-step "
           "formula worked out here: p - lr*g (Adam: p - lr*g/(|g|+eps)).");
   UpdateCheck update = check_one_update(o, model, probe);
+  say.say("max |updated weight - formula| = " + fmt(update.error, 2) + " (bound " + fmt(update.tolerance, 2) + ")");
 
   // --------------------------------------------------------------------------
   // 4. Training: forward, loss, backward, step
