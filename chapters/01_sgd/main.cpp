@@ -34,13 +34,9 @@ using namespace dpt;
 
 // The lecture's helpers, defined below it in the order it calls them.
 double finite_difference_check(const MLP& model, const Batch& batch, const Narrator& say);
-struct LinearErrors {
-  double dx, dweight, dbias;  // max |yours − autograd| / max |autograd|; NaN for a wrong shape
-};
+struct LinearErrors { double dx, dweight, dbias; };  // max |yours − autograd| / max |autograd|
 LinearErrors check_linear_backward(const MLP& model, const Batch& batch);
-struct UpdateCheck {
-  double error, tolerance;  // max |p_after − p_expected|, and the bound it must stay under
-};
+struct UpdateCheck { double error, tolerance; };  // max |p_after − p_expected|, and its bound
 UpdateCheck check_one_update(const Options& o, const MLP& model, const Batch& batch);
 std::vector<double> train(const Options& o, MLP& model, const Dataset& data, const Narrator& say);
 
@@ -135,19 +131,12 @@ int lecture(const Options& o) {
 // 2. checking gradients
 
 // Central differences on the 5 largest-gradient entries of every parameter:
-// the oracle that shares no code with autograd. An entry passes when
-// |numeric − autograd| <= kFdAbsolute + kFdRelative·|numeric|; returns the
-// worst |numeric − autograd| / that bound (1 is the limit).
-//
-// eps = 1e-3 trades truncation (eps²/6 times the third derivative, ~1e-7)
-// against rounding: the loss (≈ 2.3) is a float32 with an ulp of 2.4e-7, so
-// two of them differenced over 2·eps are off by a few × 1e-4 whatever the
-// gradient. Hence an absolute term kFdAbsolute = 1e-3 beside the relative
-// kFdRelative = 1e-2 (truncation). A wrong backward is off by factors.
-// A nudge that moves a ReLU input across 0 measures a kink, not a derivative:
-// there the one-sided slopes (up − L)/eps and (L − down)/eps disagree by more
-// than twice the bound, and the entry is skipped (the loss alone decides
-// that, never autograd, so a skip cannot hide a wrong backward).
+// the oracle that shares no code with autograd. Returns the worst
+// |numeric − autograd| / (kFdAbsolute + kFdRelative·|numeric|); 1 is the limit.
+// The absolute term covers float32 rounding of the loss (ulp 2.4e-7 at 2.3,
+// differenced over 2·eps = 2e-3: a few × 1e-4), the relative one truncation
+// (docs/ch01_sgd.md). A nudge across a ReLU kink (one-sided slopes disagree by
+// over twice the bound: the loss alone decides, never autograd) is skipped.
 constexpr double kFdAbsolute = 1e-3, kFdRelative = 1e-2;
 double finite_difference_check(const MLP& model, const Batch& batch, const Narrator& say) {
   for (auto& p : model.parameters()) p.zero_grad();
@@ -197,8 +186,7 @@ double finite_difference_check(const MLP& model, const Batch& batch, const Narra
 // max |a − expected| / max |expected|; NaN when a is missing or misshapen.
 double relative_error(const Tensor& a, const Tensor& expected) {
   if (!a.defined() || a.shape() != expected.shape()) return NAN;
-  double largest = 0;
-  for (float v : expected.to_vector()) largest = std::max(largest, double(std::abs(v)));
+  double largest = max_abs_diff(expected, Tensor::zeros(expected.shape(), expected.device()));
   return max_abs_diff(a, expected) / std::max(largest, 1e-30);
 }
 
