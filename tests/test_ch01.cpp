@@ -1,11 +1,14 @@
 // test_ch01.cpp — chapter 01's holes against oracles that share none of their code:
-// hand arithmetic for the SGD update, finite differences for linear_backward.
+// hand arithmetic for the SGD update, hand arithmetic and finite differences
+// for linear_backward; then the chapter program itself: its verdicts, its exit
+// code, and how it stops when training diverges.
 #include "support/catch.h"
 
 #include "dpt/nn.h"
 #include "dpt/ops.h"
+#include "dpt/verdict.h"
 #include "support/gradcheck.h"
-#include "ch01_holes.h"
+#include "ch01.h"
 #include "support/run_program.h"
 
 using namespace dpt;
@@ -44,6 +47,21 @@ TEST_CASE("linear_backward: returns (B,in), (out,in) and (out) gradients", "[ch0
   CHECK(g.dbias.shape() == Shape{5});
 }
 
+TEST_CASE("linear_backward: dx, dweight and dbias equal a product worked by hand", "[ch01]") {
+  // x (2, 2), weight (3, 2), dy (2, 3); small integers, so every product and
+  // sum is exact in float and == is the right comparison.
+  Tensor x = Tensor::from_vector({2, 2}, {1, 2, 3, 4}, Device::host());
+  Tensor w = Tensor::from_vector({3, 2}, {1, 0, -1, 2, 0, 3}, Device::host());
+  Tensor dy = Tensor::from_vector({2, 3}, {1, -1, 2, 0, 1, -2}, Device::host());
+  ch01::LinearGrads g = ch01::linear_backward(x, w, dy);
+  // dx = dy·w: row 0 = 1·(1,0) − 1·(−1,2) + 2·(0,3) = (2, 4); row 1 = (−1,2) − 2·(0,3) = (−1, −4).
+  CHECK(g.dx.to_vector() == std::vector<float>{2, 4, -1, -4});
+  // dweight = dyᵀ·x: row o = Σ_b dy[b][o]·x[b] → (1,2), (−1+3, −2+4) = (2,2), (2−6, 4−8) = (−4,−4).
+  CHECK(g.dweight.to_vector() == std::vector<float>{1, 2, 2, 2, -4, -4});
+  // dbias = column sums of dy.
+  CHECK(g.dbias.to_vector() == std::vector<float>{1, 0, 0});
+}
+
 TEST_CASE("linear_backward: matches finite differences of the layer", "[ch01]") {
   // With loss = Σ dy ⊙ (x·wᵀ + b), d loss/d y = dy exactly, so the finite
   // differences of this loss are the true dx, dweight, dbias.
@@ -57,7 +75,7 @@ TEST_CASE("linear_backward: matches finite differences of the layer", "[ch01]") 
   CHECK(max_relative_error(g.dbias.to_vector(), numeric_gradient(loss, b)) < 1e-2);
 }
 
-TEST_CASE("chapter: ch01_sgd trains the default model and the loss falls", "[ch01]") {
+TEST_CASE("chapter: ch01_sgd trains, the loss falls, and every verdict is a ✔ (exit 0)", "[ch01]") {
   std::string metrics = dpt_test::temp_path("ch01.jsonl");
   auto run = dpt_test::run_program("ch01_sgd", "--quiet --metrics " + metrics);
   INFO(run.output);
@@ -70,5 +88,39 @@ TEST_CASE("chapter: ch01_sgd trains the default model and the loss falls", "[ch0
   CHECK(first > 2.0);         // ≈ ln 10 = 2.30 for 10 classes at initialisation
   CHECK(last < 0.6 * first);  // measured ≈ 0.40·first; 0.6 leaves room for other seeds' noise
   CHECK(run.output.find("ch01 summary") != std::string::npos);
+  for (const char* verdict : {"✔ backward() vs finite differences", "✔ your linear_backward dx vs autograd",
+                              "✔ your linear_backward dweight vs autograd", "✔ your linear_backward dbias vs autograd",
+                              "✔ one sgd update vs the formula", "✔ loss on the data set, after / before",
+                              "✔ largest step loss / first step loss"})
+    CHECK_THAT(run.output, contains_text(verdict));
+  CHECK(run.output.find("✘") == std::string::npos);
+  CHECK_THAT(run.output, contains_text("all 7 checks passed"));
   std::remove(metrics.c_str());
+}
+
+TEST_CASE("chapter: ch01_sgd checks dpt's optimizers' first step too (momentum, adam, adamw)", "[ch01]") {
+  for (const char* args : {"--optimizer momentum --lr 0.01", "--optimizer adam --lr 0.001", "--optimizer adamw --lr 0.001"}) {
+    auto run = dpt_test::run_program("ch01_sgd", std::string("--quiet --steps 40 --model 64-32-10 --samples 512 ") + args);
+    INFO(args << "\n" << run.output);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.output, contains_text("✔ one "));
+  }
+}
+
+TEST_CASE("chapter: ch01_sgd stops with a sentence and exit 1 when the loss becomes nan", "[ch01]") {
+  auto run = dpt_test::run_program("ch01_sgd", "--quiet --lr 1e4");  // nan within ~5 steps
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, contains_text("training diverged at step"));
+  CHECK_THAT(run.output, contains_text("try a smaller --lr"));
+  CHECK(run.output.find("checks passed") == std::string::npos);
+}
+
+TEST_CASE("chapter: ch01_sgd gives a ✘ and exit 3 when the loss explodes but stays finite", "[ch01]") {
+  auto run = dpt_test::run_program("ch01_sgd", "--quiet --lr 1");  // measured: the loss reaches ~8e11, finite
+  INFO(run.output);
+  CHECK(run.exit_code == dpt::kVerdictFailed);
+  CHECK_THAT(run.output, contains_text("✘ largest step loss / first step loss"));
+  CHECK_THAT(run.output, contains_text("✘ loss on the data set, after / before"));
+  CHECK_THAT(run.output, contains_text("checks FAILED"));
 }

@@ -5,8 +5,9 @@
 
 #include "dpt/nn.h"
 #include "dpt/ops.h"
+#include "dpt/verdict.h"
 #include "support/gradcheck.h"
-#include "ch02_holes.h"
+#include "ch02.h"
 #include "support/run_program.h"
 
 using namespace dpt;
@@ -44,7 +45,10 @@ TEST_CASE("per_sample_gradients: each equals the gradient of that sample alone",
     for (std::size_t p = 0; p < expected.size(); ++p) {
       INFO("sample " << i << ", parameter " << p);
       REQUIRE(per_sample[i][p].shape() == expected[p].shape());
-      CHECK(max_abs_diff(per_sample[i][p], expected[p]) < 1e-6f);  // same float ops: ~exact
+      // Same float ops in the same order: equal to the last bit; 1e-6 only
+      // forgives a student who sums differently. (A double, so Catch prints
+      // "1e-06" rather than a float rounded to "0.0f".)
+      CHECK(double(max_abs_diff(per_sample[i][p], expected[p])) <= 1e-6);
     }
   }
   for (auto& p : f.model.parameters()) CHECK_FALSE(p.grad().defined());
@@ -82,16 +86,43 @@ TEST_CASE("average_gradients: the mean of per-sample gradients is the batch grad
   ch02::Gradients mean = ch02::average_gradients(ch02::per_sample_gradients(f.model, f.batch));
   auto batch_grad = f.gradient_of_rows(0, 5);
   REQUIRE(mean.size() == batch_grad.size());
-  // Same math summed in another order: float32 rounding, ~1e-7 at these sizes.
-  for (std::size_t p = 0; p < mean.size(); ++p) CHECK(max_abs_diff(mean[p], batch_grad[p]) < 1e-5f);
+  // Same math summed in another order: float32 rounding, ~1e-7 at these sizes
+  // (entries are O(0.1)); a sum instead of a mean is off by 4× the entries.
+  for (std::size_t p = 0; p < mean.size(); ++p) {
+    INFO("parameter " << p);
+    CHECK(double(max_abs_diff(mean[p], batch_grad[p])) <= 1e-5);
+  }
 }
 
-TEST_CASE("chapter: ch02_batching shows batch = mean of per-sample gradients", "[ch02]") {
+TEST_CASE("chapter: ch02_batching shows batch = mean of per-sample gradients, every verdict a ✔ (exit 0)", "[ch02]") {
   std::string metrics = dpt_test::temp_path("ch02.jsonl");
   auto run = dpt_test::run_program("ch02_batching", "--quiet --steps 40 --batch 16 --metrics " + metrics);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  CHECK(run.output.find("16x fewer optimizer steps") != std::string::npos);
   CHECK(dpt_test::read_jsonl(metrics).size() == 40);  // one line per mini-batch step
+  for (const char* verdict : {"✔ mean of your per-sample gradients vs the batch gradient",
+                              "✔ 16x fewer optimizer steps", "640 per-sample steps vs 40",
+                              "✔ |per-sample run's loss - batched run's loss|", "✔ batched run, loss on the data set",
+                              "✔ largest step loss / first step loss"})
+    CHECK_THAT(run.output, contains_text(verdict));
+  CHECK_THAT(run.output, contains_text("(expected <= 0.0001)"));  // the tolerance, printed as a number
+  CHECK(run.output.find("✘") == std::string::npos);
+  CHECK_THAT(run.output, contains_text("all 5 checks passed"));
   std::remove(metrics.c_str());
+}
+
+TEST_CASE("chapter: ch02_batching stops with a sentence and exit 1 when the loss becomes nan", "[ch02]") {
+  auto run = dpt_test::run_program("ch02_batching", "--quiet --steps 40 --lr 1e4");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, contains_text("training diverged at step"));
+  CHECK(run.output.find("checks passed") == std::string::npos);
+}
+
+TEST_CASE("chapter: ch02_batching gives a ✘ and exit 3 when the loss explodes but stays finite", "[ch02]") {
+  auto run = dpt_test::run_program("ch02_batching", "--quiet --lr 1");  // measured: the batched loss reaches ~8e11
+  INFO(run.output);
+  CHECK(run.exit_code == dpt::kVerdictFailed);
+  CHECK_THAT(run.output, contains_text("✘ largest step loss / first step loss"));
+  CHECK_THAT(run.output, contains_text("checks FAILED"));
 }

@@ -4,31 +4,136 @@
 // losses, so its gradient is the mean of their gradients. A mini-batch of K
 // therefore does in one optimizer step (one GEMM-shaped pass, and later one
 // synchronisation) what K per-sample steps do to first order in the
-// learning rate — and it is much faster per sample.
+// learning rate — and it is much faster per sample. It ends with ✔/✘
+// verdicts computed from its numbers and exits 3 when one fails (1 when the
+// run stops, e.g. on a diverged loss).
 //
 // What it leaves out: more than one device (chapter 03 splits the batch
-// across ranks and averages the same way), learning-rate scaling rules.
+// across ranks and averages the same way), learning-rate scaling rules. The
+// math is in docs/ch02_batching.md.
 //
 // Run it:
 //     build/reference/bin/ch02_batching                 # K = --batch 32
 //     build/reference/bin/ch02_batching --batch 8 --steps 200 --no-shuffle
 //
-// Your holes: dpt::ch02::per_sample_gradients and dpt::ch02::average_gradients.
+// Your holes: dpt::ch02::per_sample_gradients and dpt::ch02::average_gradients (ch02.h).
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 
+#include "ch02.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/options.h"
 #include "dpt/report.h"
-#include "ch02_holes.h"
+#include "dpt/verdict.h"
 
 using namespace dpt;
 
-// ----------------------------------------------------------------------------
-// 1. the batch gradient is the mean of per-sample gradients
+// The lecture's helpers, defined below it in the order it calls them.
+double compare_gradients(const MLP& model, const Batch& batch, const Narrator& say);
+struct Run {
+  std::string name;
+  float lr = 0;
+  int64_t updates = 0;        // optimizer steps taken (counted, not computed)
+  double seconds = 0;
+  double loss_growth = 0;     // largest step loss / first step loss
+  Evaluation after;
+};
+Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr, int64_t samples,
+          MetricsWriter& metrics, const Narrator& say);
 
-// Returns the largest |mean of per-sample − batch| over all parameters.
+// ----------------------------------------------------------------------------
+// the lecture
+
+int lecture(const Options& o) {
+  Narrator say(!o.quiet);
+
+  // --------------------------------------------------------------------------
+  // 1. Set-up
+  say.section("1. Set-up");
+  Dataset data = load_dataset(o);
+  Device& device = Device::cpu(0);
+  MLP model = build_model(o, device);
+  const int64_t k = o.batch;
+  say.say("data: " + std::to_string(data.size()) + " samples; model: MLP " + o.model + "; K = --batch " +
+          std::to_string(k));
+  if (o.steps == 0) {
+    save_outputs(o, model, data);
+    say.say("--steps 0: wrote the requested outputs, no training, nothing to check.");
+    return 0;
+  }
+  Evaluation before = evaluate(model, data);
+
+  // --------------------------------------------------------------------------
+  // 2. Batch gradient = mean of per-sample gradients
+  say.section("2. Batch gradient = mean of per-sample gradients");
+  say.say("L_batch = (1/K) sum_k L_k, and the derivative is linear, so\n"
+          "grad L_batch = (1/K) sum_k grad L_k. Your holes compute the right side;\n"
+          "one backward over the whole batch computes the left.");
+  BatchSampler first(data.size(), k, !o.no_shuffle, o.seed);
+  double grad_error = compare_gradients(model, gather_batch(data, first.indices(0), device), say);
+
+  // --------------------------------------------------------------------------
+  // 3. K per-sample steps vs one step of K
+  say.section("3. K per-sample steps vs one step of K");
+  int64_t samples = o.steps * k;
+  say.say("Both runs see the same " + std::to_string(samples) + " samples in the same order, from the\n"
+          "same start. K steps at lr/K move the weights like one step of K at lr (to first\n"
+          "order in lr), with K times more optimizer steps: in chapter 03, K times more syncs.");
+  MLP single = build_model(o, device);
+  MetricsWriter no_metrics("");
+  Run per_sample = train(o, single, data, 1, o.lr / float(k), samples, no_metrics, say);
+  MetricsWriter metrics(o.metrics);
+  Run batched = train(o, model, data, k, o.lr, samples, metrics, say);
+  save_outputs(o, model, data);
+
+  // --------------------------------------------------------------------------
+  // 4. Summary and verdicts
+  say.section("4. Summary and verdicts");
+  Table summary("ch02 summary (loss and accuracy on the whole data set)",
+                {"run", "lr", "optimizer steps", "loss", "accuracy", "time", "samples/s"});
+  summary.add_row({"start", "-", "0", fixed(before.loss, 4), fixed(100 * before.accuracy, 1) + "%", "-", "-"});
+  for (const Run* r : {&per_sample, &batched}) {
+    summary.add_row({r->name, fmt(r->lr, 3), std::to_string(r->updates), fixed(r->after.loss, 4),
+                     fixed(100 * r->after.accuracy, 1) + "%", fixed(r->seconds, 2) + " s",
+                     fixed(double(samples) / r->seconds, 0)});
+  }
+  summary.print(std::cout);
+  std::cout << " " << fixed(per_sample.seconds / batched.seconds, 1) << "x faster per sample with batches of " << k
+            << "\n";
+
+  Verdicts verdicts;
+  verdicts.at_most("mean of your per-sample gradients vs the batch gradient, max |difference| / max |batch|",
+                   grad_error, 1e-4,
+                   "float32 sums in another order: ~K*6e-8; a sum instead of a mean is off by K-1, a lost sample by 1/K");
+  verdicts.holds(std::to_string(k) + "x fewer optimizer steps (in chapter 03: syncs) with batches of " + std::to_string(k),
+                 per_sample.updates == k * batched.updates,
+                 std::to_string(per_sample.updates) + " per-sample steps vs " + std::to_string(batched.updates));
+  double drop = before.loss - batched.after.loss;  // no drop, no comparison: +inf fails
+  if (o.optimizer == "sgd")
+    verdicts.at_most("|per-sample run's loss - batched run's loss| / batched run's loss drop",
+                     drop > 0 ? std::fabs(per_sample.after.loss - batched.after.loss) / drop : INFINITY, 0.1,
+                     "equal to first order in lr (measured 0.1-0.3%); a summed loss steps K times too far");
+  else
+    say.say("(" + o.optimizer + " is not linear in the gradient, so K steps at lr/K are not one step of K at lr:\n"
+            "the two runs are not compared; chapter 06 shows why.)");
+  verdicts.at_most("batched run, loss on the data set after / before", batched.after.loss / before.loss, 0.99,
+                   "a run that learns ends at least 1% lower");
+  verdicts.at_most("largest step loss / first step loss, both runs",
+                   std::max(per_sample.loss_growth, batched.loss_growth), 1e6,
+                   "a loss a million times its start has diverged, finite or not (try a smaller --lr)");
+  verdicts.print(std::cout);
+  return verdicts.exit_code();
+}
+
+// ----------------------------------------------------------------------------
+// 2. the batch gradient is the mean of per-sample gradients
+
+// Your average of your per-sample gradients against one backward over the
+// whole batch. Returns the worst max |mean − batch| / max |batch| over the
+// parameters (NaN when a list or a shape is wrong).
 double compare_gradients(const MLP& model, const Batch& batch, const Narrator& say) {
   ch02::Gradients mean = ch02::average_gradients(ch02::per_sample_gradients(model, batch));
   std::vector<Tensor> params = model.parameters();
@@ -36,13 +141,15 @@ double compare_gradients(const MLP& model, const Batch& batch, const Narrator& s
   softmax_cross_entropy(model.forward(batch.x), batch.y).backward();  // one pass, all K samples
   Table table("mean of " + std::to_string(batch.x.size(0)) + " per-sample gradients vs one batch gradient",
               {"parameter", "max |mean - batch|", "max |batch|"});
-  double worst = 0;
+  double worst = mean.size() == params.size() ? 0.0 : NAN;
   auto names = model.named_parameters();
-  for (std::size_t p = 0; p < params.size(); ++p) {
-    double diff = max_abs_diff(mean[p], params[p].grad());
-    Tensor zero = Tensor::zeros(params[p].shape(), params[p].device());
-    table.add_row({names[p].name, fmt(diff, 3), fmt(max_abs_diff(params[p].grad(), zero), 3)});
-    worst = std::max(worst, diff);
+  for (std::size_t p = 0; p < params.size() && p < mean.size(); ++p) {
+    Tensor batch_grad = params[p].grad();
+    double largest = max_abs_diff(batch_grad, Tensor::zeros(batch_grad.shape(), batch_grad.device()));
+    double diff = mean[p].defined() && mean[p].shape() == batch_grad.shape() ? max_abs_diff(mean[p], batch_grad) : NAN;
+    table.add_row({names[p].name, fmt(diff, 3), fmt(largest, 3)});
+    double relative = diff / std::max(largest, 1e-30);
+    if (!(relative <= worst)) worst = relative;  // a NaN is the worst
   }
   for (auto& p : params) p.zero_grad();
   if (say.enabled()) table.print(std::cout);
@@ -50,95 +157,44 @@ double compare_gradients(const MLP& model, const Batch& batch, const Narrator& s
 }
 
 // ----------------------------------------------------------------------------
-// 2. training with batches of k
-
-struct Run {
-  std::string name;
-  int64_t updates = 0;
-  double seconds = 0;
-  Evaluation after;
-};
+// 3. training with batches of k
 
 // Trains `model` on the sample stream in batches of `k` until `samples` samples
 // are seen. The stream is the same for every k, so runs see identical data.
+// A loss that stops being a number stops the run with a sentence.
 Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr, int64_t samples,
           MetricsWriter& metrics, const Narrator& say) {
   BatchSampler sampler(data.size(), o.batch, !o.no_shuffle, o.seed);  // stream in chunks of --batch
   auto optimizer = make_optimizer(o.optimizer, model.parameters(), lr);
   Run run;
   run.name = "batch " + std::to_string(k);
-  run.updates = samples / k;
-  ProgressBar bar("ch02 " + run.name, run.updates, say.enabled());
+  run.lr = lr;
+  ProgressBar bar("ch02 " + run.name, samples / k, say.enabled());
+  double first_loss = 0, largest_loss = 0;
   auto start = std::chrono::steady_clock::now();
-  for (int64_t update = 0; update < run.updates; ++update) {
+  for (int64_t update = 0; update < samples / k; ++update) {
     auto step_start = std::chrono::steady_clock::now();
-    int64_t first = update * k;  // position in the stream
-    std::vector<int64_t> all = sampler.indices(first / o.batch);
-    std::vector<int64_t> mine(all.begin() + first % o.batch, all.begin() + first % o.batch + k);
+    int64_t position = update * k;  // in the stream
+    std::vector<int64_t> chunk = sampler.indices(position / o.batch);
+    std::vector<int64_t> mine(chunk.begin() + position % o.batch, chunk.begin() + position % o.batch + k);
     Batch batch = gather_batch(data, mine, model.parameters().front().device());
     optimizer->zero_grad();
     Tensor loss = softmax_cross_entropy(model.forward(batch.x), batch.y);
+    double value = loss.item();
+    require_finite_loss(value, update, lr);
     loss.backward();
     optimizer->step();
-    metrics.write(update, {{"loss", loss.item()}, {"compute_s", seconds_since(step_start)}, {"comm_s", 0.0}});
-    bar.update(update + 1, "loss " + fixed(loss.item(), 4));
+    ++run.updates;
+    if (update == 0) first_loss = value;
+    largest_loss = std::max(largest_loss, value);
+    metrics.write(update, {{"loss", value}, {"compute_s", seconds_since(step_start)}, {"comm_s", 0.0}});
+    bar.update(update + 1, "loss " + fixed(value, 4));
   }
   bar.finish();
   run.seconds = seconds_since(start);
+  run.loss_growth = largest_loss / first_loss;
   run.after = evaluate(model, data);
   return run;
-}
-
-// ----------------------------------------------------------------------------
-// 3. the lecture
-
-void run(const Options& o) {
-  Narrator say(!o.quiet);
-  say.section("1. Set-up");
-  Dataset data = load_dataset(o);
-  Device& device = Device::cpu(0);
-  MLP model = build_model(o, device);
-  say.say("data: " + std::to_string(data.size()) + " samples; model: MLP " + o.model + "; K = --batch " +
-          std::to_string(o.batch));
-  if (o.steps == 0) {
-    save_outputs(o, model, data);
-    say.say("--steps 0: wrote the requested outputs, no training.");
-    return;
-  }
-  Evaluation before = evaluate(model, data);
-
-  say.section("2. Batch gradient = mean of per-sample gradients");
-  say.say("L_batch = (1/K) sum_k L_k, and the derivative is linear, so\n"
-          "grad L_batch = (1/K) sum_k grad L_k. Your holes compute the right side.");
-  BatchSampler first(data.size(), o.batch, !o.no_shuffle, o.seed);
-  double grad_error = compare_gradients(model, gather_batch(data, first.indices(0), device), say);
-  say.say("largest difference " + fmt(grad_error, 3) + " (float32 sums in a different order).");
-
-  say.section("3. K per-sample steps vs one step of K");
-  int64_t samples = o.steps * o.batch;
-  float per_sample_lr = o.lr / float(o.batch);
-  say.say("Both runs see the same " + std::to_string(samples) + " samples in the same order, from the\n"
-          "same start. K steps at lr/K move the weights like one step of K at lr (to first\n"
-          "order in lr), with K times more optimizer steps: in chapter 03, K times more syncs.");
-  MLP single = build_model(o, device);
-  MetricsWriter no_metrics("");
-  Run per_sample = train(o, single, data, 1, per_sample_lr, samples, no_metrics, say);
-  MetricsWriter metrics(o.metrics);
-  Run batched = train(o, model, data, o.batch, o.lr, samples, metrics, say);
-  save_outputs(o, model, data);
-
-  Table summary("ch02 summary (loss and accuracy on the whole data set)",
-                {"run", "lr", "optimizer steps", "loss", "accuracy", "time", "samples/s"});
-  summary.add_row({"start", "-", "0", fixed(before.loss, 4), fixed(100 * before.accuracy, 1) + "%", "-", "-"});
-  for (const Run* r : {&per_sample, &batched}) {
-    summary.add_row({r->name, fmt(r == &batched ? o.lr : per_sample_lr, 3), std::to_string(r->updates),
-                     fixed(r->after.loss, 4), fixed(100 * r->after.accuracy, 1) + "%", fixed(r->seconds, 2) + " s",
-                     fixed(double(samples) / r->seconds, 0)});
-  }
-  summary.print(std::cout);
-  std::cout << " batch gradient vs mean of per-sample gradients: max |difference| " << fmt(grad_error, 3)
-            << "\n " << o.batch << "x fewer optimizer steps, " << fixed(per_sample.seconds / batched.seconds, 1)
-            << "x faster per sample with batches of " << o.batch << "\n";
 }
 
 int main(int argc, char** argv) {
@@ -146,5 +202,7 @@ int main(int argc, char** argv) {
   Options options;
   add_common_flags(app, options);
   parse_flags(app, argc, argv);
-  return run_guarded("ch02_batching", [&] { run(options); });
+  int verdict = 0;
+  int error = run_guarded("ch02_batching", [&] { verdict = lecture(options); });
+  return error != 0 ? error : verdict;
 }

@@ -1,14 +1,14 @@
-// exercises/02_batching/average.cpp — hole: average K gradients.
+// exercises/02_batching/average.cpp — hole: average K gradient lists.
+// The spec is dpt::ch02::average_gradients in chapters/02_batching/ch02.h;
+// why the mean (and not the sum) is in docs/ch02_batching.md.
 //
-// The loss of a mini-batch is the *mean* of its samples' losses, so by
-// linearity of the derivative its gradient is the mean of their gradients:
-//
-//     result[p][j] = (1/K) · Σ_k per_sample[k][p][j]
-//
-// Hints: start each result[p] with Tensor::zeros(shape, device) and add into
-// it (a loop over data(), or dpt::axpy_(y, alpha, x) from dpt/ops.h); divide
-// once at the end. Chapter 03 does exactly this across devices.
-#include "ch02_holes.h"
+// Hints:
+//   - Start each result[p] with Tensor::zeros(shape, device) and add into it
+//     (a loop over data(), or dpt::axpy_(y, alpha, x) from dpt/ops.h).
+//   - Divide once at the end, by K = per_sample.size().
+//   - Do not add into per_sample's tensors: they are the caller's.
+// Chapter 03 does exactly this across devices.
+#include "ch02.h"
 
 #include "dpt/check.h"
 
@@ -16,7 +16,7 @@ namespace dpt::ch02 {
 
 Gradients average_gradients(const std::vector<Gradients>& per_sample) {
   (void)per_sample;
-  throw NotImplemented("ch02 average_gradients — see exercises/02_batching/average.cpp");
+  throw NotImplemented("ch02: average_gradients — see exercises/02_batching/average.cpp");
 }
 
 }  // namespace dpt::ch02

@@ -1,5 +1,5 @@
 // solutions/01_sgd/sgd.cpp — the SGD update, element by element.
-#include "ch01_holes.h"
+#include "ch01.h"
 
 #include "dpt/check.h"
 

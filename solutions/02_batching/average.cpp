@@ -1,5 +1,5 @@
 // solutions/02_batching/average.cpp — the element-wise mean of K gradient lists.
-#include "ch02_holes.h"
+#include "ch02.h"
 
 #include "dpt/check.h"
 #include "dpt/ops.h"

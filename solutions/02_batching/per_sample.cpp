@@ -1,5 +1,5 @@
 // solutions/02_batching/per_sample.cpp — one forward/backward per sample.
-#include "ch02_holes.h"
+#include "ch02.h"
 
 #include "dpt/ops.h"
 

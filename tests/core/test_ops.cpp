@@ -99,6 +99,21 @@ TEST_CASE("relu gradient matches finite differences away from the kink", "[ops]"
   check_all_gradients([&] { return weighted_sum(relu(x), r); }, {x});
 }
 
+TEST_CASE("relu at exactly 0 outputs 0 and passes no gradient (PyTorch's convention)", "[ops]") {
+  // relu is not differentiable at 0; dpt picks the subgradient 0, as PyTorch's
+  // relu backward does (it masks with x > 0). Finite differences cannot pin this
+  // (a central difference at the kink gives 1/2), so it is pinned by hand:
+  // d/dx Σ r ⊙ relu(x) is r where x > 0 and 0 elsewhere, with exact values.
+  Tensor x = Tensor::from_vector({5}, {-1.0f, -0.0f, 0.0f, 1e-30f, 2.0f}, Device::host());
+  Tensor r = Tensor::from_vector({5}, {3.0f, 5.0f, 7.0f, 11.0f, 13.0f}, Device::host());
+  x.set_requires_grad(true);
+  Tensor y = relu(x);
+  CHECK(y.to_vector() == std::vector<float>{0.0f, 0.0f, 0.0f, 1e-30f, 2.0f});
+  weighted_sum(y, r).backward();
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().to_vector() == std::vector<float>{0.0f, 0.0f, 0.0f, 11.0f, 13.0f});
+}
+
 TEST_CASE("sum and mean gradients match finite differences", "[ops]") {
   Rng rng(8);
   Tensor x = random_tensor({3, 4}, rng), r = random_tensor({3, 4}, rng);
