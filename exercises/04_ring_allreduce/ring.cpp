@@ -23,7 +23,7 @@
 //  * Chunks may be empty (count < n): sending 0 floats is fine.
 //  * After each step call `if (after_step) after_step("scatter-reduce", s);`
 //    (or "all-gather"): --explain draws the ring's state there.
-#include "ch04_holes.h"
+#include "ch04.h"
 
 #include "dpt/check.h"
 
