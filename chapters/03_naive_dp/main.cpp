@@ -126,9 +126,7 @@ void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, d
   v.holds("the loss stayed finite", run.diverged_step < 0,
           run.diverged_step < 0 ? "" : "it was " + fmt(run.losses.back(), 3) + " at step " +
                                            std::to_string(run.diverged_step) + "; is the average finite?");
-  if (difference >= 0 || std::isnan(difference))
-    v.at_most("max |w - w_single-device|", difference, kSingleDeviceTolerance,
-              "float sums in another order drift ~1e-7 (dpt/data_parallel.h argues the bound)");
+  if (difference >= 0 || std::isnan(difference)) add_single_device_verdict(v, difference);
   v.at_most("replicas identical: max |w_r - w_0|", spread, 0,
             "every rank applies the same averaged gradient to the same start");
   v.near("host traffic per step (bytes)", run.bytes_per_step(), 2.0 * (ctx.world - 1) * gradient_bytes, 0,

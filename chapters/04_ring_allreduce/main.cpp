@@ -94,9 +94,7 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "the all-gather copies the same bits everywhere");
   if (f.verify)
-    verdicts.at_most("max |w - w_single-device|",
-                     max_weight_difference(train_single_device(o, data, o.batch * ctx.world), replica),
-                     kSingleDeviceTolerance, "float sums in another order drift ~1e-7 (dpt/data_parallel.h)");
+    add_single_device_verdict(verdicts, max_weight_difference(train_single_device(o, data, o.batch * ctx.world), replica));
 
   // ---- 6. Summary and verdicts
   Table summary("ch04 summary", {"what", "value"});

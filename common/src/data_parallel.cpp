@@ -137,6 +137,13 @@ double max_weight_difference(const MLP& a, const MLP& b) {
   return worst;
 }
 
+void add_single_device_verdict(Verdicts& verdicts, double difference) {
+  bool ok = std::isfinite(difference) && difference <= kSingleDeviceTolerance;
+  verdicts.at_most("max |w - w_single-device|", difference, kSingleDeviceTolerance,
+                   ok ? "float sums in another order drift ~1e-7 (bound argued in dpt/data_parallel.h)"
+                      : "far above float rounding (~1e-7): the data-parallel run did not compute one device's steps");
+}
+
 double replica_spread(Context& ctx, const MLP& replica) {
   std::vector<float> mine = flatten(replica.parameters()), root = mine;
   ctx.comm.broadcast(root.data(), int64_t(root.size()), 0);

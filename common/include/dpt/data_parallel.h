@@ -30,6 +30,7 @@
 #include "dpt/launch.h"
 #include "dpt/nn.h"
 #include "dpt/options.h"
+#include "dpt/verdict.h"
 
 namespace dpt {
 
@@ -105,6 +106,11 @@ double replica_spread(Context& ctx, const MLP& replica);
 /// shard dropped, a sum not divided by N, one rank counted twice, replicas
 /// started apart) moves weights by 1e-3 or more within 30 steps.
 constexpr double kSingleDeviceTolerance = 1e-5;
+
+/// Adds the verdict "max |w - w_single-device|" <= kSingleDeviceTolerance to
+/// `verdicts`, worded by its outcome: a pass is float rounding, a failure
+/// (NaN included) says the two runs computed different things.
+void add_single_device_verdict(Verdicts& verdicts, double difference);
 
 // ----------------------------------------------------------------------------
 // helpers
