@@ -44,8 +44,6 @@ struct Ch04Flags {
 
 void explain(Context& ctx);
 void check_sums(Context& ctx, int64_t count, Verdicts& v);
-void check_traffic(Context& ctx, const TrafficLog& all, double bytes_per_call, int64_t calls, const std::string& what,
-                   Verdicts& v);
 TrafficLog ring_traffic(Context& ctx, int64_t count);
 void time_all_reduces(Context& ctx, int64_t max_bytes, int reps, bool quiet);
 void ring_average(Context& ctx, std::vector<Tensor>& grads);
@@ -75,7 +73,7 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   say.section("3. Who sends to whom? The traffic log of one ring all-reduce");
   TrafficLog one_call = ring_traffic(ctx, f.check_size);
   say.say(one_call.to_string());
-  check_traffic(ctx, one_call, 4.0 * double(f.check_size), 1, "one all-reduce", verdicts);
+  if (ctx.is_root()) add_ring_traffic_verdicts(verdicts, one_call, 4.0 * double(f.check_size), 1, "one all-reduce");
 
   // ---- 4. How fast?
   say.section("4. How fast? naive vs ring vs library (slowest rank, median of --reps)");
@@ -89,7 +87,7 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   if (!ctx.is_root()) return 0;
   save_outputs(o, replica, data);
   const double s = double(replica.num_parameters()) * 4;
-  check_traffic(ctx, run.traffic, s, int64_t(run.losses.size()), "training", verdicts);
+  add_ring_traffic_verdicts(verdicts, run.traffic, s, int64_t(run.losses.size()), "training");
   verdicts.holds("the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "the all-gather copies the same bits everywhere");
@@ -194,42 +192,6 @@ TrafficLog ring_traffic(Context& ctx, int64_t count) {
   ctx.comm.barrier();
   ch04::ring_all_reduce(ctx.comm, data.data(), count, ReduceOp::Sum);
   return ctx.comm.gather_traffic();
-}
-
-// What the matrix shows when it is not a ring: every send that is not to the
-// right neighbour, named (at most three).
-std::string off_ring_sends(const std::vector<std::vector<int64_t>>& m) {
-  const int n = int(m.size());
-  std::string seen;
-  int listed = 0, through_zero = 0, off = 0;
-  for (int src = 0; src < n; ++src)
-    for (int dst = 0; dst < n; ++dst) {
-      if (dst == (src + 1) % n || m[src][dst] == 0) continue;
-      ++off;
-      through_zero += (src == 0 || dst == 0) ? 1 : 0;
-      std::string where = dst == (src + n - 1) % n ? "its left neighbour" : "not a neighbour";
-      if (listed++ < 3) seen += (seen.empty() ? "" : "; ") + std::string("rank ") + std::to_string(src) + " sent " +
-                                format_bytes(double(m[src][dst])) + " to rank " + std::to_string(dst) + " (" + where + ")";
-    }
-  for (int src = 0; src < n; ++src)
-    if (n > 1 && m[src][(src + 1) % n] == 0) seen += (seen.empty() ? "" : "; ") + std::string("rank ") +
-                                                     std::to_string(src) + " sent nothing to its right neighbour";
-  if (off > 2 && through_zero == off) seen = "everything went through rank 0: " + seen;
-  return seen;
-}
-
-// Verdicts on the traffic log of `calls` ring all-reduces of S = bytes_per_call each.
-void check_traffic(Context& ctx, const TrafficLog& all, double bytes_per_call, int64_t calls, const std::string& what,
-                   Verdicts& v) {
-  if (!ctx.is_root()) return;
-  const int n = ctx.world;
-  std::string off = off_ring_sends(all.matrix());
-  if (off.empty()) v.holds(what + ": each rank sends only to its right neighbour", true);
-  else v.holds(what + ": the traffic is not a ring", false, off);
-  double theory = 2.0 * (n - 1) / n * bytes_per_call * double(calls), worst = 0;
-  for (int r = 0; r < n; ++r) worst = std::max(worst, std::fabs(double(all.bytes_sent(r)) - theory));
-  v.at_most(what + ": bytes sent per rank vs 2(n-1)/n*S = " + format_bytes(theory) + ", worst |difference|", worst,
-            8.0 * (n - 1) * double(calls), "chunks differ by at most one float: 2(n-1) sends of 4 bytes off per call");
 }
 
 // ----------------------------------------------------------------------------

@@ -144,6 +144,43 @@ void add_single_device_verdict(Verdicts& verdicts, double difference) {
                       : "far above float rounding (~1e-7): the data-parallel run did not compute one device's steps");
 }
 
+namespace {
+// What a traffic matrix shows when it is not a ring: every send that is not to the
+// right neighbour, named (at most three).
+std::string off_ring_sends(const std::vector<std::vector<int64_t>>& m) {
+  const int n = int(m.size());
+  std::string seen;
+  int listed = 0, sending_pairs = 0, through_zero = 0;
+  auto add = [&](const std::string& what) { seen += (seen.empty() ? "" : "; ") + what; };
+  for (int src = 0; src < n; ++src)
+    for (int dst = 0; dst < n; ++dst) {
+      if (m[src][dst] == 0) continue;
+      ++sending_pairs;
+      through_zero += (src == 0 || dst == 0) ? 1 : 0;
+      if (dst == (src + 1) % n || listed++ >= 3) continue;
+      add("rank " + std::to_string(src) + " sent " + format_bytes(double(m[src][dst])) + " to rank " +
+          std::to_string(dst) + (dst == (src + n - 1) % n ? " (its left neighbour)" : " (not a neighbour)"));
+    }
+  for (int src = 0; src < n && n > 1; ++src)
+    if (m[src][(src + 1) % n] == 0) add("rank " + std::to_string(src) + " sent nothing to its right neighbour");
+  // Every message to or from rank 0 (on 3+ ranks a ring has a pair without it).
+  if (!seen.empty() && n > 2 && through_zero == sending_pairs) seen = "everything went through rank 0: " + seen;
+  return seen;
+}
+}  // namespace
+
+void add_ring_traffic_verdicts(Verdicts& v, const TrafficLog& traffic, double bytes_per_call, int64_t calls,
+                               const std::string& what) {
+  const int n = traffic.world();
+  std::string off = off_ring_sends(traffic.matrix());
+  if (off.empty()) v.holds(what + ": each rank sends only to its right neighbour", true);
+  else v.holds(what + ": the traffic is not a ring", false, off);
+  double theory = 2.0 * (n - 1) / n * bytes_per_call * double(calls), worst = 0;
+  for (int r = 0; r < n; ++r) worst = std::max(worst, std::fabs(double(traffic.bytes_sent(r)) - theory));
+  v.at_most(what + ": bytes sent per rank vs 2(n-1)/n*S = " + format_bytes(theory) + ", worst |difference|", worst,
+            8.0 * (n - 1) * double(calls), "chunks differ by at most one float: 2(n-1) sends of 4 bytes off per call");
+}
+
 double replica_spread(Context& ctx, const MLP& replica) {
   std::vector<float> mine = flatten(replica.parameters()), root = mine;
   ctx.comm.broadcast(root.data(), int64_t(root.size()), 0);

@@ -112,6 +112,17 @@ constexpr double kSingleDeviceTolerance = 1e-5;
 /// (NaN included) says the two runs computed different things.
 void add_single_device_verdict(Verdicts& verdicts, double difference);
 
+/// Adds two verdicts on `traffic` (every rank's sends during `calls` ring
+/// all-reduces of S = bytes_per_call bytes each), prefixed with `what`:
+///  - "each rank sends only to its right neighbour", worded so only when the
+///    matrix shows exactly that; otherwise "the traffic is not a ring", naming
+///    what was seen (sends to the left, to non-neighbours, everything through
+///    rank 0, a rank silent towards its right);
+///  - bytes sent per rank within 8(n−1)·calls of 2(n−1)/n·S·calls (chunks
+///    differ by at most one float: 2(n−1) sends of 4 bytes per call).
+void add_ring_traffic_verdicts(Verdicts& verdicts, const TrafficLog& traffic, double bytes_per_call, int64_t calls,
+                               const std::string& what);
+
 // ----------------------------------------------------------------------------
 // helpers
 
