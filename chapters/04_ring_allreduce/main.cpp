@@ -43,7 +43,7 @@ struct Ch04Flags {
 };
 
 void explain(Context& ctx);
-void check_sums(Context& ctx, int64_t count, Verdicts& v);
+void check_sums(Context& ctx, const Narrator& say, int64_t count, Verdicts& v);
 TrafficLog ring_traffic(Context& ctx, int64_t count);
 void time_all_reduces(Context& ctx, int64_t max_bytes, int reps, bool quiet);
 void ring_average(Context& ctx, std::vector<Tensor>& grads);
@@ -67,7 +67,7 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   }
   // ---- 2. Does it sum?
   say.section("2. Does it sum? Your ring vs a serial sum, on " + std::to_string(f.check_size) + " floats");
-  check_sums(ctx, f.check_size, verdicts);
+  check_sums(ctx, say, f.check_size, verdicts);
 
   // ---- 3. Who sends to whom?
   say.section("3. Who sends to whom? The traffic log of one ring all-reduce");
@@ -173,9 +173,11 @@ double ring_error(Context& ctx, int64_t count, ReduceOp op) {
   return max_over_ranks(ctx.comm, worst);
 }
 
-void check_sums(Context& ctx, int64_t count, Verdicts& v) {
+void check_sums(Context& ctx, const Narrator& say, int64_t count, Verdicts& v) {
   double sum_error = ring_error(ctx, count, ReduceOp::Sum), avg_error = ring_error(ctx, count, ReduceOp::Avg);
   if (!ctx.is_root()) return;
+  say.say("largest relative error on any rank: Sum " + fmt(sum_error, 3) + ", Avg " + fmt(avg_error, 3) +
+          " (inputs are integers, so the serial sum is exact; verdicts at the end)");
   v.at_most("ring Sum = serial sum, max relative error", sum_error, 0,
             "integers below 2^24 add exactly in any order: any error is a wrong chunk or a missed contribution");
   v.at_most("ring Avg = serial mean, max relative error", avg_error, 2.4e-7,
