@@ -1,4 +1,5 @@
-// data_parallel.cpp — the data-parallel loop, its oracle and its helpers.
+// data_parallel.cpp — the data-parallel loop, its single-device oracle, the
+// verdicts chapters draw from a run (equivalence, ring traffic), and helpers.
 #include "dpt/data_parallel.h"
 
 #include <chrono>
