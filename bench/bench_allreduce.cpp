@@ -1,30 +1,32 @@
 // bench_allreduce — the chapters' all-reduces against the library's, and
-// against memcpy, nccl-tests style.
+// against memcpy, in nccl-tests' shape: one small struct per algorithm, one
+// harness that checks and times them all, the algbw/busbw theory in
+// bench/README.md (the code only applies busbw = algbw · 2(n−1)/n).
 //
 // For each message size S (4 KiB … 256 MiB, ×4) and each world of n ranks it
 // prints, side by side in one run:
-//   naive    chapter 03's host_average_gradients on one flat tensor (gather
-//            to rank 0, average, send back);
-//   ring     chapter 04's ring_all_reduce (Avg);
-//   library  comm.all_reduce (Avg): the threads backend's own collective, or
-//            under --comm mpi the MPI backend's (MPI_Iallreduce behind a small
-//            argument-checking all-reduce, then ÷n);
-//   MPI_Allreduce (--comm mpi only) Open MPI's blocking MPI_Allreduce called
-//            directly on MPI_COMM_WORLD, then ÷n: what "Open MPI's own
-//            all-reduce" means to an MPI user;
-// each as time, algbw = S / t and busbw = algbw · 2(n−1)/n (the bytes each
-// rank must send per second; nccl-tests' doc/PERFORMANCE.md), then the ratios
-// ring / library (and ring / MPI_Allreduce) of their bandwidths: above 1 the
-// ring is faster. Under threads, the memcpy ceiling too: every rank thread
-// copying S bytes between two buffers of its own, all at once, and ring busbw
-// / that bandwidth. Why that is the ceiling: bench/README.md.
+//   naive        chapter 03's host_average_gradients on one flat tensor
+//                (gather to rank 0, average, send back);
+//   ring         chapter 04's ring_all_reduce (Avg): the exercise;
+//   ring pieced  beyond the exercise: the same ring moving each chunk in
+//                cache-sized pieces (ring_pieced.h), same peers and bytes;
+//   library      comm.all_reduce (Avg): the backend's own collective (under
+//                --comm mpi, Open MPI's all-reduce, then ÷n);
+//   memcpy       every rank copying S bytes between two buffers of its own,
+//                all at once: the memory-bandwidth ceiling (bench/README.md);
+// each as time, algbw = S / t and busbw, then ring / library, pieced / ring
+// and ring / memcpy (bandwidth ratios: above 1 the first is faster).
 //
-// Timing: per size, every method runs twice to warm up (and is checked: every
-// rank starts with rank+1 everywhere, so every element must end as (n+1)/2).
-// Then `--reps` rounds; a round times one window of each method in turn
-// (interleaved, so a noisy neighbour slows all alike). A window is a barrier,
-// the method run enough times to last ~20 ms, and a barrier; it lasts as long
-// as its slowest rank took. The median window is reported.
+// Checking: per size, every algorithm runs once on inputs rank+1 and must
+// match the library's all-reduce of the same inputs (the oracle under every
+// backend) to a few ulp. A hole that throws NotImplemented (student build) is
+// skipped, not the bench.
+// Timing: then one more warm-up call, which also sets how many calls make a
+// ~20 ms window; then `--reps` rounds, each timing one window of every
+// algorithm in turn (interleaved, so a noisy neighbour slows all alike). A
+// window lasts from the first rank's start to the last rank's end
+// (dpt::time_window, the slowest-rank timer chapter 04 uses too); the median
+// window is reported.
 //
 // Run it:
 //     build/reference/bin/bench_allreduce                          # threads, 2 and 4 ranks
@@ -33,227 +35,170 @@
 //     mpirun -np 4 --oversubscribe build/reference/bin/bench_allreduce --comm mpi
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "ch03_holes.h"
-#include "ch04_holes.h"
-#include "machine.h"
+#include "ch03.h"
+#include "ch04.h"
 #include "dpt/launch.h"
 #include "dpt/options.h"
 #include "dpt/report.h"
+#include "dpt/timing.h"
+#include "machine.h"
+#include "ring_pieced.h"
 
 using namespace dpt;
-using Clock = std::chrono::steady_clock;
 
 constexpr double kWindowSeconds = 0.02;  // target length of one timing window
 constexpr int64_t kMaxCallsPerWindow = 10000;
 
 // ----------------------------------------------------------------------------
-// Open MPI called directly (the one place this bench depends on how dpt was
-// built: DPT_HAVE_MPI comes with libdpt when CMake found MPI)
+// one struct per algorithm
 
-#if DPT_HAVE_MPI
-#include <mpi.h>
-// data (count,) becomes the mean over the processes: MPI_Allreduce(SUM), ÷n.
-void mpi_allreduce_avg(float* data, int64_t count, int world) {
-  DPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-  const float inverse = 1.0f / float(world);
-  for (int64_t i = 0; i < count; ++i) data[i] *= inverse;
-}
-std::string mpi_library_version() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING];
-  int length = 0;
-  MPI_Get_library_version(version, &length);  // allowed before MPI_Init
-  std::string text(version, std::size_t(length));
-  return text.substr(0, text.find_first_of(",\n"));
-}
-#else
-void mpi_allreduce_avg(float*, int64_t, int) { DPT_FAIL("this dpt was built without MPI"); }
-std::string mpi_library_version() { return "no MPI"; }
-#endif
-
-// ----------------------------------------------------------------------------
-// timing, on every rank in step
-
-// One thing to time on this rank: call() does one all-reduce (or one memcpy).
-struct Method {
-  Method(std::string method_name, std::function<void()> fn)
-      : name(std::move(method_name)), call(std::move(fn)) {}
-  std::string name;              // "naive", "ring", "library", "MPI_Allreduce", "memcpy"
-  std::function<void()> call;    // runs on every rank at once
-  bool available = true;         // false: not in this backend, or a hole that throws NotImplemented
-  int64_t calls = 1;             // per window, the same on every rank
-  std::vector<double> per_call;  // seconds per call, one entry per window
-  double median() {
-    std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
-    return per_call[per_call.size() / 2];
-  }
-};
-
-// The largest of every rank's `seconds`: a collective is done when its slowest
-// rank is. Every rank gets the same value, so decisions made from it agree.
-double slowest(Context& ctx, double seconds) {
-  std::vector<float> all(std::size_t(ctx.world));
-  float mine = float(seconds);
-  ctx.comm.all_gather(&mine, all.data(), 1);
-  return double(*std::max_element(all.begin(), all.end()));
-}
-
-// Seconds per call of one window of `calls` calls: from the first rank's
-// start to the last rank's end. Each rank times from its own exit of the first
-// barrier to its exit of the second (which waits for the last rank), and the
-// longest of those counts. (Without the second barrier a rank that is not
-// scheduled for a while — 4 ranks on 2 cores — would start its clock late and
-// time only its own share: memcpy, which waits for nobody, would look faster.)
-double time_window(Context& ctx, Method& m, int64_t calls) {
-  ctx.comm.barrier();
-  auto start = Clock::now();
-  for (int64_t i = 0; i < calls; ++i) m.call();
-  ctx.comm.barrier();
-  return slowest(ctx, seconds_since(start)) / double(calls);
-}
-
-// One more warm-up call (the check was the first), which also sets how many
-// calls make a ~20 ms window; then `reps` interleaved rounds of one window per
-// method.
-void measure(Context& ctx, const std::vector<Method*>& methods, int reps) {
-  for (Method* m : methods) {
-    if (!m->available) continue;
-    double t = time_window(ctx, *m, 1);
-    m->calls = std::clamp<int64_t>(int64_t(kWindowSeconds / std::max(t, 1e-9)), 1, kMaxCallsPerWindow);
-  }
-  for (int r = 0; r < reps; ++r)
-    for (Method* m : methods)
-      if (m->available) m->per_call.push_back(time_window(ctx, *m, m->calls));
-}
-
-// ----------------------------------------------------------------------------
-// one message size, on every rank
-
-// The methods on `count` floats. ring, library and MPI_Allreduce reduce `data`
-// in place; naive reduces `grad`, a tensor on the rank's device (as chapter 03
-// averages gradients); memcpy copies copy_from to copy_to.
-struct SizeBench {
+// The buffers of one message size on one rank: `data` is reduced in place
+// (`grad` is the same floats as a tensor on the rank's device, for naive);
+// memcpy copies copy_from to copy_to.
+struct Buffers {
+  Buffers(Context& ctx, int64_t n) : count(n), data(std::size_t(n)), copy_from(std::size_t(n), 1.0f),
+                                     copy_to(std::size_t(n)), grad(Tensor::empty({n}, ctx.device)) {}
   int64_t count;
   std::vector<float> data, copy_from, copy_to;
   Tensor grad;
-  std::vector<Tensor> grads;  // {grad}: the same storage
-  Method naive, ring, library, mpi, copy;
-
-  SizeBench(Context& ctx, int64_t n_floats)
-      : count(n_floats),
-        data(std::size_t(count)),
-        copy_from(ctx.comm.backend() == "threads" ? std::size_t(count) : 0, 1.0f),
-        copy_to(copy_from.size()),
-        grad(Tensor::empty({count}, ctx.device)),
-        grads{grad},
-        naive("naive", [&ctx, this] { ch03::host_average_gradients(ctx.comm, grads); }),
-        ring("ring", [&ctx, this] { ch04::ring_all_reduce(ctx.comm, data.data(), count, ReduceOp::Avg); }),
-        library("library", [&ctx, this] { ctx.comm.all_reduce(data.data(), count, ReduceOp::Avg); }),
-        mpi("MPI_Allreduce", [&ctx, this] { mpi_allreduce_avg(data.data(), count, ctx.world); }),
-        copy("memcpy", [this] { std::memcpy(copy_to.data(), copy_from.data(), 4 * std::size_t(count)); }) {
-    mpi.available = ctx.comm.backend() == "mpi";
-    copy.available = ctx.comm.backend() == "threads";
-  }
-
-  // Every rank starts with rank+1 everywhere, so every element must end as
-  // the mean (n+1)/2: the sum of small integers is exact in any order, and Avg
-  // then multiplies (or divides) by a rounded 1/n, hence the few-ulp
-  // tolerance. A hole that throws NotImplemented (student build) throws on
-  // every rank at entry, before any message: the method is skipped, not the bench.
-  void check(Context& ctx, Method& m, const float* result) {
-    if (!m.available) return;
-    const float start = float(ctx.rank + 1), mean = float(ctx.world + 1) / 2;
-    std::fill(data.begin(), data.end(), start);
-    std::fill(grad.data(), grad.data() + count, start);
-    try {
-      m.call();
-    } catch (const NotImplemented&) {
-      m.available = false;
-      return;
-    }
-    for (int64_t i = 0; i < count; ++i)
-      DPT_CHECK(std::abs(result[i] - mean) <= 4e-7f * mean,
-                m.name << " all-reduce of " << count << " floats on " << ctx.world << " ranks: element " << i
-                       << " is " << result[i] << ", expected the mean " << mean);
-  }
-
-  // Timed runs then reduce equal values ((n+1)/2 everywhere): they stay put.
-  void run(Context& ctx, int reps) {
-    check(ctx, naive, grad.data());
-    for (Method* m : {&ring, &library, &mpi}) check(ctx, *m, data.data());
-    if (copy.available) copy.call();  // its first touch, as the others' check
-    measure(ctx, {&naive, &ring, &library, &mpi, &copy}, reps);
-  }
 };
 
+// One algorithm under test: how to run it once, and whether its result is an
+// all-reduce (checked against the library) or a copy (not checked).
+struct Algorithm {
+  Algorithm(std::string algorithm_name, std::function<void(Context&, Buffers&)> fn, bool is_reduction = true)
+      : name(std::move(algorithm_name)), call(std::move(fn)), reduces(is_reduction) {}
+  std::string name;
+  std::function<void(Context&, Buffers&)> call;
+  bool reduces = true;
+  bool available = true;         // false: a hole that throws NotImplemented
+  int64_t calls = 1;             // per window, the same on every rank
+  std::vector<double> per_call;  // seconds per call, one entry per window
+};
+
+std::vector<Algorithm> algorithms() {
+  return {
+      {"naive", [](Context& ctx, Buffers& b) {
+         std::copy(b.data.begin(), b.data.end(), b.grad.data());
+         std::vector<Tensor> grads = {b.grad};
+         ch03::host_average_gradients(ctx.comm, grads);
+         std::copy(b.grad.data(), b.grad.data() + b.count, b.data.begin());
+       }},
+      {"ring", [](Context& ctx, Buffers& b) { ch04::ring_all_reduce(ctx.comm, b.data.data(), b.count, ReduceOp::Avg); }},
+      {"ring pieced", [](Context& ctx, Buffers& b) {
+         dpt_bench::pieced_ring_all_reduce(ctx.comm, b.data.data(), b.count, ReduceOp::Avg); }},
+      {"library", [](Context& ctx, Buffers& b) { ctx.comm.all_reduce(b.data.data(), b.count, ReduceOp::Avg); }},
+      {"memcpy", [](Context&, Buffers& b) { std::memcpy(b.copy_to.data(), b.copy_from.data(), 4 * std::size_t(b.count)); },
+       false}};
+}
+
 // ----------------------------------------------------------------------------
-// results
+// the harness: check, then time, every algorithm on one size (every rank)
+
+// Inputs rank+1 everywhere; the oracle is the library's all-reduce of the same
+// inputs. Both sums are of small integers (exact in any order); Avg then
+// rounds once or twice, hence 4 ulp of the mean.
+void check(Context& ctx, Algorithm& a, Buffers& b, const std::vector<float>& oracle) {
+  std::fill(b.data.begin(), b.data.end(), float(ctx.rank + 1));
+  try {
+    a.call(ctx, b);
+  } catch (const NotImplemented&) {  // thrown on every rank at entry, before any message
+    a.available = false;
+    return;
+  }
+  if (!a.reduces) return;
+  for (int64_t i = 0; i < b.count; ++i)
+    DPT_CHECK(std::fabs(b.data[std::size_t(i)] - oracle[std::size_t(i)]) <= 4.8e-7f * oracle[std::size_t(i)],
+              a.name << " all-reduce of " << b.count << " floats on " << ctx.world << " ranks: element " << i << " is "
+                     << b.data[std::size_t(i)] << ", the library says " << oracle[std::size_t(i)]);
+}
+
+void measure(Context& ctx, std::vector<Algorithm>& all, Buffers& b, int reps) {
+  for (Algorithm& a : all) {
+    if (!a.available) continue;
+    double t = time_window(ctx.comm, [&] { a.call(ctx, b); }, 1);
+    a.calls = std::clamp<int64_t>(int64_t(kWindowSeconds / std::max(t, 1e-9)), 1, kMaxCallsPerWindow);
+  }
+  for (int r = 0; r < reps; ++r)
+    for (Algorithm& a : all)
+      if (a.available) a.per_call.push_back(time_window(ctx.comm, [&] { a.call(ctx, b); }, a.calls));
+}
+
+std::vector<Algorithm> run_size(Context& ctx, int64_t count, int reps) {
+  Buffers b(ctx, count);
+  std::vector<float> oracle(std::size_t(count), float(ctx.rank + 1));
+  ctx.comm.all_reduce(oracle.data(), count, ReduceOp::Avg);
+  std::vector<Algorithm> all = algorithms();
+  for (Algorithm& a : all) check(ctx, a, b, oracle);
+  measure(ctx, all, b, reps);  // reduces equal values from here on: they stay put
+  return all;
+}
+
+// ----------------------------------------------------------------------------
+// results: a table row and a JSON object per size
 
 struct Row {
   nlohmann::json json;
   std::vector<std::string> cells;
 };
 
-// time / algbw / busbw of one method (three cells, "-" when not measured);
-// returns its busbw (0 when not measured).
-double add_method(Row& row, Method& m, int64_t bytes, int world) {
-  if (!m.available || m.per_call.empty()) {
-    row.cells.insert(row.cells.end(), {"-", "-", "-"});
-    row.json[m.name] = nullptr;
+// Cells and JSON of one algorithm; returns its busbw in GB/s (0: not run).
+// memcpy's bandwidth is S / t of one rank's copy (no busbw factor).
+double add_algorithm(Row& row, Algorithm& a, int64_t bytes, int world) {
+  if (!a.available || a.per_call.empty()) {
+    row.cells.resize(row.cells.size() + (a.reduces ? 3 : 1), "-");
+    row.json[a.name] = nullptr;
     return 0;
   }
-  double t = m.median();
-  double algbw = double(bytes) / t / 1e9, busbw = algbw * 2.0 * (world - 1) / world;
+  double t = median(a.per_call), algbw = double(bytes) / t / 1e9;
+  if (!a.reduces) {
+    row.cells.push_back(fixed(algbw, 2));
+    row.json[a.name] = {{"time_us", t * 1e6}, {"gbps", algbw}};
+    return algbw;
+  }
+  double busbw = algbw * 2.0 * (world - 1) / world;
   row.cells.insert(row.cells.end(), {fixed(t * 1e6, 1), fixed(algbw, 2), fixed(busbw, 2)});
-  row.json[m.name] = {{"time_us", t * 1e6}, {"algbw_gbps", algbw}, {"busbw_gbps", busbw}, {"calls_per_window", m.calls}};
+  row.json[a.name] = {{"time_us", t * 1e6}, {"algbw_gbps", algbw}, {"busbw_gbps", busbw}, {"calls_per_window", a.calls}};
   return busbw;
 }
 
-// a / b as a cell and a JSON value ("-" and null when either is missing).
 void add_ratio(Row& row, const std::string& key, double a, double b) {
   bool both = a > 0 && b > 0;
   row.cells.push_back(both ? fixed(a / b, 2) : "-");
   row.json[key] = both ? nlohmann::json(a / b) : nlohmann::json();
 }
 
-std::vector<std::string> headers(bool threads) {
-  std::vector<std::string> h = {"size", "count", "naive us", "algbw", "busbw", "ring us", "algbw", "busbw",
-                                "library us", "algbw", "busbw"};
-  if (threads) h.insert(h.end(), {"ring/library", "memcpy GB/s", "ring/memcpy"});
-  else h.insert(h.end(), {"MPI_Allreduce us", "algbw", "busbw", "ring/library", "ring/MPI_Allreduce"});
+std::vector<std::string> headers() {
+  std::vector<std::string> h = {"size", "count"};
+  for (const Algorithm& a : algorithms()) {
+    if (!a.reduces) h.push_back(a.name + " GB/s");
+    else h.insert(h.end(), {a.name + " us", "algbw", "busbw"});
+  }
+  h.insert(h.end(), {"ring/library", "pieced/ring", "ring/memcpy"});
   return h;
 }
 
-Row result_row(SizeBench& b, int world) {
+Row result_row(std::vector<Algorithm>& all, int64_t count, int world) {
   Row row;
-  int64_t bytes = 4 * b.count;
-  row.json = {{"bytes", bytes}, {"count", b.count}};
-  row.cells = {format_bytes(double(bytes)), std::to_string(b.count)};
-  add_method(row, b.naive, bytes, world);
-  double ring = add_method(row, b.ring, bytes, world);
-  double library = add_method(row, b.library, bytes, world);
-  if (b.copy.available) {
-    add_ratio(row, "ring_over_library", ring, library);
-    double copy = double(bytes) / b.copy.median() / 1e9;  // per rank, all ranks copying at once
-    row.cells.push_back(fixed(copy, 2));
-    row.json["memcpy_gbps"] = copy;
-    add_ratio(row, "ring_busbw_over_memcpy", ring, copy);
-  } else {
-    double mpi = add_method(row, b.mpi, bytes, world);
-    add_ratio(row, "ring_over_library", ring, library);
-    add_ratio(row, "ring_over_mpi_allreduce", ring, mpi);
-  }
+  int64_t bytes = 4 * count;
+  row.json = {{"bytes", bytes}, {"count", count}};
+  row.cells = {format_bytes(double(bytes)), std::to_string(count)};
+  std::map<std::string, double> bw;
+  for (Algorithm& a : all) bw[a.name] = add_algorithm(row, a, bytes, world);
+  add_ratio(row, "ring_over_library", bw["ring"], bw["library"]);
+  add_ratio(row, "pieced_over_ring", bw["ring pieced"], bw["ring"]);
+  add_ratio(row, "ring_busbw_over_memcpy", bw["ring"], bw["memcpy"]);
   return row;
 }
 
@@ -263,24 +208,21 @@ nlohmann::json run_world(const LaunchOptions& launch_options, int64_t min_bytes,
   nlohmann::json rows = nlohmann::json::array();
   int world = 0;
   launch(launch_options, [&](Context& ctx) {
-    const bool threads = ctx.comm.backend() == "threads";
     Table table("all-reduce (Avg, float32), " + std::to_string(ctx.world) + " ranks, comm " + ctx.comm.backend() +
                     "; GB/s = 1e9 B/s, busbw = algbw * 2(n-1)/n",
-                headers(threads));
+                headers());
     for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
-      SizeBench bench(ctx, bytes / 4);
-      bench.run(ctx, reps);
+      std::vector<Algorithm> all = run_size(ctx, bytes / 4, reps);
       if (!ctx.is_root()) continue;
-      Row row = result_row(bench, ctx.world);
+      Row row = result_row(all, bytes / 4, ctx.world);
       table.add_row(row.cells);
       rows.push_back(row.json);
     }
     if (!ctx.is_root()) return;
     world = ctx.world;
     table.print(std::cout);
-    std::cout << " ring/X = ring busbw / X's busbw (> 1: the ring is faster)";
-    if (threads) std::cout << "; memcpy = GB/s of one rank thread copying S bytes while all ranks do";
-    std::cout << "\n" << std::flush;
+    std::cout << " a/b = a's busbw / b's (> 1: a is faster); memcpy = GB/s of one rank copying S bytes while all do\n"
+              << std::flush;
   });
   return {{"ranks", world}, {"results", rows}};
 }
@@ -289,9 +231,8 @@ nlohmann::json run_world(const LaunchOptions& launch_options, int64_t min_bytes,
 // machine and flags
 
 std::string machine_line(const std::string& comm) {
-  std::string line = dpt_bench::cpu_line() + "; comm " + comm;
-  if (comm == "threads") return line + " (ranks are threads of one process)";
-  return line + " (one process per rank, " + mpi_library_version() + ")";
+  return dpt_bench::cpu_line() + "; comm " + comm +
+         (comm == "threads" ? " (ranks are threads of one process)" : " (one process per rank)");
 }
 
 // "4K", "64M", "1G" (KiB, MiB, GiB) or plain bytes; rounded down to whole floats.

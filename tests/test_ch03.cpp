@@ -1,12 +1,14 @@
 // test_ch03.cpp — chapter 03's holes: sharding against a direct slice, host
 // averaging against a serial mean and the traffic log, and the whole chapter
-// against single-device training (threads and real mpirun).
+// against single-device training (threads and real mpirun), from a master
+// copy the replicas did not start with, and its host-traffic table.
 #include "support/catch.h"
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <sstream>
 
-#include "ch03_holes.h"
+#include "ch03.h"
 #include "dpt/ops.h"
 #include "support/ranks.h"
 #include "support/single_device.h"
@@ -105,4 +107,34 @@ TEST_CASE("chapter: under mpirun, 2 and 4 processes give the weights of one devi
     return;
   }
   for (int np : {2, 4}) dpt_test::check_matches_single_device("ch03_naive_dp", np, true, "");
+}
+
+TEST_CASE("chapter: replicas start from the master copy (--load-weights), threads and mpirun", "[ch03][mpi]") {
+  dpt_test::check_matches_single_device("ch03_naive_dp", 3, false, "", dpt_test::load_master_weights_flag(7));
+  if (mpi_available()) dpt_test::check_matches_single_device("ch03_naive_dp", 2, true, "", dpt_test::load_master_weights_flag(7));
+}
+
+TEST_CASE("chapter: the host-traffic table has one measured row, for the run's own world size", "[ch03]") {
+  for (int world : {1, 3, 5, 9}) {
+    INFO("--ranks " << world);
+    auto run = dpt_test::run_program("ch03_naive_dp", "--ranks " + std::to_string(world) + " --no-verify " +
+                                                          dpt_test::small_problem(8, false));
+    INFO(dpt_test::summary_line(run.output));
+    REQUIRE(run.exit_code == 0);
+    // Table rows: " N  <theory>  <measured or ->".
+    std::istringstream lines(run.output);
+    int measured_rows = 0, own_rows = 0;
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream cells(line);
+      std::string first, last, cell;
+      cells >> first;
+      if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos || line.find("B") == std::string::npos) continue;
+      while (cells >> cell) last = cell;
+      own_rows += first == std::to_string(world) ? 1 : 0;
+      measured_rows += last != "-" ? 1 : 0;
+      if (last != "-") CHECK(first == std::to_string(world));
+    }
+    CHECK(own_rows == 1);
+    CHECK(measured_rows == 1);
+  }
 }

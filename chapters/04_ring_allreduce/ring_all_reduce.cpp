@@ -1,6 +1,6 @@
 // ring_all_reduce.cpp — what chapter 04 provides around the student's two
 // phases: chunking and the composition into an all-reduce.
-#include "ch04_holes.h"
+#include "ch04.h"
 
 #include <algorithm>
 

@@ -14,7 +14,7 @@
 // (N−1)·S bytes per step. Chapter 04 removes that bottleneck.
 // Hints: Tensor::to, Tensor::copy_from, dpt::axpy_ and dpt::scale_ (dpt/ops.h);
 // comm.send(tensor, dst) / comm.recv(tensor, src) take whole tensors.
-#include "ch03_holes.h"
+#include "ch03.h"
 
 #include "dpt/check.h"
 

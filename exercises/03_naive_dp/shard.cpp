@@ -10,7 +10,7 @@
 // DPT_CHECK(condition, "a message with " << numbers) from dpt/check.h — a
 // batch that does not divide must be a clear error, not a silently dropped
 // sample.
-#include "ch03_holes.h"
+#include "ch03.h"
 
 #include "dpt/check.h"
 

@@ -1,5 +1,5 @@
 // solutions/03_naive_dp/host_average.cpp — gather to the host, average, scatter back.
-#include "ch03_holes.h"
+#include "ch03.h"
 
 #include "dpt/ops.h"
 

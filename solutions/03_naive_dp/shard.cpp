@@ -1,5 +1,5 @@
 // solutions/03_naive_dp/shard.cpp — rank r's contiguous slice of the global batch.
-#include "ch03_holes.h"
+#include "ch03.h"
 
 #include "dpt/check.h"
 

@@ -55,6 +55,25 @@ inline ProgramResult run_mpi(const std::string& name, int np, const std::string&
                      std::to_string(np) + " " + program_path(name) + " " + args);
 }
 
+/// One line that says why a program failed, for a test's message (no log
+/// floods): the first line with "error:" (how chapters report errors and
+/// timeouts), a failed verdict (✘) or a signal,
+/// else the last non-empty line; at most 400 characters.
+inline std::string summary_line(const std::string& output) {
+  std::string last, line;
+  for (std::size_t at = 0; at <= output.size();) {
+    std::size_t end = output.find('\n', at);
+    if (end == std::string::npos) end = output.size();
+    line = output.substr(at, end - at);
+    at = end + 1;
+    if (line.find("error:") != std::string::npos || line.find("\u2718") != std::string::npos ||
+        line.find("exited on signal") != std::string::npos)
+      return line.substr(0, 400);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  return last.substr(0, 400);
+}
+
 /// Reads a JSONL file into one json object per line.
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::vector<nlohmann::json> lines;

@@ -1,4 +1,4 @@
-/// @file ch03_holes.h
+/// @file ch03.h
 /// @brief Chapter 03's exercises: shard a global batch across ranks, and
 /// average gradients through the host (rank 0's CPU). Fill them in
 /// `exercises/03_naive_dp/`; `ctest --preset student -L ch03` checks them

@@ -1,9 +1,12 @@
-/// @file ch04_holes.h
-/// @brief Chapter 04's exercises: the two phases of ring all-reduce, built
-/// from `sendrecv` with the neighbours only. Fill them in
-/// `exercises/04_ring_allreduce/ring.cpp`; `ctest --preset student -L ch04`
-/// checks the result against a serial sum and the bytes each rank sent
-/// (through the traffic log) against the ring's 2(n−1)/n·S.
+/// @file ch04.h
+/// @brief Chapter 04's exercises, specified here once: the two phases of ring
+/// all-reduce, built from `sendrecv` with the neighbours only. Fill them in
+/// `exercises/04_ring_allreduce/ring.cpp` (hints there);
+/// `ctest --preset student -L ch04` checks the result against a serial sum,
+/// the traffic log against the ring's pattern and its 2(n−1)/n·S bytes per
+/// rank, a message large enough to deadlock an unsafe send/recv order, and
+/// training with your ring against one device. Those tests need only this
+/// chapter's holes.
 ///
 /// Chunks: the vector of `count` floats is cut into n = comm.size() chunks,
 /// chunk i = ring_chunk(count, n, i) (sizes differ by at most one; some are

@@ -1,0 +1,138 @@
+/// @file data_parallel.h
+/// @brief The data-parallel training loop every chapter from 03 on shares:
+/// replicas from a master copy, a sharded global batch, local forward and
+/// backward, a pluggable gradient sync, the same optimizer step everywhere.
+/// Also the two things its checks need: single-device training on the global
+/// batch (the equivalence oracle) and flatten/unflatten (one all-reduce
+/// payload for all gradients).
+///
+///     MLP replica = dpt::make_replica(ctx, options);                // master → replicas
+///     dpt::GradientSync sync = [](Context& c, std::vector<Tensor>& grads) {
+///       std::vector<float> flat = dpt::flatten(grads);            // (Ψ,)
+///       c.comm.all_reduce(flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+///       dpt::unflatten(flat, grads);
+///     };
+///     DataParallelRun run = dpt::train_data_parallel(ctx, options, data, replica, sync, "train");
+///
+/// The hook is where the chapters differ: chapter 03 averages through the
+/// host, 04 on a ring, 05 in buckets during backward, 06 every H steps, 07
+/// with reduce-scatter. Left out: gradient accumulation, mixed precision,
+/// unequal shards.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dpt/comm.h"
+#include "dpt/launch.h"
+#include "dpt/nn.h"
+#include "dpt/options.h"
+#include "dpt/verdict.h"
+
+namespace dpt {
+
+// ----------------------------------------------------------------------------
+// the hooks
+
+/// Makes every rank's `grads` (one tensor per parameter, on ctx.device) the
+/// mean over ranks, in place. Called once per step by every rank, after
+/// backward and before the optimizer step.
+using GradientSync = std::function<void(Context& ctx, std::vector<Tensor>& grads)>;
+
+/// Which of the global batch's sample indices rank `rank` of `world` trains
+/// on. Every rank must get global.size() / world of them, each index exactly
+/// once over all ranks (equal shards: the mean of the shards' mean losses is
+/// then the global batch's mean loss).
+using Sharder = std::function<std::vector<int64_t>(const std::vector<int64_t>& global, int rank, int world)>;
+
+/// The default Sharder: rank r takes global[r], global[r + world], … (what
+/// PyTorch's DistributedSampler does). Throws dpt::Error when global.size()
+/// does not divide by world.
+std::vector<int64_t> strided_shard(const std::vector<int64_t>& global, int rank, int world);
+
+// ----------------------------------------------------------------------------
+// the loop
+
+/// What one data-parallel run measured (on the calling rank).
+struct DataParallelRun {
+  std::vector<double> losses;   ///< global-batch loss per step (mean over ranks)
+  int64_t diverged_step = -1;   ///< first step whose loss was not finite (training stopped there); -1 if none
+  double seconds = 0;           ///< wall time of the loop on this rank
+  double compute_seconds = 0;   ///< forward + backward + optimizer, this rank
+  double sync_seconds = 0;      ///< gradient sync, this rank
+  TrafficLog traffic;           ///< every rank's point-to-point sends during the loop (gathered)
+  /// Point-to-point bytes per step, all ranks together (0 when no step ran).
+  double bytes_per_step() const;
+};
+
+/// Rank 0 builds the master copy on its host (the model the flags ask for:
+/// seeded, or --load-weights) and broadcasts it to every rank's replica on
+/// ctx.device. Each replica is first initialised from a seed of its own, so
+/// replicas start identical only because of the broadcast. Collective.
+MLP make_replica(Context& ctx, const Options& options);
+
+/// Collective: trains `replica` for options.steps steps on global batches of
+/// world · options.batch samples (every rank draws the same global batch; rank
+/// r trains on shard(global, r, world)), calling `sync` each step. Clears the
+/// traffic log first, so run.traffic holds the loop's messages only. Stops
+/// early, on every rank alike, when the global loss is not finite.
+DataParallelRun train_data_parallel(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
+                                    const GradientSync& sync, const std::string& label,
+                                    const Sharder& shard = strided_shard);
+
+// ----------------------------------------------------------------------------
+// the checks
+
+/// The oracle: the model the flags ask for, trained serially on the host with
+/// batch `global_batch` (same seed, same sampler, same samples per step).
+MLP train_single_device(const Options& options, const Dataset& data, int64_t global_batch);
+
+/// Largest |a − b| over all parameters of two models of the same shape (any
+/// devices). A NaN anywhere is the largest difference: the result is NaN.
+double max_weight_difference(const MLP& a, const MLP& b);
+
+/// Collective: the largest |w_r − w_0| over ranks r and parameters, the same
+/// on every rank (0 when all replicas are bit-identical; NaN if any is NaN).
+double replica_spread(Context& ctx, const MLP& replica);
+
+/// Tolerance of "data-parallel weights = single-device weights", argued: the
+/// data-parallel run sums the same products in another order (per-shard means,
+/// then a mean of means), ~1e-7 relative per step on O(0.1) gradients; over
+/// hundreds of SGD or momentum steps the weights drift by ~1e-7 (ch03 measures
+/// 7e-8 after 300 steps). 1e-5 is 100× above that, while a real mistake (a
+/// shard dropped, a sum not divided by N, one rank counted twice, replicas
+/// started apart) moves weights by 1e-3 or more within 30 steps.
+constexpr double kSingleDeviceTolerance = 1e-5;
+
+/// Adds the verdict "max |w - w_single-device|" <= kSingleDeviceTolerance to
+/// `verdicts`, worded by its outcome: a pass is float rounding, a failure
+/// (NaN included) says the two runs computed different things.
+void add_single_device_verdict(Verdicts& verdicts, double difference);
+
+/// Adds two verdicts on `traffic` (every rank's sends during `calls` ring
+/// all-reduces of S = bytes_per_call bytes each), prefixed with `what`:
+///  - "each rank sends only to its right neighbour", worded so only when the
+///    matrix shows exactly that; otherwise "the traffic is not a ring", naming
+///    what was seen (sends to the left, to non-neighbours, everything through
+///    rank 0, a rank silent towards its right);
+///  - bytes sent per rank within 8(n−1)·calls of 2(n−1)/n·S·calls (chunks
+///    differ by at most one float: 2(n−1) sends of 4 bytes per call).
+void add_ring_traffic_verdicts(Verdicts& verdicts, const TrafficLog& traffic, double bytes_per_call, int64_t calls,
+                               const std::string& what);
+
+// ----------------------------------------------------------------------------
+// helpers
+
+/// Copies tensors (any devices) into one host vector, in order: (Σ numel,).
+std::vector<float> flatten(const std::vector<Tensor>& tensors);
+/// Copies consecutive slices of `flat` back into `tensors` (sizes must add up).
+void unflatten(const std::vector<float>& flat, std::vector<Tensor>& tensors);
+
+/// Adds the flag the data-parallel chapters share: --verify / --no-verify
+/// (train on one device too and compare the weights; default on).
+void add_data_parallel_flags(CLI::App& app, bool& verify);
+
+}  // namespace dpt

@@ -1,0 +1,225 @@
+// data_parallel.cpp — the data-parallel loop, its single-device oracle, the
+// verdicts chapters draw from a run (equivalence, ring traffic), and helpers.
+#include "dpt/data_parallel.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "dpt/check.h"
+#include "dpt/ops.h"
+#include "dpt/optim.h"
+#include "dpt/report.h"
+#include "dpt/timing.h"
+
+namespace dpt {
+
+namespace {
+// max(a, b) where a NaN wins: a NaN is the largest difference there is.
+double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
+}  // namespace
+
+std::vector<int64_t> strided_shard(const std::vector<int64_t>& global, int rank, int world) {
+  DPT_CHECK(world >= 1 && rank >= 0 && rank < world, "strided_shard: rank " << rank << " of " << world);
+  DPT_CHECK(global.size() % std::size_t(world) == 0, "a global batch of " << global.size()
+                                                     << " samples does not divide among " << world << " ranks");
+  std::vector<int64_t> mine;
+  for (std::size_t i = std::size_t(rank); i < global.size(); i += std::size_t(world)) mine.push_back(global[i]);
+  return mine;
+}
+
+double DataParallelRun::bytes_per_step() const {
+  return losses.empty() ? 0 : double(traffic.total_bytes()) / double(losses.size());
+}
+
+// ----------------------------------------------------------------------------
+// replicas
+
+MLP make_replica(Context& ctx, const Options& o) {
+  Options own = o;
+  own.load_weights.clear();                  // only the master reads the file
+  own.seed = o.seed + 1 + uint64_t(ctx.rank);  // a start of its own: only the broadcast makes them equal
+  MLP replica = build_model(own, ctx.device);
+  if (ctx.is_root()) {
+    MLP master = build_model(o, Device::host());  // the CPU master copy
+    copy_parameters(master, replica);
+  }
+  for (Tensor& p : replica.parameters()) ctx.comm.broadcast(p, 0);  // master → every replica
+  return replica;
+}
+
+// ----------------------------------------------------------------------------
+// the loop
+
+namespace {
+// Clears every rank's traffic log between two barriers (threads share one
+// table: nobody may send while it is cleared).
+void clear_traffic(Context& ctx) {
+  ctx.comm.barrier();
+  ctx.comm.traffic().clear();
+  ctx.comm.barrier();
+}
+}  // namespace
+
+DataParallelRun train_data_parallel(Context& ctx, const Options& o, const Dataset& data, MLP& replica,
+                                    const GradientSync& sync, const std::string& label, const Sharder& shard) {
+  std::vector<Tensor> params = replica.parameters();
+  auto optimizer = make_optimizer(o.optimizer, params, o.lr);
+  // Same seed on every rank: every rank draws the same global batch.
+  BatchSampler sampler(data.size(), o.batch * ctx.world, !o.no_shuffle, o.seed);
+  MetricsWriter metrics(ctx.is_root() ? o.metrics : "");
+  ProgressBar bar(label, o.steps, ctx.is_root() && !o.quiet);
+  DataParallelRun run;
+  clear_traffic(ctx);
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < o.steps; ++step) {
+    ctx.comm.traffic().set_step(step);
+    ctx.trace.reset_seconds();
+    std::vector<Tensor> grads;
+    Tensor loss;
+    {
+      auto span = ctx.trace.span("forward+backward", "compute");
+      Batch batch = gather_batch(data, shard(sampler.indices(step), ctx.rank, ctx.world), ctx.device);
+      optimizer->zero_grad();
+      loss = softmax_cross_entropy(replica.forward(batch.x), batch.y);
+      loss.backward();
+      for (Tensor& p : params) grads.push_back(p.grad());
+    }
+    {
+      auto span = ctx.trace.span("sync gradients", "comm");
+      sync(ctx, grads);  // now the same mean on every rank
+    }
+    {
+      auto span = ctx.trace.span("optimizer", "compute");
+      optimizer->step();
+    }
+    // The global loss is the mean of the shards' losses (equal shard sizes).
+    float global_loss = loss.item();
+    ctx.comm.all_reduce(&global_loss, 1, ReduceOp::Avg);
+    run.losses.push_back(global_loss);
+    double compute = ctx.trace.seconds("compute"), comm = ctx.trace.seconds("comm");
+    run.compute_seconds += compute;
+    run.sync_seconds += comm;
+    metrics.write(step, {{"loss", global_loss}, {"compute_s", compute}, {"comm_s", comm}});
+    bar.update(step + 1, "loss " + fixed(global_loss, 4));
+    if (!std::isfinite(global_loss)) {  // the same value on every rank: all stop here
+      run.diverged_step = step;
+      break;
+    }
+  }
+  bar.finish();
+  run.seconds = seconds_since(start);
+  run.traffic = ctx.comm.gather_traffic();  // every rank's sends (MPI: from every process)
+  return run;
+}
+
+// ----------------------------------------------------------------------------
+// the checks
+
+MLP train_single_device(const Options& o, const Dataset& data, int64_t global_batch) {
+  MLP model = build_model(o, Device::host());
+  auto optimizer = make_optimizer(o.optimizer, model.parameters(), o.lr);
+  BatchSampler sampler(data.size(), global_batch, !o.no_shuffle, o.seed);
+  for (int64_t step = 0; step < o.steps; ++step) {
+    Batch batch = gather_batch(data, sampler.indices(step), Device::host());
+    optimizer->zero_grad();
+    softmax_cross_entropy(model.forward(batch.x), batch.y).backward();
+    optimizer->step();
+  }
+  return model;
+}
+
+double max_weight_difference(const MLP& a, const MLP& b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  DPT_CHECK(pa.size() == pb.size(), "comparing models with " << pa.size() << " and " << pb.size() << " parameters");
+  double worst = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    worst = nan_max(worst, max_abs_diff(pa[i].to(Device::host()), pb[i].to(Device::host())));
+  return worst;
+}
+
+void add_single_device_verdict(Verdicts& verdicts, double difference) {
+  bool ok = std::isfinite(difference) && difference <= kSingleDeviceTolerance;
+  verdicts.at_most("max |w - w_single-device|", difference, kSingleDeviceTolerance,
+                   ok ? "float sums in another order drift ~1e-7 (bound argued in dpt/data_parallel.h)"
+                      : "far above float rounding (~1e-7): the data-parallel run did not compute one device's steps");
+}
+
+namespace {
+// What a traffic matrix shows when it is not a ring: every send that is not to the
+// right neighbour, named (at most three).
+std::string off_ring_sends(const std::vector<std::vector<int64_t>>& m) {
+  const int n = int(m.size());
+  std::string seen;
+  int listed = 0, sending_pairs = 0, through_zero = 0;
+  auto add = [&](const std::string& what) { seen += (seen.empty() ? "" : "; ") + what; };
+  for (int src = 0; src < n; ++src)
+    for (int dst = 0; dst < n; ++dst) {
+      if (m[src][dst] == 0) continue;
+      ++sending_pairs;
+      through_zero += (src == 0 || dst == 0) ? 1 : 0;
+      if (dst == (src + 1) % n || listed++ >= 3) continue;
+      add("rank " + std::to_string(src) + " sent " + format_bytes(double(m[src][dst])) + " to rank " +
+          std::to_string(dst) + (dst == (src + n - 1) % n ? " (its left neighbour)" : " (not a neighbour)"));
+    }
+  for (int src = 0; src < n && n > 1; ++src)
+    if (m[src][(src + 1) % n] == 0) add("rank " + std::to_string(src) + " sent nothing to its right neighbour");
+  // Every message to or from rank 0 (on 3+ ranks a ring has a pair without it).
+  if (!seen.empty() && n > 2 && through_zero == sending_pairs) seen = "everything went through rank 0: " + seen;
+  return seen;
+}
+}  // namespace
+
+void add_ring_traffic_verdicts(Verdicts& v, const TrafficLog& traffic, double bytes_per_call, int64_t calls,
+                               const std::string& what) {
+  const int n = traffic.world();
+  std::string off = off_ring_sends(traffic.matrix());
+  if (off.empty()) v.holds(what + ": each rank sends only to its right neighbour", true);
+  else v.holds(what + ": the traffic is not a ring", false, off);
+  double theory = 2.0 * (n - 1) / n * bytes_per_call * double(calls), worst = 0;
+  for (int r = 0; r < n; ++r) worst = std::max(worst, std::fabs(double(traffic.bytes_sent(r)) - theory));
+  v.at_most(what + ": bytes sent per rank vs 2(n-1)/n*S = " + format_bytes(theory) + ", worst |difference|", worst,
+            8.0 * (n - 1) * double(calls), "chunks differ by at most one float: 2(n-1) sends of 4 bytes off per call");
+}
+
+double replica_spread(Context& ctx, const MLP& replica) {
+  std::vector<float> mine = flatten(replica.parameters()), root = mine;
+  ctx.comm.broadcast(root.data(), int64_t(root.size()), 0);
+  double worst = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) worst = nan_max(worst, std::fabs(double(mine[i]) - double(root[i])));
+  return max_over_ranks(ctx.comm, worst);
+}
+
+// ----------------------------------------------------------------------------
+// helpers
+
+std::vector<float> flatten(const std::vector<Tensor>& tensors) {
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel();
+  std::vector<float> flat(static_cast<std::size_t>(total));
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    copy_bytes(flat.data() + offset, Device::host(), t.data(), t.device(), t.nbytes());
+    offset += t.numel();
+  }
+  return flat;
+}
+
+void unflatten(const std::vector<float>& flat, std::vector<Tensor>& tensors) {
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel();
+  DPT_CHECK(total == int64_t(flat.size()), "unflatten: " << flat.size() << " floats for tensors of " << total);
+  int64_t offset = 0;
+  for (Tensor& t : tensors) {
+    copy_bytes(t.data(), t.device(), flat.data() + offset, Device::host(), t.nbytes());
+    offset += t.numel();
+  }
+}
+
+void add_data_parallel_flags(CLI::App& app, bool& verify) {
+  app.add_flag("--verify,!--no-verify", verify,
+               "Also train on one device with the global batch and compare weights (default on)")
+      ->capture_default_str();
+}
+
+}  // namespace dpt
