@@ -74,3 +74,13 @@ def hole_files(root, chapter):
         for name in defined:
             where.setdefault(name, "exercises/%s/%s" % (exercise.name, file))
     return where
+
+
+if __name__ == "__main__":
+    # python3 scripts/holes.py ch01 …  ->  one "chapter hole file" line per hole
+    import sys
+    root = Path(__file__).resolve().parent.parent
+    for chapter in sys.argv[1:]:
+        files = hole_files(root, chapter)
+        for hole in holes(root, chapter):
+            print("%s %s %s" % (chapter, hole, files.get(hole, "?")))
