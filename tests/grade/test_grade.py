@@ -7,6 +7,8 @@ header name, ch04 with two holes and a provided ring_all_reduce. The oracle is
 written by hand here: which rows, counts and reasons a student must see.
 """
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
@@ -114,6 +116,28 @@ class Listener(unittest.TestCase):
         self.assertEqual(r["not_implemented"], "ch98 probe_dep — see exercises/98_probe/dep.cpp")
         self.assertEqual(r["outcome"], "fail")
         self.assertEqual(records["probe_other: passes"]["outcome"], "pass")
+
+
+class CompilerErrors(unittest.TestCase):
+    """A build that fails shows its first error with file:line, not the make noise before it."""
+
+    OUTPUT = """[ 40%] Building CXX object chapters/01_sgd/CMakeFiles/dpt_ch01_holes.dir/sgd.cpp.o
+/repo/exercises/01_sgd/sgd.cpp: In function 'void dpt::ch01::sgd_update(Tensor&, const Tensor&, float)':
+/repo/exercises/01_sgd/sgd.cpp:17:3: error: 'parm' was not declared in this scope
+   17 |   parm.data()[0] -= lr;
+/repo/exercises/01_sgd/sgd.cpp:18:1: error: expected ';' before '}' token
+gmake[2]: *** [chapters/01_sgd/CMakeFiles/dpt_ch01_holes.dir/build.make:76: sgd.cpp.o] Error 1
+"""
+
+    def test_first_error_with_file_and_line(self):
+        loader = importlib.machinery.SourceFileLoader("grade", str(GRADE))
+        grade = importlib.util.module_from_spec(importlib.util.spec_from_loader("grade", loader))
+        loader.exec_module(grade)
+        shown, count = grade.first_errors(self.OUTPUT)
+        self.assertEqual(count, 2)
+        self.assertEqual(shown[0], "/repo/exercises/01_sgd/sgd.cpp:17:3: error: 'parm' was not declared in this scope")
+        self.assertNotIn("Building CXX", "\n".join(shown))
+        self.assertFalse(any(line.startswith("gmake") for line in shown))
 
 
 class BadInput(unittest.TestCase):
