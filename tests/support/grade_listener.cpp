@@ -53,6 +53,11 @@ std::string not_implemented_in(const std::string& text) {
   return text.substr(from, text.find_first_of("\n\"", from) - from);
 }
 
+// At most 2000 characters: an expansion of a large vector would flood the file.
+std::string clipped(const std::string& text) {
+  return text.size() <= 2000 ? text : text.substr(0, 2000) + " …";
+}
+
 bool is_rank_zero() {
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   return rank == nullptr || std::string(rank) == "0";
@@ -117,7 +122,7 @@ class GradeListener : public ListenerBase {
     std::string message = result.hasMessage() ? std::string(result.getMessage()) : "";
     std::string expansion = result.hasExpandedExpression() ? result.getExpandedExpression() : "";
     nlohmann::json info = nlohmann::json::array();
-    for (const auto& m : stats.infoMessages) info.push_back(m.message);
+    for (const auto& m : stats.infoMessages) info.push_back(clipped(m.message));
     if (!record_.contains("not_implemented")) {
       std::string why = not_implemented_in(message);
       if (why.empty()) why = not_implemented_in(expansion);
@@ -132,8 +137,8 @@ class GradeListener : public ListenerBase {
         {"file", where.file},
         {"line", where.line},
         {"expression", result.hasExpression() ? result.getExpressionInMacro() : ""},
-        {"expansion", expansion},
-        {"message", message},
+        {"expansion", clipped(expansion)},
+        {"message", clipped(message)},
         {"info", info},
     };
   }
