@@ -36,7 +36,7 @@ def chapter_header(root, chapter):
 
 def names(text, definitions):
     """Function names at column 0: definitions (a body follows the parameters) or declarations."""
-    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"/\*.*?\*/", "", re.sub(r"//[^\n]*", "", text), flags=re.S)
     found = []
     for match in SIGNATURE.finditer(text):
         depth, at = 1, match.end()
