@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""tests/grade/test_grade.py — scripts/grade over fixture results (CTest label grade).
+
+The fixtures are what the grade listener writes (one JSON line per test case)
+for a small repository, tests/grade/repo/: ch03 with two holes under the old
+header name, ch04 with two holes and a provided ring_all_reduce. The oracle is
+written by hand here: which rows, counts and reasons a student must see.
+"""
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GRADE = HERE.parent.parent / "scripts" / "grade"
+
+
+def grade(fixture, *args):
+    done = subprocess.run([sys.executable, str(GRADE), "--json", str(HERE / fixture),
+                           "--root", str(HERE / "repo")] + list(args),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          env={"PYTHONIOENCODING": "utf-8", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"})
+    return done.returncode, done.stdout
+
+
+def row(output, name):
+    """The scoreboard line of row `name` (its mark, name and count)."""
+    return next((l for l in output.splitlines() if l[4:].startswith(name + " ")), "")
+
+
+class Scoreboard(unittest.TestCase):
+    def test_counts_only_the_holes_the_headers_declare(self):
+        code, out = grade("untouched.jsonl")
+        self.assertEqual(code, 1)
+        self.assertIn("ch03   0 of 2 holes done, 0/3 tests passing", out)
+        self.assertIn("ch04   0 of 2 holes done, 0/5 tests passing", out)
+        self.assertIn("0 of 4 holes done", out)
+        # the provided ring_all_reduce is listed after the holes, not counted as one
+        self.assertLess(out.index("also checked"), out.index("ring_all_reduce "))
+
+    def test_an_untouched_hole_says_which_file_to_open(self):
+        code, out = grade("untouched.jsonl")
+        self.assertIn("exercises/03_dp/dp.cpp", row(out, "shard_indices"))
+        self.assertIn("not implemented: ch03 shard_indices — see exercises/03_dp/dp.cpp", out)
+
+    def test_a_failed_check_shows_file_line_expression_and_values(self):
+        code, out = grade("student.jsonl")
+        self.assertEqual(code, 1)
+        self.assertIn("tests/test_ch04.cpp:99: REQUIRE( sends_to_left == 0 ) — with expansion: 3 == 0 "
+                      "(world = 4)", out)
+        # a [hole:…] tag counts the test for that hole, whatever its name says
+        self.assertIn("1/2", row(out, "ring_scatter_reduce"))
+        self.assertIn("✘", row(out, "ring_scatter_reduce"))
+
+    def test_dependencies_are_named(self):
+        code, out = grade("student.jsonl")
+        self.assertIn("needs ring_scatter_reduce, ring_all_gather", row(out, "ring_all_reduce"))
+        self.assertIn("needs ch03's shard_indices", row(out, "chapter"))
+
+    def test_all_passing_is_all_done_and_exit_0(self):
+        code, out = grade("reference.jsonl")
+        self.assertEqual(code, 0, out)
+        self.assertIn("4 of 4 holes done", out)
+        self.assertIn("✔", row(out, "ring_all_gather"))
+
+    def test_one_chapter(self):
+        code, out = grade("reference.jsonl", "-L", "ch03")
+        self.assertIn("2 of 2 holes done", out)
+        self.assertNotIn("ch04", out)
+
+
+class ExpectHoles(unittest.TestCase):
+    def test_untouched_holes_all_fail_with_not_implemented(self):
+        code, out = grade("untouched.jsonl", "--expect-holes")
+        self.assertEqual(code, 0, out)
+        self.assertIn("8 chapter tests, 8 fail with NotImplemented", out)
+
+    def test_a_test_that_passes_or_fails_otherwise_is_named(self):
+        code, out = grade("student.jsonl", "--expect-holes")
+        self.assertEqual(code, 1)
+        self.assertIn("ring_scatter_reduce: rank r ends with the full sum of chunk (r+1) mod n: passes", out)
+        self.assertIn("right neighbour: fails, but not with NotImplemented", out)
+
+
+@unittest.skipUnless(os.environ.get("DPT_LISTENER_PROBE"), "DPT_LISTENER_PROBE not set (run it through ctest)")
+class Listener(unittest.TestCase):
+    """The grade listener, linked into a real Catch2 program (tests/grade/listener_probe.cpp)."""
+
+    def records(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "out.jsonl"
+            env = dict(os.environ, DPT_GRADE_JSON=str(path))
+            subprocess.run([os.environ["DPT_LISTENER_PROBE"]], env=env, stdout=subprocess.DEVNULL)
+            return {r["test"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+    def test_a_failed_check_is_recorded_with_tags_values_and_place(self):
+        r = self.records()["probe_hole: a failed check with its values"]
+        self.assertEqual((r["chapter"], r["subject"], r["holes"], r["needs"], r["outcome"]),
+                         ("ch99", "probe_hole", ["probe_hole"], ["ch98"], "fail"))
+        f = r["failure"]
+        self.assertEqual((f["expression"], f["expansion"], f["info"]),
+                         ("CHECK( world + 1 == 3 )", "5 == 3", ["world = 4"]))
+        self.assertTrue(f["file"].endswith("listener_probe.cpp"), f["file"])
+        self.assertNotIn("not_implemented", r)
+
+    def test_not_implemented_and_passing_cases(self):
+        records = self.records()
+        self.assertEqual(len(records), 3)
+        r = records["probe_other: a NotImplemented from a hole"]
+        self.assertEqual(r["not_implemented"], "ch98 probe_dep — see exercises/98_probe/dep.cpp")
+        self.assertEqual(r["outcome"], "fail")
+        self.assertEqual(records["probe_other: passes"]["outcome"], "pass")
+
+
+class CompilerErrors(unittest.TestCase):
+    """A build that fails shows its first error with file:line, not the make noise before it."""
+
+    OUTPUT = """[ 40%] Building CXX object chapters/01_sgd/CMakeFiles/dpt_ch01_holes.dir/sgd.cpp.o
+/repo/exercises/01_sgd/sgd.cpp: In function 'void dpt::ch01::sgd_update(Tensor&, const Tensor&, float)':
+/repo/exercises/01_sgd/sgd.cpp:17:3: error: 'parm' was not declared in this scope
+   17 |   parm.data()[0] -= lr;
+/repo/exercises/01_sgd/sgd.cpp:18:1: error: expected ';' before '}' token
+gmake[2]: *** [chapters/01_sgd/CMakeFiles/dpt_ch01_holes.dir/build.make:76: sgd.cpp.o] Error 1
+"""
+
+    def test_first_error_with_file_and_line(self):
+        loader = importlib.machinery.SourceFileLoader("grade", str(GRADE))
+        grade = importlib.util.module_from_spec(importlib.util.spec_from_loader("grade", loader))
+        loader.exec_module(grade)
+        shown, count = grade.first_errors(self.OUTPUT)
+        self.assertEqual(count, 2)
+        self.assertEqual(shown[0], "/repo/exercises/01_sgd/sgd.cpp:17:3: error: 'parm' was not declared in this scope")
+        self.assertNotIn("Building CXX", "\n".join(shown))
+        self.assertFalse(any(line.startswith("gmake") for line in shown))
+
+
+class BadInput(unittest.TestCase):
+    def test_a_broken_line_is_named(self):
+        code, out = grade("broken.jsonl")
+        self.assertNotEqual(code, 0)
+        self.assertIn("broken.jsonl:2 is not a JSON line", out)
+
+    def test_a_missing_file_is_one_sentence(self):
+        code, out = grade("no-such.jsonl")
+        self.assertNotEqual(code, 0)
+        self.assertIn("cannot read", out)
+        self.assertNotIn("Traceback", out)
+
+    def test_a_bad_label_is_a_usage_error(self):
+        code, out = grade("reference.jsonl", "-L", "core")
+        self.assertEqual(code, 2)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
