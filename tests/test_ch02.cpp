@@ -112,7 +112,7 @@ TEST_CASE("chapter: ch02_batching shows batch = mean of per-sample gradients, ev
 }
 
 TEST_CASE("chapter: ch02_batching stops with a sentence and exit 1 when the loss becomes nan", "[ch02]") {
-  auto run = dpt_test::run_program("ch02_batching", "--quiet --steps 40 --lr 1e4");
+  auto run = dpt_test::run_program("ch02_batching", "--quiet --steps 40 --lr 100");
   INFO(run.output);
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.output, contains_text("training diverged at step"));

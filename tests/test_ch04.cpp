@@ -52,7 +52,7 @@ void all_reduce_sum(Communicator& comm, std::vector<float>& d) {
 }
 }  // namespace
 
-TEST_CASE("ring_all_reduce: every rank gets the serial sum, any length and world", "[ch04]") {
+TEST_CASE("ring_all_reduce: every rank gets the serial sum, any length and world", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather]") {
   for (int world : {1, 2, 3, 4, 5}) {
     for (int64_t count : {0, 1, 2, 3, 7, 64, 1001}) {  // shorter than, equal to, not divisible by world
       INFO("world " << world << ", count " << count);
@@ -63,7 +63,7 @@ TEST_CASE("ring_all_reduce: every rank gets the serial sum, any length and world
   }
 }
 
-TEST_CASE("ring_all_reduce Avg: every rank gets the serial mean", "[ch04]") {
+TEST_CASE("ring_all_reduce: Avg gives every rank the serial mean", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather]") {
   // The sum of these integers is exact; the provided Avg multiplies it by
   // fl(1/n): two roundings, at most 2^-23 relative. 2.4e-7 (2^-22) leaves a
   // factor 2; an Avg that does not divide is off by a factor n.
@@ -80,7 +80,7 @@ TEST_CASE("ring_all_reduce Avg: every rank gets the serial mean", "[ch04]") {
   }
 }
 
-TEST_CASE("ring_all_reduce: 500k floats (above any eager limit) on 2 and 4 rank threads", "[ch04]") {
+TEST_CASE("ring_all_reduce: 500k floats (above any eager limit) on 2 and 4 rank threads", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather]") {
   // Above an eager limit a send waits for its receive, as MPI's rendezvous
   // does: a ring that sends then receives on every rank deadlocks here and
   // the communicator's timeout names the waiting ranks.
@@ -125,7 +125,7 @@ TEST_CASE("ring_all_gather: every rank ends with every rank's finished chunk", "
     for (int64_t i = 0; i < count; ++i) CHECK(run.data[r][i] == finished(i));
 }
 
-TEST_CASE("ring_all_reduce: each rank sends only to its right neighbour", "[ch04]") {
+TEST_CASE("ring_all_reduce: each rank sends only to its right neighbour", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather]") {
   for (int world : {2, 3, 4}) {
     INFO("world " << world);
     RingRun run = run_ring(world, 1000, all_reduce_sum);
@@ -138,7 +138,7 @@ TEST_CASE("ring_all_reduce: each rank sends only to its right neighbour", "[ch04
   }
 }
 
-TEST_CASE("ring_all_reduce: each rank sends 2(n-1)/n*S bytes, all ranks 2(n-1)*S exactly", "[ch04]") {
+TEST_CASE("ring_all_reduce: each rank sends 2(n-1)/n*S bytes, all ranks 2(n-1)*S exactly", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather]") {
   for (int world : {2, 3, 4}) {
     for (int64_t count : {1000, 1001, 3}) {
       INFO("world " << world << ", count " << count);

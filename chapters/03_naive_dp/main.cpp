@@ -47,6 +47,7 @@ int lecture(Context& ctx, const Options& o, bool verify) {
   // ---- 1. Set-up
   say.section("1. Set-up: " + std::to_string(ctx.world) + " ranks (" + ctx.comm.backend() + ")");
   Dataset data = load_dataset(o);  // every rank reads the same data set
+  check_ranks_agree(ctx.comm, o, data);  // same flags and data on every rank, or one line saying who differs
   MLP replica = make_replica(ctx, o);
   const double gradient_bytes = double(replica.num_parameters()) * sizeof(float);  // S
   say.say("master copy on the host of rank 0, broadcast to " + std::to_string(ctx.world) + " replicas on " +

@@ -54,6 +54,7 @@ void ring_average(Context& ctx, std::vector<Tensor>& grads);
 int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
   Dataset data = load_dataset(o);
+  check_ranks_agree(ctx.comm, o, data);  // same flags and data on every rank, or one line saying who differs
   MLP replica = make_replica(ctx, o);
   if (o.steps == 0) {
     if (ctx.is_root()) save_outputs(o, replica, data);

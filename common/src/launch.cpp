@@ -85,7 +85,8 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
                  "Simulated link latency in microseconds (overrides --link)")
       ->check(finite_number(false));
   app.add_option("--trace", o.trace_path, "Write a Chrome trace timeline to FILE (ui.perfetto.dev)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(output_path());  // checked now, not after the whole run
 }
 
 LinkModel effective_link(const LaunchOptions& o) {

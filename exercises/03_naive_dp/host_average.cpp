@@ -22,7 +22,7 @@ namespace dpt::ch03 {
 
 void host_average_gradients(Communicator& comm, std::vector<Tensor>& grads) {
   (void)comm, (void)grads;
-  throw NotImplemented("ch03 host_average_gradients — see exercises/03_naive_dp/host_average.cpp");
+  throw NotImplemented("ch03: host_average_gradients — see exercises/03_naive_dp/host_average.cpp");
 }
 
 }  // namespace dpt::ch03

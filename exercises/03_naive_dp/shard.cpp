@@ -18,7 +18,7 @@ namespace dpt::ch03 {
 
 std::vector<int64_t> shard_indices(const std::vector<int64_t>& global, int rank, int world) {
   (void)global, (void)rank, (void)world;
-  throw NotImplemented("ch03 shard_indices — see exercises/03_naive_dp/shard.cpp");
+  throw NotImplemented("ch03: shard_indices — see exercises/03_naive_dp/shard.cpp");
 }
 
 }  // namespace dpt::ch03

@@ -26,12 +26,12 @@ namespace dpt::ch04 {
 
 void ring_scatter_reduce(Communicator& comm, float* data, int64_t count, const StepHook& after_step) {
   (void)comm, (void)data, (void)count, (void)after_step;
-  throw NotImplemented("ch04 ring_scatter_reduce — see exercises/04_ring_allreduce/ring.cpp");
+  throw NotImplemented("ch04: ring_scatter_reduce — see exercises/04_ring_allreduce/ring.cpp");
 }
 
 void ring_all_gather(Communicator& comm, float* data, int64_t count, const StepHook& after_step) {
   (void)comm, (void)data, (void)count, (void)after_step;
-  throw NotImplemented("ch04 ring_all_gather — see exercises/04_ring_allreduce/ring.cpp");
+  throw NotImplemented("ch04: ring_all_gather — see exercises/04_ring_allreduce/ring.cpp");
 }
 
 }  // namespace dpt::ch04

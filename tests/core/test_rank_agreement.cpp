@@ -108,9 +108,8 @@ TEST_CASE("a rank holding other data (same flags) is named, down to one label", 
   for (const auto& m : messages) CHECK_THAT(m, contains_text("rank 1 holds a different data set than rank 0"));
 }
 
-// Needs the lead to call check_ranks_agree in the ch03/ch04 set-up (after
-// load_dataset); hidden ("[.]") until then. Remove "[.]" once wired.
-TEST_CASE("mpirun processes started with different --batch stop with one line naming both", "[.][agree][mpi]") {
+// ch03 and ch04 call check_ranks_agree right after load_dataset.
+TEST_CASE("mpirun processes started with different --batch stop with one line naming both", "[agree][mpi]") {
   if (!mpi_available()) return;
   std::string program = dpt_test::program_path("ch03_naive_dp");
   std::string common = " --comm mpi --model 8-4-3 --samples 64 --steps 3 --quiet";

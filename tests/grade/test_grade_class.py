@@ -41,8 +41,8 @@ class GradeClass(unittest.TestCase):
             self.assertEqual(rows["carol"]["build"], "no exercises/ found")
             alice = (out / "alice.txt").read_text()
             self.assertRegex(alice, r"✔ sgd_update +2/2")
-            self.assertIn("not implemented: ch01 linear_backward", alice)
-            self.assertIn("not implemented: ch01 sgd_update", (out / "bob.txt").read_text())
+            self.assertIn("not implemented: ch01: linear_backward", alice)
+            self.assertIn("not implemented: ch01: sgd_update", (out / "bob.txt").read_text())
             shutil.rmtree(str(out))
 
 

@@ -6,7 +6,7 @@
 //    "subject": "ring_all_gather", "behaviour": "every rank ends with …",
 //    "holes": [...], "needs": [...], "outcome": "pass" | "fail" | "skip",
 //    "failure": {"file", "line", "expression", "expansion", "message", "info"},
-//    "not_implemented": "ch04 ring_all_gather — see exercises/…"}
+//    "not_implemented": "ch04: ring_all_gather — see exercises/…"}
 // `failure` is the first failing assertion only; `not_implemented` the first
 // "not implemented: …" seen in any failure's message, expansion or INFO.
 //

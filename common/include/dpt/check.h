@@ -38,7 +38,7 @@ class Error : public std::runtime_error {
 /// Thrown by an exercise hole the student has not filled yet.
 class NotImplemented : public Error {
  public:
-  /// `what` names the hole and the file to fill, e.g. "ch01 sgd_update — see exercises/01_sgd/sgd.cpp".
+  /// `what` names the hole and the file to fill, e.g. "ch01: sgd_update — see exercises/01_sgd/sgd.cpp".
   explicit NotImplemented(const std::string& what)
       : Error("not implemented: " + what) {}
 };
