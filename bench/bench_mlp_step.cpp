@@ -277,8 +277,7 @@ int main(int argc, char** argv) {
   try {
     widths = parse_widths(model);
   } catch (const std::exception& e) {
-    std::string what = e.what();  // "file:line: message" -> "message"
-    std::cerr << "bench_mlp_step: --model: " << what.substr(what.find(": ") == std::string::npos ? 0 : what.find(": ") + 2) << "\n";
+    std::cerr << "bench_mlp_step: --model: " << e.what() << "\n";
     return 2;
   }
   for (auto b : batches)

@@ -22,7 +22,7 @@
 /// Errors. If any rank's function throws, the other ranks are stopped (a rank
 /// blocked on it throws dpt::PeerFailed instead of hanging) and launch()
 /// rethrows the root cause on the calling thread: the first rank's own error
-/// ("[rank 2] file:line: ..."), never a PeerFailed echo of it, whatever the
+/// ("[rank 2] ...", with file:line under DPT_DEBUG=1), never a PeerFailed echo of it, whatever the
 /// threads' timing. Under MPI every process's launch() throws: the failing
 /// rank its own error, the others PeerFailed("stopped because rank 2 failed:
 /// ..."); main() prints it and exits non-zero, and MPI still finalises cleanly.
