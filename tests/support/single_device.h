@@ -69,7 +69,7 @@ inline double max_weight_difference(const std::string& a_path, const std::string
   return worst;
 }
 
-// Tolerance: dpt::kSingleDeviceTolerance (1e-5), argued in dpt/data_parallel.h:
+// Tolerance: dpt::kSingleDeviceTolerance (1e-4), argued in dpt/data_parallel.h:
 // float sums in another order drift ~1e-7 here; a real mistake moves weights by
 // 1e-3 or more within these 30 steps.
 

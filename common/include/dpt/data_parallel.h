@@ -100,12 +100,18 @@ double replica_spread(Context& ctx, const MLP& replica);
 
 /// Tolerance of "data-parallel weights = single-device weights", argued: the
 /// data-parallel run sums the same products in another order (per-shard means,
-/// then a mean of means), ~1e-7 relative per step on O(0.1) gradients; over
-/// hundreds of SGD or momentum steps the weights drift by ~1e-7 (ch03 measures
-/// 7e-8 after 300 steps). 1e-5 is 100× above that, while a real mistake (a
-/// shard dropped, a sum not divided by N, one rank counted twice, replicas
-/// started apart) moves weights by 1e-3 or more within 30 steps.
-constexpr double kSingleDeviceTolerance = 1e-5;
+/// then a mean of means), ~1e-7 relative per step on O(0.1) gradients. Most
+/// runs stay there (ch03/ch04 with SGD: 7e-8 after 300 steps), but the drift
+/// is not bounded by steps × 1e-7: momentum carries each rounding forward
+/// (1/(1−β) = 10×), and a ReLU input that sits within rounding of 0 switches
+/// in one run and not the other, after which the two runs differ by that
+/// unit's whole contribution. Measured on correct code: 1.1e-5 (784-256-10,
+/// momentum, 300 steps), 3e-5 (784-512-512-512-10, 60 steps), 2.2e-5 (ch05,
+/// 64 accumulated micro-batches). 1e-4 is 3× above the worst of those, and
+/// still 10× below a real mistake (a shard dropped, a sum not divided by N,
+/// one rank counted twice, replicas started apart: 1e-3 or more within 30
+/// steps; the tests plant each one).
+constexpr double kSingleDeviceTolerance = 1e-4;
 
 /// Adds the verdict "max |w - w_single-device|" <= kSingleDeviceTolerance to
 /// `verdicts`, worded by its outcome: a pass is float rounding, a failure
