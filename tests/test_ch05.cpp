@@ -139,10 +139,12 @@ TEST_CASE("wait_and_unpack: waits for every bucket, then copies it back in fill 
                                  Tensor::zeros({1}, ctx.device)};
     for (int p : {2, 1, 0}) mark_ready(state, p);
     wait_and_unpack(state, grads, {"a", "b", "c"});
+    std::vector<std::vector<float>> got = {grads[0].to_vector(), grads[1].to_vector(), grads[2].to_vector()};
+    ctx.comm.synchronize();  // a wait_and_unpack that did not wait must not leave the job writing freed memory
     // bucket 0 = (param 2, param 1) = [10 | 11 12], bucket 1 = param 0 = [20 21]
-    CHECK(grads[2].to_vector() == std::vector<float>{10});
-    CHECK(grads[1].to_vector() == std::vector<float>{11, 12});
-    CHECK(grads[0].to_vector() == std::vector<float>{20, 21});
+    CHECK(got[2] == std::vector<float>{10});
+    CHECK(got[1] == std::vector<float>{11, 12});
+    CHECK(got[0] == std::vector<float>{20, 21});
   });
 }
 
@@ -160,6 +162,7 @@ TEST_CASE("wait_and_unpack: a parameter with no gradient is an error naming it a
   });
   for (int p : {3, 2, 0}) mark_ready(state, p);  // fc0.bias (#1) never became ready
   std::vector<Tensor> grads;
+  for (int i = 0; i < 4; ++i) grads.push_back(Tensor::zeros({2}, Device::host()));
   CHECK_THROWS_WITH(wait_and_unpack(state, grads, {"fc0.weight", "fc0.bias", "fc1.weight", "fc1.bias"}),
                     contains_text("fc0.bias") && contains_text("bucket 1"));
   CHECK(launches == 1);

@@ -83,7 +83,10 @@ struct Engine : std::enable_shared_from_this<Engine> {
     order.push_back(b);
     launched[std::size_t(b)] = Clock::now();
     std::vector<Tensor> grads;
-    for (int p : state.buckets[std::size_t(b)].params) grads.push_back(params[std::size_t(p)].grad());
+    for (int p : state.buckets[std::size_t(b)].params) {
+      Tensor g = params[std::size_t(p)].grad();  // undefined if launched too early: send zeros, the verdict says so
+      grads.push_back(g.defined() ? g : Tensor::zeros(params[std::size_t(p)].shape(), ctx.device));
+    }
     state.flat[std::size_t(b)] = flatten(grads);  // (bytes/4,) on the host: what the ring sends
     state.work[std::size_t(b)] = ctx.comm.async([self = shared_from_this(), b] { self->all_reduce_bucket(b); });
   }

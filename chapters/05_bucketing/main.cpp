@@ -153,6 +153,12 @@ void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, V
   held_back = max_over_ranks(ctx.comm, held_back);
   early_steps = max_over_ranks(ctx.comm, early_steps);
   if (!ctx.is_root()) return;
+  std::vector<int> filled;  // the layout's parameters, bucket after bucket
+  for (const Bucket& b : run.layout) filled.insert(filled.end(), b.params.begin(), b.params.end());
+  bool reverse = true;
+  for (std::size_t i = 0; i < filled.size(); ++i) reverse = reverse && filled[i] == int(filled.size() - 1 - i);
+  v.holds("buckets hold every parameter once, in reverse parameters() order", reverse,
+          reverse ? "the order backward finishes them" : "then the first bucket waits for the whole backward");
   v.at_most("steps whose buckets did not launch in index order 0,1,2,... (worst rank)", out_of_order, 0,
             "every rank must issue the same collectives in the same order");
   v.at_most("buckets launched before their last gradient was ready (worst rank)", unready, 0,
