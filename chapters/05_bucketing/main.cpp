@@ -51,7 +51,7 @@ BucketPlan plan_of(const Ch05Flags& f) {
           f.overlap, f.accumulate};
 }
 
-void print_steps(const BucketedRun& run, int world);
+void print_steps(const BucketedRun& run);
 void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, Verdicts& v);
 void sweep_bucket_sizes(Context& ctx, const Options& o, const Dataset& data, const Ch05Flags& f);
 
@@ -81,7 +81,7 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
   double spread = replica_spread(ctx, replica);
   Verdicts verdicts;  // filled on rank 0
   add_schedule_verdicts(ctx, run, f.overlap, verdicts);
-  if (ctx.is_root() && !o.quiet) print_steps(run, ctx.world);
+  if (ctx.is_root() && !o.quiet) print_steps(run);
 
   // ---- 3. Which bucket size?
   if (f.sweep) {
@@ -117,7 +117,7 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
 // ----------------------------------------------------------------------------
 // 2. the per-step report (rank 0's clocks) and the schedule's verdicts
 
-void print_steps(const BucketedRun& run, int world) {
+void print_steps(const BucketedRun& run) {
   Table table("per step on rank 0 (ms): comm runs on the progress thread; hidden = during backward",
               {"step", "backward", "comm", "hidden", "hidden %", "step", "buckets", "bytes (all ranks)"});
   const int64_t n = int64_t(run.steps.size()), every = std::max<int64_t>(1, n / 8);
@@ -135,7 +135,6 @@ void print_steps(const BucketedRun& run, int world) {
                  fixed(total.step_s / double(n) * 1e3, 2), std::to_string(run.layout.size()),
                  format_bytes(double(run.traffic.total_bytes()) / double(n))});
   table.print(std::cout);
-  (void)world;
 }
 
 // Counts over every step of every rank (the record is the loop's, not the holes').
