@@ -202,13 +202,14 @@ const char* kCaps[] = {"--bucket-mb 0", "--bucket-mb 0.0005", "--bucket-mb 1", "
 
 // check_matches_single_device for --accumulate K: the oracle's batch is the
 // whole step's, 8 per rank per micro-batch.
-void check_accumulate_matches_single_device(int ranks, int k, const std::string& extra) {
-  INFO(ranks << " rank threads, --accumulate " << k << " " << extra);
+void check_accumulate_matches_single_device(int ranks, int k, const std::string& extra, bool mpi = false) {
+  INFO(ranks << (mpi ? " MPI processes" : " rank threads") << ", --accumulate " << k << " " << extra);
   std::string single = dpt_test::single_device_weights(8 * ranks * k);
   std::string dp = dpt_test::temp_path("ch05_accumulate.safetensors");
-  auto run = dpt_test::run_program("ch05_bucketing", "--ranks " + std::to_string(ranks) + " --accumulate " +
-                                                         std::to_string(k) + " " + extra + " --no-verify " +
-                                                         dpt_test::small_problem(8) + " --save-weights " + dp);
+  std::string args = "--accumulate " + std::to_string(k) + " " + extra + " --no-verify " +
+                     dpt_test::small_problem(8) + " --save-weights " + dp;
+  auto run = mpi ? dpt_test::run_mpi("ch05_bucketing", ranks, "--comm mpi --comm-timeout 20 " + args)
+                 : dpt_test::run_program("ch05_bucketing", "--ranks " + std::to_string(ranks) + " " + args);
   INFO(dpt_test::summary_line(run.output));
   REQUIRE(run.exit_code == 0);
   CHECK(dpt_test::max_weight_difference(single, dp) < kSingleDeviceTolerance);
@@ -233,6 +234,7 @@ TEST_CASE("chapter: under mpirun, ch05 trains 2 and 4 processes like one device"
     return;
   }
   for (int np : {2, 4}) dpt_test::check_matches_single_device("ch05_bucketing", np, true, "--bucket-mb 0");
+  check_accumulate_matches_single_device(2, 3, "--bucket-mb 0.0005", true);
 }
 
 TEST_CASE("chapter: ch05's verdicts pass with and without overlap and print the layout", "[ch05]") {
