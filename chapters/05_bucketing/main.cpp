@@ -72,6 +72,8 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
   say.section("1. The buckets: cap " + format_bytes(double(plan.cap_bytes)) + ", first bucket " +
               format_bytes(double(plan.first_cap_bytes)));
   say.say(describe_layout(assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes), replica));
+  say.say("Backward finishes the last layer first, so bucket 0 is complete first. A bucket's ring all-reduce\n"
+          "starts the moment it is complete and every lower bucket has gone: in index order on every rank.");
 
   // ---- 2. Training, buckets launched from backward's grad-ready hooks
   say.section(std::string("2. Training: ") + (f.overlap ? "each bucket all-reduced as soon as it is ready"
