@@ -45,12 +45,12 @@ void wait_and_unpack(BucketState& s, std::vector<Tensor>& grads, const std::vect
     // The buckets that did launch run on every rank: let them finish (they
     // use state.flat) before the error; waiting for the stuck one would hang.
     for (int b = 0; b < s.next_launch; ++b) s.work[std::size_t(b)]->wait();
-    const Bucket& stuck = s.buckets[std::size_t(s.next_launch)];
-    for (int p : stuck.params)
-      DPT_CHECK(s.ready[std::size_t(p)],
-                "parameter " << names[std::size_t(p)] << " (#" << p << ") got no gradient this step; bucket "
-                             << s.next_launch << " was never all-reduced (is the parameter frozen or unused on "
-                             << "this rank?)");
+    for (std::size_t b = std::size_t(s.next_launch); b < s.buckets.size(); ++b)
+      for (int p : s.buckets[b].params)
+        DPT_CHECK(s.ready[std::size_t(p)],
+                  "parameter " << names[std::size_t(p)] << " (#" << p << ") got no gradient this step; bucket " << b
+                               << " was never all-reduced (is the parameter frozen or unused on this rank?)");
+    DPT_CHECK(false, "bucket " << s.next_launch << " was never launched although all its parameters were ready");
   }
   for (std::size_t b = 0; b < s.buckets.size(); ++b) {
     s.work[b]->wait();  // bucket b now holds the mean over ranks
