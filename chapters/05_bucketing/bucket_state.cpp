@@ -1,0 +1,36 @@
+// bucket_state.cpp — the provided part of chapter 05's bookkeeping: a fresh
+// BucketState for a layout, and its reset between steps (not holes).
+#include "ch05.h"
+
+#include "dpt/check.h"
+
+namespace dpt::ch05 {
+
+BucketState make_bucket_state(std::vector<Bucket> buckets, std::function<void(int)> launch) {
+  BucketState s;
+  s.buckets = std::move(buckets);
+  int params = 0;
+  for (const Bucket& b : s.buckets) params += int(b.params.size());
+  s.bucket_of.assign(std::size_t(params), -1);
+  for (std::size_t b = 0; b < s.buckets.size(); ++b)
+    for (int p : s.buckets[b].params) {
+      DPT_CHECK(p >= 0 && p < params && s.bucket_of[std::size_t(p)] < 0,
+                "bucket layout: parameter " << p << " is out of range or in two buckets");
+      s.bucket_of[std::size_t(p)] = int(b);
+    }
+  s.flat.resize(s.buckets.size());
+  for (std::size_t b = 0; b < s.buckets.size(); ++b) s.flat[b].resize(std::size_t(s.buckets[b].bytes / 4));
+  s.launch = std::move(launch);
+  reset_bucket_state(s);
+  return s;
+}
+
+void reset_bucket_state(BucketState& s) {
+  s.ready.assign(s.bucket_of.size(), false);
+  s.missing.clear();
+  for (const Bucket& b : s.buckets) s.missing.push_back(int(b.params.size()));
+  s.next_launch = 0;
+  s.work.assign(s.buckets.size(), nullptr);
+}
+
+}  // namespace dpt::ch05

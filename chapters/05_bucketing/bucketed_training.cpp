@@ -1,0 +1,230 @@
+// bucketed_training.cpp — chapter 05's loop: forward, backward with buckets
+// launched from the grad-ready hooks, wait + unpack, optimizer step; and the
+// record of what happened when, kept apart from the holes it checks.
+#include "bucketed_training.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include "ch04.h"
+#include "dpt/check.h"
+#include "dpt/data_parallel.h"
+#include "dpt/ops.h"
+#include "dpt/optim.h"
+#include "dpt/report.h"
+#include "dpt/timing.h"
+
+namespace dpt::ch05 {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Everything one rank's step touches from two threads. Held by shared_ptr so
+// that queued all-reduces keep it alive even if the step throws.
+struct Engine : std::enable_shared_from_this<Engine> {
+  Context& ctx;
+  std::vector<Tensor> params;
+  BucketState state;
+  bool syncing = false;  // true during the backward whose gradients are final for this step
+  bool overlap = true;
+  std::vector<int> deferred;  // --no-overlap: ready parameters, replayed after backward
+  // The record (written by the rank thread, except comm_* by the progress
+  // thread; read after wait(), which orders the two).
+  std::vector<bool> seen_ready;             // parameter → its hook fired this step
+  Clock::time_point last_ready;             // when the last gradient became ready
+  std::vector<Clock::time_point> launched;  // bucket → launch time
+  std::vector<Clock::time_point> comm_start, comm_end;
+  std::vector<int> order;                   // buckets in launch order
+  int launched_unready = 0;
+  int held_back = 0;
+
+  explicit Engine(Context& c) : ctx(c) {}
+
+  void reset() {
+    reset_bucket_state(state);
+    deferred.clear();
+    seen_ready.assign(params.size(), false);
+    order.clear();
+    launched_unready = 0;
+    held_back = 0;
+  }
+
+  // The hook on parameter p: record, then your mark_ready (now or, without
+  // overlap, after backward).
+  void on_ready(int p) {
+    if (!syncing) return;  // an earlier micro-batch: the gradient is not final yet
+    seen_ready[std::size_t(p)] = true;
+    last_ready = Clock::now();
+    if (!overlap) {
+      deferred.push_back(p);
+      return;
+    }
+    mark_ready(state, p);
+    // The record's own oracle: every bucket of the longest complete prefix
+    // should have launched by now (they may; waiting only hides less).
+    std::size_t may = 0;
+    while (may < state.buckets.size() && complete(int(may))) ++may;
+    if (order.size() < may) ++held_back;
+  }
+
+  bool complete(int b) const {
+    for (int p : state.buckets[std::size_t(b)].params)
+      if (!seen_ready[std::size_t(p)]) return false;
+    return true;
+  }
+
+  // state.launch: pack bucket b, queue its ring all-reduce.
+  void launch(int b) {
+    if (!complete(b)) ++launched_unready;
+    order.push_back(b);
+    launched[std::size_t(b)] = Clock::now();
+    std::vector<Tensor> grads;
+    for (int p : state.buckets[std::size_t(b)].params) {
+      Tensor g = params[std::size_t(p)].grad();  // undefined if launched too early: send zeros, the verdict says so
+      grads.push_back(g.defined() ? g : Tensor::zeros(params[std::size_t(p)].shape(), ctx.device));
+    }
+    state.flat[std::size_t(b)] = flatten(grads);  // (bytes/4,) on the host: what the ring sends
+    state.work[std::size_t(b)] = ctx.comm.async([self = shared_from_this(), b] { self->all_reduce_bucket(b); });
+  }
+
+  // On the progress thread: the ring, chapter 04's, averaging bucket b.
+  void all_reduce_bucket(int b) {
+    std::vector<float>& flat = state.flat[std::size_t(b)];
+    comm_start[std::size_t(b)] = Clock::now();
+    {
+      auto span = ctx.trace.span("all-reduce bucket " + std::to_string(b), "comm",
+                                 {{"bucket", double(b)}, {"bytes", 4.0 * double(flat.size())}});
+      ch04::ring_all_reduce(ctx.comm, flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+    }
+    comm_end[std::size_t(b)] = Clock::now();
+  }
+
+  // What this step's record says (after wait_and_unpack).
+  BucketStep summarise(Clock::time_point bw_start, Clock::time_point bw_end) const {
+    BucketStep s;
+    s.backward_s = seconds_between(bw_start, bw_end);
+    for (std::size_t b = 0; b < state.buckets.size(); ++b) {
+      s.comm_s += seconds_between(comm_start[b], comm_end[b]);
+      auto from = std::max(comm_start[b], bw_start), to = std::min(comm_end[b], bw_end);
+      if (to > from) s.hidden_s += seconds_between(from, to);
+      if (launched[b] < last_ready) ++s.launched_early;
+    }
+    for (std::size_t i = 0; i < order.size(); ++i) s.in_order = s.in_order && order[i] == int(i);
+    s.in_order = s.in_order && order.size() == state.buckets.size();
+    s.launched_unready = launched_unready;
+    s.held_back = held_back;
+    return s;
+  }
+};
+}  // namespace
+
+std::vector<int64_t> parameter_bytes(const MLP& model) {
+  std::vector<int64_t> bytes;
+  for (const Tensor& p : model.parameters()) bytes.push_back(4 * p.numel());
+  return bytes;
+}
+
+std::string describe_layout(const std::vector<Bucket>& layout, const MLP& model) {
+  auto named = model.named_parameters();
+  Table table("bucket layout (filled in reverse parameters() order)", {"bucket", "parameters", "bytes"});
+  for (std::size_t b = 0; b < layout.size(); ++b) {
+    std::string names;
+    for (int p : layout[b].params) names += (names.empty() ? "" : ", ") + named[std::size_t(p)].name;
+    table.add_row({std::to_string(b), names, format_bytes(double(layout[b].bytes))});
+  }
+  return table.str();
+}
+
+BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, MLP& replica, const BucketPlan& plan,
+                           const std::string& label) {
+  DPT_CHECK(plan.accumulate >= 1, "--accumulate must be >= 1, got " << plan.accumulate);
+  auto engine = std::make_shared<Engine>(ctx);
+  Engine& e = *engine;
+  e.params = replica.parameters();
+  e.overlap = plan.overlap;
+  BucketedRun run;
+  run.layout = assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes);
+  e.state = make_bucket_state(run.layout, [&e](int b) { e.launch(b); });
+  std::size_t nb = run.layout.size();
+  e.launched.resize(nb), e.comm_start.resize(nb), e.comm_end.resize(nb);
+  std::vector<std::string> names;
+  for (const NamedTensor& p : replica.named_parameters()) names.push_back(p.name);
+  for (std::size_t p = 0; p < e.params.size(); ++p)
+    e.params[p].add_grad_ready_hook([&e, p](Tensor&) { e.on_ready(int(p)); });
+
+  auto optimizer = make_optimizer(o.optimizer, e.params, o.lr);
+  const int64_t K = plan.accumulate, micro = o.batch * ctx.world;  // samples per micro-batch, all ranks
+  BatchSampler sampler(data.size(), micro * K, !o.no_shuffle, o.seed);  // same draw on every rank
+  MetricsWriter metrics(ctx.is_root() ? o.metrics : "");
+  ProgressBar bar(label, o.steps, ctx.is_root() && !o.quiet);
+  ctx.comm.barrier();
+  ctx.comm.traffic().clear();  // threads share one log: cleared between barriers
+  ctx.comm.barrier();
+  auto start = Clock::now();
+  try {
+    for (int64_t step = 0; step < o.steps; ++step) {
+      auto step_start = Clock::now();
+      ctx.comm.traffic().set_step(step);
+      e.reset();
+      optimizer->zero_grad();
+      std::vector<int64_t> global = sampler.indices(step);
+      float loss_sum = 0;
+      Clock::time_point bw_start, bw_end;
+      for (int64_t k = 0; k < K; ++k) {
+        std::vector<int64_t> slice(global.begin() + k * micro, global.begin() + (k + 1) * micro);
+        Batch batch = gather_batch(data, strided_shard(slice, ctx.rank, ctx.world), ctx.device);
+        Tensor loss;
+        {
+          auto span = ctx.trace.span("forward", "compute");
+          loss = softmax_cross_entropy(replica.forward(batch.x), batch.y);
+        }
+        loss_sum += loss.item();
+        e.syncing = k == K - 1;  // DDP's no_sync for the others
+        bw_start = Clock::now();
+        {
+          auto span = ctx.trace.span(e.syncing ? "backward (buckets launch)" : "backward (no sync)", "compute");
+          (K == 1 ? loss : scale(loss, 1.0f / float(K))).backward();
+        }
+        bw_end = Clock::now();
+      }
+      for (int p : e.deferred) mark_ready(e.state, p);  // --no-overlap: now, in the hooks' order
+      {
+        auto span = ctx.trace.span("wait + unpack", "comm");
+        std::vector<Tensor> grads;
+        for (Tensor& p : e.params) grads.push_back(p.grad());
+        wait_and_unpack(e.state, grads, names);
+      }
+      {
+        auto span = ctx.trace.span("optimizer", "compute");
+        optimizer->step();
+      }
+      float global_loss = loss_sum / float(K);
+      ctx.comm.all_reduce(&global_loss, 1, ReduceOp::Avg);
+      run.losses.push_back(global_loss);
+      BucketStep s = e.summarise(bw_start, bw_end);
+      s.step_s = seconds_between(step_start, Clock::now());
+      run.steps.push_back(s);
+      metrics.write(step, {{"loss", global_loss}, {"backward_s", s.backward_s}, {"comm_s", s.comm_s},
+                           {"hidden_s", s.hidden_s}, {"step_s", s.step_s}});
+      bar.update(step + 1, "loss " + fixed(global_loss, 4));
+      if (!std::isfinite(global_loss)) {  // the same value on every rank: all stop here
+        run.diverged_step = step;
+        break;
+      }
+    }
+  } catch (...) {
+    for (Tensor& p : e.params) p.clear_grad_ready_hooks();
+    throw;  // queued all-reduces hold `engine`: they may finish or fail after this
+  }
+  for (Tensor& p : e.params) p.clear_grad_ready_hooks();
+  bar.finish();
+  run.seconds = seconds_between(start, Clock::now());
+  run.traffic = ctx.comm.gather_traffic();
+  return run;
+}
+
+}  // namespace dpt::ch05

@@ -1,0 +1,76 @@
+/// @file bucketed_training.h
+/// @brief Chapter 05's training loop (provided, not a hole): the core's
+/// data-parallel loop (dpt/data_parallel.h) with gradient sync moved *into*
+/// backward. Each parameter's grad-ready hook calls your ch05::mark_ready;
+/// each launch packs a bucket and queues chapter 04's ring all-reduce on the
+/// rank's progress thread (Communicator::async: one thread per rank that runs
+/// queued work in issue order, so this rank's buckets reach the ring in index
+/// order while backward goes on); ch05::wait_and_unpack runs before the step.
+///
+/// It also keeps its own record of every step, independent of your holes:
+/// when each gradient became ready, which bucket launched when and in what
+/// order, when each all-reduce ran on the progress thread. The chapter's
+/// verdicts and the bench are computed from that record.
+///
+/// Left out: find-unused-parameters, gradients as views into the buckets,
+/// overlapping the optimizer step, more than one progress thread per rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ch05.h"
+#include "dpt/data.h"
+#include "dpt/launch.h"
+#include "dpt/nn.h"
+#include "dpt/options.h"
+
+namespace dpt::ch05 {
+
+/// How to bucket and when to sync.
+struct BucketPlan {
+  int64_t cap_bytes = 1 << 20;        ///< --bucket-mb in bytes (0: one bucket per parameter)
+  int64_t first_cap_bytes = 1 << 20;  ///< --first-bucket-mb in bytes (cap of bucket 0)
+  bool overlap = true;                ///< false: launch every bucket after backward (--no-overlap)
+  int64_t accumulate = 1;             ///< micro-batches per step; only the last one syncs
+};
+
+/// What one step measured on this rank (times in seconds).
+struct BucketStep {
+  double backward_s = 0;   ///< the syncing micro-batch's backward
+  double comm_s = 0;       ///< all-reduces on the progress thread, summed
+  double hidden_s = 0;     ///< the part of comm_s that ran while backward ran
+  double step_s = 0;       ///< the whole step: forward, backward, wait, optimizer
+  bool in_order = true;    ///< buckets launched as 0, 1, 2, …
+  int launched_unready = 0;  ///< buckets launched while one of their gradients was not ready
+  int launched_early = 0;    ///< buckets launched before the step's last gradient was ready
+  int held_back = 0;         ///< times a hook returned while a complete bucket (all lower ones complete too) had not launched
+};
+
+/// What a bucketed run measured on this rank.
+struct BucketedRun {
+  std::vector<Bucket> layout;      ///< the buckets (same on every rank)
+  std::vector<double> losses;      ///< global-batch loss per step (mean over ranks)
+  std::vector<BucketStep> steps;   ///< per step, this rank
+  int64_t diverged_step = -1;      ///< first non-finite loss (training stopped), -1 if none
+  double seconds = 0;              ///< wall time of the loop
+  TrafficLog traffic;              ///< every rank's sends during the loop (gathered)
+};
+
+/// Parameter sizes in bytes, in parameters() order: 4·numel each.
+std::vector<int64_t> parameter_bytes(const MLP& model);
+
+/// Collective: trains `replica` for options.steps steps; each step draws a
+/// global batch of world·batch·accumulate samples (the single-device oracle's
+/// batch), micro-batch k is its slice [k·world·batch, (k+1)·world·batch),
+/// strided over ranks. Gradients of the K micro-batches accumulate (each loss
+/// scaled by 1/K); only the last backward launches buckets. Stops on every
+/// rank alike at the first non-finite global loss.
+BucketedRun train_bucketed(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
+                           const BucketPlan& plan, const std::string& label);
+
+/// Prints the layout: bucket → parameter names, bytes (rank 0 calls it).
+std::string describe_layout(const std::vector<Bucket>& layout, const MLP& model);
+
+}  // namespace dpt::ch05
