@@ -248,7 +248,7 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
     single.weights = flatten(train_single_device(single.o, data, o.batch * ctx.world).parameters());
     add_single_device_verdict(v, weight_gap(single, find(verified.name)));
   }
-  if (f.compare) {
+  if (f.compare && unwritten.empty()) {
     for (const char* opt : {"sgd", "momentum"})
       v.at_most(std::string("H=1 ") + opt + " = gradient averaging: max |w - w_grads|",
                 weight_gap(find(h1_of(opt).name), find(grads_of(opt, e).name)),
@@ -257,8 +257,8 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
                weight_gap(find(h1_of("adam").name), find(grads_of("adam", e).name)),
                kAdamDiffers, "m/sqrt(v) is not linear in g: the mean of updates is not the update of the mean");
   }
-  if (params && mine.schedule.every > 1 && o.steps > mine.schedule.warmup + 1) {
-    const Setting& m = find(mine.name);
+  const Setting& m = find(mine.name);
+  if (params && m.written && mine.schedule.every > 1 && o.steps > mine.schedule.warmup + 1) {
     double saved = 1 - double(m.run.traffic.collective_bytes("all_reduce", 0)) /
                            double(grads_ref.run.traffic.collective_bytes("all_reduce", 0));
     say.say("communication saved by " + m.name + ": " + fixed(100 * saved, 1) + " % (" +
