@@ -31,19 +31,6 @@ double mean_over_ranks(Context& ctx, float value) {
 }
 }  // namespace
 
-double replica_drift(Context& ctx, const std::vector<Tensor>& tensors) {
-  std::vector<float> mine = flatten(tensors), root = mine;  // (Ψ,)
-  ctx.comm.broadcast(root.data(), int64_t(root.size()), 0);
-  double worst = 0;
-  for (std::size_t i = 0; i < mine.size(); ++i) worst = nan_max(worst, std::fabs(double(mine[i]) - double(root[i])));
-  float local = float(worst);  // a drift is far above float's smallest numbers: nothing is lost
-  std::vector<float> all(std::size_t(ctx.world));
-  ctx.comm.all_gather(&local, all.data(), 1);
-  double out = 0;
-  for (float v : all) out = nan_max(out, v);
-  return out;
-}
-
 LocalSgdRun train_local_sgd(Context& ctx, const Options& o, const Dataset& data, MLP& replica,
                             const Schedule& schedule, bool average_state) {
   std::vector<Tensor> params = replica.parameters();
@@ -68,7 +55,7 @@ LocalSgdRun train_local_sgd(Context& ctx, const Options& o, const Dataset& data,
     }
     optimizer->step();  // on the mean gradient, or on this rank's own
     run.losses.push_back(mean_over_ranks(ctx, loss.item()));
-    run.drift.push_back(replica_drift(ctx, params));  // how far apart the replicas walked
+    run.drift.push_back(replica_spread(ctx, replica));  // how far apart the replicas walked
     if (what == Averaging::Parameters) {
       average_parameters(ctx.comm, params);
       if (average_state) {
@@ -76,7 +63,7 @@ LocalSgdRun train_local_sgd(Context& ctx, const Options& o, const Dataset& data,
         average_parameters(ctx.comm, state);
       }
       run.averaged_at.push_back(step);
-      run.spread_after_averaging = nan_max(run.spread_after_averaging, replica_drift(ctx, params));
+      run.spread_after_averaging = nan_max(run.spread_after_averaging, replica_spread(ctx, replica));
     }
     if (!std::isfinite(run.losses.back())) {  // the same value on every rank: all stop here
       run.diverged_step = step;

@@ -5,9 +5,10 @@
 ///
 /// The core's loop (dpt/data_parallel.h) has one hook, before the optimizer
 /// step; parameter averaging happens after it, so this chapter runs its own
-/// loop from the same parts (sampler, strided shards, make_optimizer). Its
-/// instrumentation (global loss, replica drift) talks through all_gather and
-/// broadcast only, so the traffic log's "all_reduce" bytes are the averaging's.
+/// loop from the same parts (sampler, strided shards, make_optimizer,
+/// replica_spread). Its instrumentation (global loss, replica drift) talks
+/// through all_gather and broadcast only, so the traffic log's "all_reduce"
+/// bytes are the averaging's alone.
 #pragma once
 
 #include <cstdint>
@@ -38,10 +39,5 @@ struct LocalSgdRun {
 /// --average grads never calls averaging_at (it works before the holes do).
 LocalSgdRun train_local_sgd(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
                             const Schedule& schedule, bool average_state);
-
-/// Collective: max |w_r − w_0| over ranks r and elements of `tensors`, the
-/// same on every rank (NaN if any is NaN); sends through broadcast and
-/// all_gather only.
-double replica_drift(Context& ctx, const std::vector<Tensor>& tensors);
 
 }  // namespace dpt::ch06
