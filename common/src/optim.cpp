@@ -31,6 +31,14 @@ std::size_t Optimizer::state_bytes() const {
   return bytes;
 }
 
+std::vector<Tensor> Optimizer::state_tensors() const {
+  std::vector<Tensor> all;
+  for (auto* list : state_lists_)
+    for (auto& t : *list)
+      if (t.defined()) all.push_back(t);
+  return all;
+}
+
 Tensor& Optimizer::state(std::vector<Tensor>& slots, std::size_t index) {
   if (slots.size() < params_.size()) slots.resize(params_.size());
   if (!slots[index].defined()) slots[index] = Tensor::zeros(params_[index].shape(), params_[index].device());

@@ -31,6 +31,10 @@ class Optimizer {
   void zero_grad();
   /// Bytes of optimizer state (momentum / Adam moments) held now.
   std::size_t state_bytes() const;
+  /// Every state tensor held now (momentum buffers, Adam's m then v), in a
+  /// fixed order: state list by list, parameter by parameter; empty before the
+  /// first step. Handles: changing them changes the optimizer's state.
+  std::vector<Tensor> state_tensors() const;
   /// Learning rate, changeable between steps.
   float lr = 0.01f;
   /// The parameters this optimizer updates.
