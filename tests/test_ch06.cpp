@@ -153,7 +153,7 @@ TEST_CASE("average_parameters: H=1 with SGD and momentum trains like one device"
     INFO(optimizer);
     Options o = problem(optimizer);
     Trained t = train(4, o, Schedule{true, 1, 0});
-    // kSingleDeviceTolerance (1e-5): float sums in another order, argued in
+    // kSingleDeviceTolerance (1e-4): float sums in another order, argued in
     // dpt/data_parallel.h; these 30 steps measure ~1e-7.
     CHECK(max_diff(t.weights[0], single_device(o, 4)) <= kSingleDeviceTolerance);
   }
@@ -171,7 +171,7 @@ TEST_CASE("average_parameters: H=1 with Adam is not one device's Adam (by more t
           "[ch06][needs:averaging_at]") {
   Options o = problem("adam");
   Trained t = train(4, o, Schedule{true, 1, 0});
-  // SGD and momentum stay within 1e-5 of one device (above); Adam's m/sqrt(v)
+  // SGD and momentum stay within 1e-4 of one device (above); Adam's m/sqrt(v)
   // is not linear in g and these 30 steps part by ~1e-2. 1e-4 is 10x the
   // rounding bound and 100x below what is seen.
   CHECK(max_diff(t.weights[0], single_device(o, 4)) > 1e-4);
