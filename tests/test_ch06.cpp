@@ -167,14 +167,14 @@ TEST_CASE("average_parameters: --average-state keeps H=1 momentum exact and send
   CHECK(all_reduce_bytes(t) == 30 * 2 * 4 * t.psi);  // parameters + one momentum buffer per step
 }
 
-TEST_CASE("average_parameters: H=1 with Adam is not one device's Adam (by more than 1e-4)",
+TEST_CASE("average_parameters: H=1 with Adam is not one device's Adam (by more than 1e-3)",
           "[ch06][needs:averaging_at]") {
   Options o = problem("adam");
   Trained t = train(4, o, Schedule{true, 1, 0});
   // SGD and momentum stay within 1e-4 of one device (above); Adam's m/sqrt(v)
-  // is not linear in g and these 30 steps part by ~1e-2. 1e-4 is 10x the
-  // rounding bound and 100x below what is seen.
-  CHECK(max_diff(t.weights[0], single_device(o, 4)) > 1e-4);
+  // is not linear in g and these 30 steps part by ~1e-2. 1e-3 is 10x the
+  // rounding bound (kAdamDiffers in the chapter) and 10x below what is seen.
+  CHECK(max_diff(t.weights[0], single_device(o, 4)) > 1e-3);
 }
 
 TEST_CASE("averaging_at: H=4 sends 1/4 of gradient averaging's all-reduce bytes", "[ch06][needs:average_parameters]") {
