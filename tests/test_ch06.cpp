@@ -247,8 +247,3 @@ TEST_CASE("chapter: ch06 writes loss and drift per setting to --metrics", "[ch06
   std::remove(path.c_str());
 }
 
-TEST_CASE("chapter: ch06 refuses --every 0 with one line", "[ch06]") {
-  auto run = dpt_test::run_program("ch06_averaging", "--ranks 2 --every 0");
-  CHECK(run.exit_code == 2);
-  CHECK_THAT(run.output, contains_text("--every"));
-}

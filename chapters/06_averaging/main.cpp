@@ -106,7 +106,7 @@ MLP run_setting(Context& ctx, const Dataset& data, Setting& s) {
     s.run = train_local_sgd(ctx, s.o, data, replica, s.schedule, s.average_state);
   } catch (const NotImplemented& e) {  // thrown on every rank at the same step, before any message
     s.written = false;
-    if (ctx.is_root() && !s.o.quiet) std::cout << "  " << s.name << ": not written yet (" << e.what() << ")\n";
+    if (ctx.is_root()) std::cout << "  " << s.name << ": not written yet (" << e.what() << ")\n";  // even with --quiet: a hole to fill
     return replica;
   }
   s.weights = flatten(replica.parameters());

@@ -9,7 +9,8 @@
 #include "support/run_program.h"
 
 namespace {
-const std::vector<std::string> kChapters = {"ch01_sgd", "ch02_batching", "ch03_naive_dp", "ch04_ring_allreduce"};
+const std::vector<std::string> kChapters = {"ch01_sgd",           "ch02_batching",  "ch03_naive_dp",
+                                            "ch04_ring_allreduce", "ch05_bucketing", "ch06_averaging"};
 
 int lines_in(const std::string& text) {
   int n = 0;
@@ -53,7 +54,7 @@ TEST_CASE("bad flag values give one line naming the flag and exit code 2", "[cli
 }
 
 TEST_CASE("distributed chapters refuse --ranks 0, a bad --comm and a bad --link", "[cli]") {
-  for (const std::string chapter : {"ch03_naive_dp", "ch04_ring_allreduce"})
+  for (const std::string chapter : {"ch03_naive_dp", "ch04_ring_allreduce", "ch05_bucketing", "ch06_averaging"})
     for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
              {"--ranks 0", "--ranks"}, {"--comm carrier-pigeon", "--comm"}, {"--link tin-can", "--link"},
              {"--comm-timeout 0", "--comm-timeout"}}) {
@@ -164,4 +165,11 @@ TEST_CASE("runtime errors carry the sentence only; DPT_DEBUG=1 adds the source l
   CHECK(debug.exit_code == 1);
   CHECK(debug.output.find("checkpoint.cpp:") != std::string::npos);
   std::remove(weights.c_str());
+}
+
+TEST_CASE("chapter flags out of range give one line and exit code 2 (ch05, ch06)", "[cli]") {
+  check_refused("ch05_bucketing", "--bucket-mb -1", "--bucket-mb");
+  check_refused("ch05_bucketing", "--accumulate 0", "--accumulate");
+  check_refused("ch06_averaging", "--every 0", "--every");
+  check_refused("ch06_averaging", "--average both", "--average");
 }
