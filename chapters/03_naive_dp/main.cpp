@@ -146,12 +146,5 @@ int main(int argc, char** argv) {
   add_launch_flags(app, launch_options);
   add_data_parallel_flags(app, verify);
   parse_flags(app, argc, argv);
-  int verdict_code = 0;
-  int code = run_guarded("ch03_naive_dp", [&] {
-    launch(launch_options, [&](Context& ctx) {
-      int rank_code = lecture(ctx, options, verify);
-      if (ctx.is_root()) verdict_code = rank_code;
-    });
-  });
-  return code != 0 ? code : verdict_code;
+  return run_lecture("ch03_naive_dp", launch_options, [&](Context& ctx) { return lecture(ctx, options, verify); });
 }

@@ -272,12 +272,5 @@ int main(int argc, char** argv) {
       ->check(positive_integer())->capture_default_str();
   app.add_option("--reps", flags.reps, "Timed repetitions per size (median)")->check(positive_integer())->capture_default_str();
   parse_flags(app, argc, argv);
-  int verdict_code = 0;
-  int code = run_guarded("ch04_ring_allreduce", [&] {
-    launch(launch_options, [&](Context& ctx) {
-      int rank_code = lecture(ctx, options, flags);
-      if (ctx.is_root()) verdict_code = rank_code;
-    });
-  });
-  return code != 0 ? code : verdict_code;
+  return run_lecture("ch04_ring_allreduce", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
 }

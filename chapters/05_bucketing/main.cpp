@@ -231,12 +231,5 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-steps", flags.sweep_steps, "Steps per size in the sweep")
       ->check(positive_integer())->capture_default_str();
   parse_flags(app, argc, argv);
-  int verdict_code = 0;
-  int code = run_guarded("ch05_bucketing", [&] {
-    launch(launch_options, [&](Context& ctx) {
-      int rank_code = lecture(ctx, options, flags);
-      if (ctx.is_root()) verdict_code = rank_code;
-    });
-  });
-  return code != 0 ? code : verdict_code;
+  return run_lecture("ch05_bucketing", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
 }

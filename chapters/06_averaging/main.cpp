@@ -300,12 +300,5 @@ int main(int argc, char** argv) {
   app.add_option("--equivalence-steps", flags.equivalence_steps, "Steps of the H=1 comparisons (at most --steps)")
       ->check(positive_integer())->capture_default_str();
   parse_flags(app, argc, argv);
-  int verdict_code = 0;
-  int code = run_guarded("ch06_averaging", [&] {
-    launch(launch_options, [&](Context& ctx) {
-      int rank_code = lecture(ctx, options, flags);
-      if (ctx.is_root()) verdict_code = rank_code;
-    });
-  });
-  return code != 0 ? code : verdict_code;
+  return run_lecture("ch06_averaging", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
 }

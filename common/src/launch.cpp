@@ -277,4 +277,16 @@ void launch(const LaunchOptions& options, const std::function<void(Context&)>& f
   else launch_threads(options, fn);
 }
 
+int run_lecture(const std::string& program, const LaunchOptions& options,
+                const std::function<int(Context&)>& lecture) {
+  int verdict_code = 0;  // rank 0's: every rank checks, rank 0 reports
+  int code = run_guarded(program, [&] {
+    launch(options, [&](Context& ctx) {
+      int rank_code = lecture(ctx);
+      if (ctx.is_root()) verdict_code = rank_code;
+    });
+  });
+  return code != 0 ? code : verdict_code;
+}
+
 }  // namespace dpt

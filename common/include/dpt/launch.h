@@ -89,6 +89,13 @@ LinkModel effective_link(const LaunchOptions& options);
 /// rethrows a failing rank's error as described in the file comment.
 void launch(const LaunchOptions& options, const std::function<void(Context&)>& fn);
 
+/// What a distributed chapter's main() ends with: runs `lecture` on every rank
+/// under run_guarded (options.h) and returns the program's exit code — the
+/// error's (1) when a rank failed, else rank 0's verdict code (0 or
+/// kVerdictFailed, verdict.h).
+int run_lecture(const std::string& program, const LaunchOptions& options,
+                const std::function<int(Context&)>& lecture);
+
 /// Which launcher (if any) started this process, from its environment.
 struct ProcessEnvironment {
   bool under_launcher = false;  ///< true when one of the variable pairs below is set
