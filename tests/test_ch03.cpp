@@ -138,3 +138,14 @@ TEST_CASE("chapter: the host-traffic table has one measured row, for the run's o
     CHECK(measured_rows == 1);
   }
 }
+
+TEST_CASE("chapter: the default 300-step run's verdicts pass on 2 ranks, checked step by step", "[ch03]") {
+  // Here a whole-run comparison drifted to 2.4e-4 (a ReLU input within rounding
+  // of 0 switched at step ~260 in one run only) and printed a false ✘; the
+  // check is now per step (dpt/step_check.h) and must pass on correct code.
+  auto run = dpt_test::run_program("ch03_naive_dp", "--ranks 2 --quiet");
+  INFO(dpt_test::summary_line(run.output));
+  CHECK(run.exit_code == 0);
+  CHECK_THAT(run.output, contains_text("synced gradient = one device's") && contains_text("of 300 steps"));
+  CHECK_THAT(run.output, contains_text("started from the master copy"));
+}

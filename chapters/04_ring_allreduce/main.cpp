@@ -30,6 +30,7 @@
 #include "ch04.h"
 #include "dpt/data_parallel.h"
 #include "dpt/report.h"
+#include "dpt/step_check.h"
 #include "dpt/timing.h"
 #include "dpt/verdict.h"
 
@@ -83,7 +84,8 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
 
   // ---- 5. Training with the ring
   say.section("5. Training with the ring");
-  DataParallelRun run = train_data_parallel(ctx, o, data, replica, ring_average, "ch04 train");
+  StepRecorder recorder(ctx.is_root() && f.verify);  // rank 0 keeps the state around chosen steps
+  DataParallelRun run = train_data_parallel(ctx, o, data, replica, ring_average, "ch04 train", strided_shard, &recorder);
   double spread = replica_spread(ctx, replica);
   if (!ctx.is_root()) return 0;
   save_outputs(o, replica, data);
@@ -92,8 +94,7 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   verdicts.holds("the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "the all-gather copies the same bits everywhere");
-  if (f.verify)
-    add_single_device_verdict(verdicts, max_weight_difference(train_single_device(o, data, o.batch * ctx.world), replica));
+  if (f.verify) add_step_check_verdicts(verdicts, recorder.replay(o, data, o.batch * ctx.world));
 
   // ---- 6. Summary and verdicts
   Table summary("ch04 summary", {"what", "value"});

@@ -10,6 +10,7 @@
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/report.h"
+#include "dpt/step_check.h"
 #include "dpt/timing.h"
 
 namespace dpt {
@@ -62,7 +63,8 @@ void clear_traffic(Context& ctx) {
 }  // namespace
 
 DataParallelRun train_data_parallel(Context& ctx, const Options& o, const Dataset& data, MLP& replica,
-                                    const GradientSync& sync, const std::string& label, const Sharder& shard) {
+                                    const GradientSync& sync, const std::string& label, const Sharder& shard,
+                                    StepRecorder* recorder) {
   std::vector<Tensor> params = replica.parameters();
   auto optimizer = make_optimizer(o.optimizer, params, o.lr);
   // Same seed on every rank: every rank draws the same global batch.
@@ -89,6 +91,7 @@ DataParallelRun train_data_parallel(Context& ctx, const Options& o, const Datase
       auto span = ctx.trace.span("sync gradients", "comm");
       sync(ctx, grads);  // now the same mean on every rank
     }
+    if (recorder) recorder->record(step, o.steps, params);  // outside the timed spans
     {
       auto span = ctx.trace.span("optimizer", "compute");
       optimizer->step();

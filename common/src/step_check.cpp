@@ -1,0 +1,100 @@
+// step_check.cpp — record a data-parallel run's weights and synced gradients
+// at chosen steps, then recompute each of those gradients on one device.
+#include "dpt/step_check.h"
+
+#include <cmath>
+
+#include "dpt/check.h"
+#include "dpt/data_parallel.h"
+#include "dpt/ops.h"
+#include "dpt/verdict.h"
+
+namespace dpt {
+
+namespace {
+// Largest |a[i] − b[i]|; a NaN anywhere is the largest difference there is.
+double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  DPT_CHECK(a.size() == b.size(), "comparing " << a.size() << " with " << b.size() << " values");
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double d = std::fabs(double(a[i]) - double(b[i]));
+    if (std::isnan(d)) return d;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+double max_magnitude(const std::vector<float>& a) {
+  double worst = 0;
+  for (float x : a) worst = std::max(worst, std::fabs(double(x)));
+  return worst;
+}
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// recording: every step when the snapshots fit the budget, else every
+// stride-th step, plus the last
+
+void StepRecorder::record(int64_t step, int64_t steps, const std::vector<Tensor>& params) {
+  if (!enabled_) return;
+  if (step == 0) {  // the plan: how many snapshots (weights + gradients) fit the budget
+    steps_ = steps;
+    int64_t floats = 0;
+    for (const Tensor& p : params) floats += p.numel();
+    const auto fit = std::max<int64_t>(2, int64_t(double(budget_) / (8.0 * double(floats))));
+    stride_ = std::max<int64_t>(1, (steps + fit - 2) / (fit - 1));  // ≤ fit − 1 strided steps + the last
+  }
+  steps_run_ = step + 1;
+  if (step % stride_ != 0 && step != steps_ - 1) return;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) {
+    DPT_CHECK(p.grad().defined(), "StepRecorder: a parameter has no gradient at step " << step);
+    grads.push_back(p.grad());
+  }
+  recorded_.push_back({step, flatten(params), flatten(grads)});
+}
+
+// ----------------------------------------------------------------------------
+// replaying: one device, from the recorded weights, on the step's whole batch
+
+StepCheck StepRecorder::replay(const Options& o, const Dataset& data, int64_t global_batch) const {
+  StepCheck check;
+  check.steps_run = steps_run_;
+  if (!enabled_ || recorded_.empty()) return check;
+  MLP model = build_model(o, Device::host());  // what the flags ask for: where the run must start
+  std::vector<Tensor> params = model.parameters();
+  if (recorded_.front().step == 0) check.start_difference = max_difference(flatten(params), recorded_.front().weights);
+  BatchSampler sampler(data.size(), global_batch, !o.no_shuffle, o.seed);
+  for (const Snapshot& s : recorded_) {
+    unflatten(s.weights, params);
+    for (Tensor& p : params) p.zero_grad();
+    Batch batch = gather_batch(data, sampler.indices(s.step), Device::host());
+    softmax_cross_entropy(model.forward(batch.x), batch.y).backward();
+    std::vector<Tensor> grads;
+    for (Tensor& p : params) grads.push_back(p.grad());
+    std::vector<float> one = flatten(grads);
+    const double scale = max_magnitude(one);
+    double d = max_difference(s.grads, one) / (scale > 0 ? scale : 1.0);
+    check.checked.push_back(s.step);
+    if (std::isnan(d) || d > check.difference || check.worst_step < 0) {
+      check.difference = d, check.worst_step = s.step;
+      if (std::isnan(d)) break;
+    }
+  }
+  return check;
+}
+
+void add_step_check_verdicts(Verdicts& v, const StepCheck& c) {
+  v.at_most("the replica started from the master copy: max |w - w_flags| before step 0", c.start_difference, 0,
+            c.start_difference == 0 ? "the broadcast copies the master's bits"
+                                    : "the weights the run started from are not the model the flags ask for");
+  const bool ok = std::isfinite(c.difference) && c.difference <= kStepGradientTolerance;
+  const std::string which = std::to_string(c.checked.size()) + " of " + std::to_string(c.steps_run) + " steps";
+  v.at_most("synced gradient = one device's on the global batch: max |g - g_single| / max |g_single| over " + which,
+            c.difference, kStepGradientTolerance,
+            ok ? "float sums in another order (~1e-6 relative; dpt/step_check.h)"
+               : "at step " + std::to_string(c.worst_step) +
+                     ", far above float rounding: the ranks did not average the global batch's gradient");
+}
+
+}  // namespace dpt
