@@ -27,13 +27,16 @@
 // The link model's transfer time is a wait (the rank's progress thread
 // sleeps, as a CPU waits for a NIC), but the ring's copies and additions are
 // real CPU work, as are both ranks' backward: on 2 cores, 2 ranks keep 4
-// threads busy. --comm-nice N gives each rank's progress thread nice N (N < 0
-// needs CAP_SYS_NICE; the bench says when it was refused), the CPU-side
-// analogue of the high-priority stream NCCL's collectives run on.
+// threads busy, and every message wakes a sleeping thread that then waits for
+// a core. --comm-rt-priority P runs each rank's progress thread under
+// SCHED_RR at priority P, so it preempts backward at once, as a NIC's DMA
+// engine or NCCL's high-priority stream would not wait for compute; run the
+// whole bench under `chrt -r 1` with P = 2 to also keep other processes off
+// the cores of a shared machine. The bench prints what it got.
 //
 // Run it:
 //     build/reference/bin/bench_overlap
-//     build/reference/bin/bench_overlap --comm-nice -10 --json overlap.json
+//     chrt -r 1 build/reference/bin/bench_overlap --comm-rt-priority 2 --json overlap.json   # as root
 //     build/reference/bin/bench_overlap --model 64-1024-1024-1024-10 --batch 256 --bucket-mb 1   # back-loaded: ~50 %
 //
 // Left out: GPUs (the simulated devices are CPU threads), more than one
@@ -49,8 +52,9 @@
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
 #include <thread>
-#include <sys/syscall.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include "bucketed_training.h"
 #include "dpt/data_parallel.h"
@@ -81,14 +85,26 @@ Measured measure(Context& ctx, const Options& o, const Dataset& data, ch05::Buck
   return {median(step), median(backward), median(comm), median(exposed), total > 0 ? hidden / total : 0};
 }
 
-// Sets the nice value of this rank's progress thread (it runs the job);
-// returns "" or why it could not.
-std::string set_progress_nice(Context& ctx, int nice) {
+// Puts this rank's progress thread (it runs the job) under SCHED_RR at
+// `priority`; returns "" or why it could not.
+std::string set_progress_rt_priority(Context& ctx, int priority) {
   std::string error;
   ctx.comm.async([&] {
-        if (setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice) != 0) error = std::strerror(errno);
+        sched_param param{};
+        param.sched_priority = priority;
+        if (int e = pthread_setschedparam(pthread_self(), SCHED_RR, &param)) error = std::strerror(e);
       })->wait();
   return error;
+}
+
+// "SCHED_RR 1" or "normal": how the calling thread is scheduled.
+std::string scheduling_of_this_thread() {
+  int policy = 0;
+  sched_param param{};
+  pthread_getschedparam(pthread_self(), &policy, &param);
+  if (policy == SCHED_RR || policy == SCHED_FIFO)
+    return std::string(policy == SCHED_RR ? "SCHED_RR " : "SCHED_FIFO ") + std::to_string(param.sched_priority);
+  return "normal";
 }
 
 // CPU seconds this process has used (every thread, user + system).
@@ -116,7 +132,7 @@ int main(int argc, char** argv) {
                "bench_overlap"};
   Options o;
   o.model = "64-1024-1024-1024-1024-1024-1024-10";  // 20.3 MiB of gradients, 5 equal 4 MiB layers
-  o.batch = 128;
+  o.batch = 256;
   o.steps = 12;
   o.quiet = true;
   LaunchOptions launch_options;
@@ -124,21 +140,23 @@ int main(int argc, char** argv) {
   launch_options.link_preset = "ethernet";
   double bucket_mb = 4;
   int64_t warmup = 2;
-  int comm_nice = 0;
+  int comm_rt_priority = 0;
   std::string json_path;
   add_common_flags(app, o);
   add_launch_flags(app, launch_options);
   app.add_option("--bucket-mb", bucket_mb, "Bucket cap in MiB")->check(CLI::Range(0.0, 1e6))->capture_default_str();
   app.add_option("--warmup", warmup, "Steps left out of the medians")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--comm-nice", comm_nice, "Nice value of each rank's progress thread (-20..19; < 0 needs CAP_SYS_NICE)")
-      ->check(CLI::Range(-20, 19))->capture_default_str();
+  app.add_option("--comm-rt-priority", comm_rt_priority,
+                 "Run each rank's progress thread under SCHED_RR at this priority (1-99; 0: as the rank thread; "
+                 "needs root or RLIMIT_RTPRIO)")
+      ->check(CLI::Range(0, 99))->capture_default_str();
   app.add_option("--json", json_path, "Also write the results as JSON here");
   parse_flags(app, argc, argv);
   return run_guarded("bench_overlap", [&] {
     DPT_CHECK(o.steps > warmup, "--steps (" << o.steps << ") must exceed --warmup (" << warmup << ")");
     launch(launch_options, [&](Context& ctx) {
       Dataset data = load_dataset(o);
-      std::string nice_error = comm_nice != 0 ? set_progress_nice(ctx, comm_nice) : "";
+      std::string rt_error = comm_rt_priority > 0 ? set_progress_rt_priority(ctx, comm_rt_priority) : "";
       int64_t cap = int64_t(bucket_mb * 1024 * 1024);
       const double cpu_start = process_cpu_seconds(), load_start = load_average();
       const auto wall_start = std::chrono::steady_clock::now();
@@ -149,8 +167,10 @@ int main(int argc, char** argv) {
       if (!ctx.is_root()) return;
       std::cout << dpt_bench::cpu_line() << "; Eigen on " << Eigen::nbThreads() << " thread(s) per rank; "
                 << ctx.world << " ranks = " << ctx.world << " backward threads + " << ctx.world
-                << " progress threads; progress threads' nice "
-                << (nice_error.empty() ? std::to_string(comm_nice) : "0 (--comm-nice refused: " + nice_error + ")")
+                << " progress threads; rank threads " << scheduling_of_this_thread() << ", progress threads "
+                << (comm_rt_priority == 0 ? "the same"
+                    : rt_error.empty()    ? "SCHED_RR " + std::to_string(comm_rt_priority)
+                                          : "the same (--comm-rt-priority refused: " + rt_error + ")")
                 << "\nthis process used " << fixed(cpus_used, 2) << " CPUs on average; load average "
                 << fixed(load_start, 1) << " -> " << fixed(load_average(), 1)
                 << (load_start > double(std::thread::hardware_concurrency()) + 0.5
@@ -178,7 +198,7 @@ int main(int argc, char** argv) {
                 << " (overlap can hide at most about min(1, this), less the buckets ready last)\n";
       if (json_path.empty()) return;
       std::ofstream(json_path) << nlohmann::json{{"ranks", ctx.world}, {"model", o.model}, {"batch", o.batch},
-                                                 {"bucket_mb", bucket_mb}, {"comm_nice", nice_error.empty() ? comm_nice : 0},
+                                                 {"bucket_mb", bucket_mb}, {"comm_rt_priority", rt_error.empty() ? comm_rt_priority : 0},
                                                  {"cpus_used", cpus_used}, {"load_average", load_start},
                                                  {"link", effective_link(ctx.options).describe()},
                                                  {"overlap", as_json(on)}, {"no_overlap", as_json(off)},
