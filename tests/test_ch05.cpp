@@ -1,9 +1,11 @@
 // test_ch05.cpp — chapter 05's holes: golden bucket layouts written out by
 // hand, launch order and launch-when-complete checked against the test's own
 // record while hooks fire in shuffled orders, the wait before the copy-back,
-// the unused-parameter error (alone, and on two ranks: no hang), and the
-// chapter's training against one device (threads, mpirun -np 2 and 4,
-// --accumulate), with its overlap read back from the Chrome trace.
+// the unused-parameter error (alone, and on two ranks: no hang) and
+// --find-unused-parameters against one device, and the chapter's training
+// against one device (threads, mpirun -np 2 and 4, --accumulate), with its
+// schedule read back from the Chrome trace (grad-ready marks, launches,
+// all-reduces).
 #include "support/catch.h"
 #include <algorithm>
 #include <chrono>
@@ -16,6 +18,9 @@
 #include "ch04.h"
 #include "ch05.h"
 #include "dpt/data_parallel.h"
+#include "dpt/ops.h"
+#include "dpt/optim.h"
+#include "dpt/verdict.h"
 #include "support/ranks.h"
 #include "support/run_program.h"
 #include "support/single_device.h"
@@ -168,20 +173,37 @@ TEST_CASE("wait_and_unpack: a parameter with no gradient is an error naming it a
   CHECK(launches == 1);
 }
 
+namespace {
+// A state whose launch packs the bucket's gradients of `params` (as they are
+// at launch) and all-reduces it with chapter 04's ring on the progress thread
+// (Avg), as the chapter's loop does. Held by shared_ptr: the queued work keeps
+// it alive whatever happens to the caller.
+std::shared_ptr<BucketState> ring_bucket_state(Context& ctx, std::vector<Bucket> layout, std::vector<Tensor> params) {
+  auto shared = std::make_shared<BucketState>();
+  *shared = make_bucket_state(std::move(layout), [&ctx, params, weak = std::weak_ptr<BucketState>(shared)](int b) {
+    auto shared = weak.lock();
+    std::vector<Tensor> grads;
+    for (int p : shared->buckets[std::size_t(b)].params) grads.push_back(params[std::size_t(p)].grad());
+    shared->flat[std::size_t(b)] = flatten(grads);
+    shared->work[std::size_t(b)] = ctx.comm.async([&ctx, shared, b] {
+      std::vector<float>& flat = shared->flat[std::size_t(b)];
+      ch04::ring_all_reduce(ctx.comm, flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+    });
+  });
+  return shared;
+}
+}  // namespace
+
 TEST_CASE("wait_and_unpack: a parameter unused on one of two ranks fails fast with its name, no hang",
           "[ch05][needs:mark_ready][needs:wait_and_unpack][needs:ring_scatter_reduce][needs:ring_all_gather]") {
   auto start = std::chrono::steady_clock::now();
   auto run = [] {
     dpt_test::run_ranks(2, [](Context& ctx) {
-      auto shared = std::make_shared<BucketState>();  // kept alive by queued work, whatever happens
+      std::vector<Tensor> params = {Tensor::zeros({100}, ctx.device), Tensor::zeros({100}, ctx.device)};
+      for (Tensor& p : params) p.set_grad(Tensor::zeros({100}, ctx.device));
+      std::vector<Tensor> grads = {params[0].grad(), params[1].grad()};
+      auto shared = ring_bucket_state(ctx, {{{1}, 400}, {{0}, 400}}, params);
       BucketState& state = *shared;
-      state = make_bucket_state({{{1}, 400}, {{0}, 400}}, [&ctx, weak = std::weak_ptr<BucketState>(shared)](int b) {
-        auto shared = weak.lock();
-        shared->work[std::size_t(b)] = ctx.comm.async([&ctx, shared, b] {
-          ch04::ring_all_reduce(ctx.comm, shared->flat[std::size_t(b)].data(), 100, ReduceOp::Avg);
-        });
-      });
-      std::vector<Tensor> grads = {Tensor::zeros({100}, ctx.device), Tensor::zeros({100}, ctx.device)};
       mark_ready(state, 1);
       if (ctx.rank == 0) mark_ready(state, 0);  // rank 1 never gets fc.weight's gradient
       wait_and_unpack(state, grads, {"fc.weight", "fc.bias"});
@@ -190,6 +212,101 @@ TEST_CASE("wait_and_unpack: a parameter unused on one of two ranks fails fast wi
   CHECK_THROWS_WITH(run(), contains_text("fc.weight") && contains_text("bucket 1"));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(seconds < 30);  // well within the communication timeout
+}
+
+// ----------------------------------------------------------------------------
+// --find-unused-parameters
+
+namespace {
+// The unused-parameter setup with real autograd: W (4,3) and b (4). Rank 0's
+// loss mse(x0·Wᵀ + b, t0) uses both; rank 1's loss mean(b ⊙ b) never
+// touches W. Layout {b}, {W} (reverse order, one parameter each).
+struct TwoRankProblem {
+  std::vector<float> w = {0.5f, -0.2f, 0.1f, 0.3f, 0.8f, -0.6f, -0.4f, 0.2f, 0.7f, 0.05f, -0.3f, 0.9f};
+  std::vector<float> b = {0.1f, -0.5f, 0.25f, 0.6f};
+  std::vector<float> x0 = {1.0f, 2.0f, -1.0f, 0.5f, -0.5f, 3.0f};  // (2, 3)
+  std::vector<float> t0 = {0.3f, -0.1f, 0.2f, 1.0f, -0.7f, 0.4f, 0.0f, 0.5f};  // (2, 4)
+  Tensor loss(int rank, const Tensor& W, const Tensor& B, Device& device) const {
+    if (rank == 1) return mean(mul(B, B));
+    return mse_loss(linear(Tensor::from_vector({2, 3}, x0, device), W, B), Tensor::from_vector({2, 4}, t0, device));
+  }
+};
+constexpr int kUnusedSteps = 5;
+constexpr float kUnusedLr = 0.1f;
+
+// Trains the problem for kUnusedSteps SGD steps on 2 ranks with the chapter's
+// holes and the ring; returns rank 0's {W, b}.
+std::vector<std::vector<float>> train_two_ranks_with_buckets(bool find_unused) {
+  std::vector<std::vector<float>> result;
+  dpt_test::run_ranks(2, [&](Context& ctx) {
+    TwoRankProblem problem;
+    std::vector<Tensor> params = {Tensor::from_vector({4, 3}, problem.w, ctx.device).set_requires_grad(true),
+                                  Tensor::from_vector({4}, problem.b, ctx.device).set_requires_grad(true)};
+    auto shared = ring_bucket_state(ctx, {{{1}, 16}, {{0}, 48}}, params);
+    BucketState& state = *shared;
+    for (int p = 0; p < 2; ++p) params[std::size_t(p)].add_grad_ready_hook([&state, p](Tensor&) { mark_ready(state, p); });
+    SGD sgd(params, kUnusedLr);
+    for (int step = 0; step < kUnusedSteps; ++step) {
+      reset_bucket_state(state);
+      sgd.zero_grad();
+      Tensor loss = problem.loss(ctx.rank, params[0], params[1], ctx.device);
+      if (find_unused)
+        for (int p : find_unused_parameters(loss, params)) mark_ready(state, p);
+      loss.backward();
+      std::vector<Tensor> grads = {params[0].grad(), params[1].grad()};
+      wait_and_unpack(state, grads, {"fc.weight", "fc.bias"});
+      sgd.step();
+    }
+    for (Tensor& p : params) p.clear_grad_ready_hooks();
+    if (ctx.rank == 0) result = {params[0].to_vector(), params[1].to_vector()};
+  }, 30);
+  return result;
+}
+}  // namespace
+
+TEST_CASE("find_unused_parameters: names exactly what the loss does not reach, zero gradient", "[ch05]") {
+  Device& device = Device::host();
+  Tensor W = Tensor::zeros({4, 3}, device).set_requires_grad(true), B = Tensor::zeros({4}, device).set_requires_grad(true);
+  Tensor C = Tensor::zeros({4}, device).set_requires_grad(true);
+  std::vector<Tensor> params = {W, B, C};
+  C.set_grad(Tensor::full({4}, 2.0f, device));  // accumulated by an earlier micro-batch: kept
+  CHECK(find_unused_parameters(mean(mul(B, B)), params) == std::vector<int>{0, 2});
+  REQUIRE(W.grad().defined());
+  CHECK(W.grad().to_vector() == std::vector<float>(12, 0.0f));
+  CHECK(C.grad().to_vector() == std::vector<float>(4, 2.0f));
+  CHECK_FALSE(B.grad().defined());  // reached: backward will fill it
+  Tensor x = Tensor::zeros({2, 3}, device);
+  CHECK(find_unused_parameters(sum(linear(x, W, B)), params) == std::vector<int>{2});
+}
+
+TEST_CASE("find-unused-parameters: a parameter unused on one rank trains like one device; without the flag, the error",
+          "[ch05][needs:mark_ready][needs:wait_and_unpack][needs:ring_scatter_reduce][needs:ring_all_gather]") {
+  // Oracle: one device, no buckets, no communication: the mean of the two
+  // ranks' losses, whose gradient in W is (dW0 + 0)/2: what the ranks'
+  // average gives when rank 1 sends zeros for W.
+  TwoRankProblem problem;
+  Device& device = Device::host();
+  std::vector<Tensor> params = {Tensor::from_vector({4, 3}, problem.w, device).set_requires_grad(true),
+                                Tensor::from_vector({4}, problem.b, device).set_requires_grad(true)};
+  SGD sgd(params, kUnusedLr);
+  for (int step = 0; step < kUnusedSteps; ++step) {
+    sgd.zero_grad();
+    scale(add(problem.loss(0, params[0], params[1], device), problem.loss(1, params[0], params[1], device)), 0.5f)
+        .backward();
+    sgd.step();
+  }
+  std::vector<std::vector<float>> got = train_two_ranks_with_buckets(true);
+  REQUIRE(got.size() == 2);
+  // Values O(1), a handful of float ops per step: the two differ by rounding
+  // only (~1e-7 each); 1e-5 also catches W never moving (it moves by > 0.01).
+  auto on_host = [&](const std::vector<float>& v) { return Tensor::from_vector({int64_t(v.size())}, v, device); };
+  for (int p = 0; p < 2; ++p) {
+    Tensor want = on_host(params[std::size_t(p)].to_vector());
+    INFO("parameter " << p);
+    CHECK(max_abs_diff(on_host(got[std::size_t(p)]), want) < 1e-5);
+    CHECK(max_abs_diff(want, on_host(p == 0 ? problem.w : problem.b)) > 1e-2);
+  }
+  CHECK_THROWS_WITH(train_two_ranks_with_buckets(false), contains_text("fc.weight") && contains_text("bucket 1"));
 }
 
 // ----------------------------------------------------------------------------
@@ -221,6 +338,8 @@ void check_accumulate_matches_single_device(int ranks, int k, const std::string&
 TEST_CASE("chapter: ch05 trains like one device for every bucket size (threads)", "[ch05]") {
   for (const char* caps : kCaps) dpt_test::check_matches_single_device("ch05_bucketing", 3, false, caps);
   dpt_test::check_matches_single_device("ch05_bucketing", 4, false, "--bucket-mb 0 --no-overlap");
+  // Every parameter is reached here: the flag's graph walk must change nothing.
+  dpt_test::check_matches_single_device("ch05_bucketing", 2, false, "--bucket-mb 0.0005 --find-unused-parameters");
 }
 
 TEST_CASE("chapter: with --accumulate K, ch05 trains like one device on the K-times batch", "[ch05]") {
@@ -252,46 +371,72 @@ TEST_CASE("chapter: ch05's verdicts pass with and without overlap and print the 
 }
 
 namespace {
-// From a --trace file: for each rank's all-reduce spans (the async track,
-// tid 1000 + r), whether it started before the end of the latest backward
-// span of that rank (tid r) that started before it. Returns {early, late}.
-std::pair<int, int> all_reduces_during_backward(const std::string& path, int world) {
+// One rank's step as the --trace file shows it (microseconds).
+struct TracedStep {
+  std::map<std::string, double> ready;  // parameter name → its "grad ready NAME" mark
+  std::map<int, double> launch;         // bucket → start of "launch bucket b" (rank track: the pack)
+  std::map<int, double> reduce;         // bucket → start of "all-reduce bucket b" (async track, tid 1000 + r)
+  double backward_end = -1;             // end of "backward (buckets launch)"
+};
+
+// (rank, step) → its TracedStep, read from the Chrome trace JSON with the
+// events' "step" arguments.
+std::map<std::pair<int, int>, TracedStep> read_traced_steps(const std::string& path) {
   std::ifstream in(path);
   nlohmann::json trace = nlohmann::json::parse(in);
-  const auto& events = trace.is_object() ? trace["traceEvents"] : trace;
-  std::map<int, std::vector<std::pair<double, double>>> backward;  // rank → (start, end)
-  std::vector<std::pair<int, double>> reduces;                      // (rank, start)
-  for (const auto& e : events) {
-    if (!e.contains("dur")) continue;
+  std::map<std::pair<int, int>, TracedStep> steps;
+  for (const auto& e : trace["traceEvents"]) {
+    if (!e.contains("args") || !e["args"].contains("step")) continue;
     std::string name = e["name"];
-    int tid = e["tid"];
-    double ts = e["ts"], dur = e["dur"];
-    if (name.rfind("backward", 0) == 0 && tid < world) backward[tid].push_back({ts, ts + dur});
-    if (name.rfind("all-reduce bucket", 0) == 0) reduces.push_back({tid - 1000, ts});
+    int tid = e["tid"], step = e["args"]["step"];
+    double ts = e["ts"];
+    TracedStep& s = steps[{tid % 1000, step}];
+    auto bucket = [&] { return int(e["args"]["bucket"]); };
+    if (name.rfind("grad ready ", 0) == 0) s.ready[name.substr(11)] = ts;
+    if (name.rfind("launch bucket", 0) == 0) s.launch[bucket()] = ts;
+    if (name.rfind("all-reduce bucket", 0) == 0) s.reduce[bucket()] = ts;
+    if (name == "backward (buckets launch)") s.backward_end = ts + double(e["dur"]);
   }
-  int early = 0, late = 0;
-  for (auto [rank, start] : reduces) {
-    double end = -1;
-    for (auto [b0, b1] : backward[rank])
-      if (b0 <= start) end = b1;
-    (start < end ? early : late) += 1;
-  }
-  return {early, late};
+  return steps;
 }
 }  // namespace
 
-TEST_CASE("chapter: the trace shows all-reduces during backward with overlap, none without", "[ch05]") {
+TEST_CASE("chapter: the trace shows each bucket launched and all-reduced after its parameters' grad-ready marks, "
+          "some during backward with overlap, none without",
+          "[ch05]") {
+  // 256-256-256-256-10 at 0.25 MiB, by hand: fc3.bias (40 B), fc3.weight
+  // (10 KiB), fc2.bias (1 KiB) fill bucket 0, which fc2.weight (256 KiB) would
+  // overflow; each 256 KiB weight reaches the cap alone; each bias is alone
+  // behind the weight that closed the bucket before it.
+  const std::vector<std::vector<std::string>> layout = {
+      {"fc3.bias", "fc3.weight", "fc2.bias"}, {"fc2.weight"}, {"fc1.bias"}, {"fc1.weight"}, {"fc0.bias"}, {"fc0.weight"}};
   for (bool overlap : {true, false}) {
     std::string path = dpt_test::temp_path(overlap ? "ch05_on.json" : "ch05_off.json");
     auto run = dpt_test::run_program("ch05_bucketing", std::string("--ranks 2 --steps 5 --quiet --no-verify "
-                                                                   "--model 256-256-256-256-10 --bucket-mb 0 --trace ") +
+                                                                   "--model 256-256-256-256-10 --bucket-mb 0.25 --trace ") +
                                                            path + (overlap ? "" : " --no-overlap"));
     INFO("overlap " << overlap << ": " << dpt_test::summary_line(run.output));
-    REQUIRE(run.exit_code == 0);
-    auto [early, late] = all_reduces_during_backward(path, 2);
-    CHECK(early + late == 2 * 5 * 8);  // ranks × steps × buckets
-    if (overlap) CHECK(early > 0);
-    else CHECK(early == 0);
+    REQUIRE((run.exit_code == 0 || run.exit_code == kVerdictFailed));  // an error (a hole) leaves no trace to read
+    auto steps = read_traced_steps(path);
+    CHECK(steps.size() == 2 * 5);  // ranks × steps
+    int during_backward = 0;
+    for (const auto& [key, s] : steps) {
+      INFO("rank " << key.first << ", step " << key.second);
+      REQUIRE(s.ready.size() == 8);
+      REQUIRE(s.launch.size() == layout.size());
+      REQUIRE(s.reduce.size() == layout.size());
+      for (std::size_t b = 0; b < layout.size(); ++b) {
+        double last_ready = 0;
+        for (const std::string& name : layout[b]) last_ready = std::max(last_ready, s.ready.at(name));
+        INFO("bucket " << b);
+        CHECK(s.launch.at(int(b)) >= last_ready);  // packed only once every gradient in it is final
+        CHECK(s.reduce.at(int(b)) >= last_ready);
+        if (s.reduce.at(int(b)) < s.backward_end) ++during_backward;
+      }
+    }
+    if (overlap) CHECK(during_backward > 0);
+    else CHECK(during_backward == 0);
+    CHECK(run.exit_code == 0);
     std::remove(path.c_str());
   }
 }

@@ -1,7 +1,9 @@
 // bucket_state.cpp — the provided part of chapter 05's bookkeeping: a fresh
-// BucketState for a layout, and its reset between steps (not holes).
+// BucketState for a layout, its reset between steps, and the parameters a
+// forward did not reach (--find-unused-parameters). Not holes.
 #include "ch05.h"
 
+#include "dpt/autograd.h"
 #include "dpt/check.h"
 
 namespace dpt::ch05 {
@@ -31,6 +33,17 @@ void reset_bucket_state(BucketState& s) {
   for (const Bucket& b : s.buckets) s.missing.push_back(int(b.params.size()));
   s.next_launch = 0;
   s.work.assign(s.buckets.size(), nullptr);
+}
+
+std::vector<int> find_unused_parameters(const Tensor& loss, std::vector<Tensor>& params) {
+  std::vector<bool> reached = reaches(loss, params);
+  std::vector<int> unused;
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    if (reached[p]) continue;
+    if (!params[p].grad().defined()) params[p].set_grad(Tensor::zeros(params[p].shape(), params[p].device()));
+    unused.push_back(int(p));
+  }
+  return unused;
 }
 
 }  // namespace dpt::ch05

@@ -1,6 +1,9 @@
 // bucketed_training.cpp — chapter 05's loop: forward, backward with buckets
 // launched from the grad-ready hooks, wait + unpack, optimizer step; and the
-// record of what happened when, kept apart from the holes it checks.
+// record of what happened when, kept apart from the holes it checks. With
+// --trace the record is also in the timeline: an instant "grad ready NAME" per
+// parameter and a span "launch bucket b" (the pack) on the rank's track, and
+// "all-reduce bucket b" on its async track, each with its step.
 #include "bucketed_training.h"
 
 #include <algorithm>
@@ -28,6 +31,8 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 struct Engine : std::enable_shared_from_this<Engine> {
   Context& ctx;
   std::vector<Tensor> params;
+  std::vector<std::string> names;  // parameter → its name, for the trace
+  int64_t step = 0;
   BucketState state;
   bool syncing = false;  // true during the backward whose gradients are final for this step
   bool overlap = true;
@@ -53,11 +58,15 @@ struct Engine : std::enable_shared_from_this<Engine> {
     held_back = 0;
   }
 
-  // The hook on parameter p: record, then your mark_ready (now or, without
-  // overlap, after backward).
-  void on_ready(int p) {
+  // The hook on parameter p (or, with --find-unused-parameters, the forward
+  // not reaching it): record, then your mark_ready (now or, without overlap,
+  // after backward).
+  void on_ready(int p, bool unused = false) {
     if (!syncing) return;  // an earlier micro-batch: the gradient is not final yet
     seen_ready[std::size_t(p)] = true;
+    if (ctx.trace.enabled())
+      ctx.trace.instant("grad ready " + names[std::size_t(p)], "compute",
+                        {{"param", double(p)}, {"step", double(step)}, {"unused", unused ? 1.0 : 0.0}});
     last_ready = Clock::now();
     if (!overlap) {
       deferred.push_back(p);
@@ -79,6 +88,7 @@ struct Engine : std::enable_shared_from_this<Engine> {
 
   // state.launch: pack bucket b, queue its ring all-reduce.
   void launch(int b) {
+    auto span = ctx.trace.span("launch bucket " + std::to_string(b), "comm", {{"bucket", double(b)}, {"step", double(step)}});
     if (!complete(b)) ++launched_unready;
     order.push_back(b);
     launched[std::size_t(b)] = Clock::now();
@@ -88,16 +98,17 @@ struct Engine : std::enable_shared_from_this<Engine> {
       grads.push_back(g.defined() ? g : Tensor::zeros(params[std::size_t(p)].shape(), ctx.device));
     }
     state.flat[std::size_t(b)] = flatten(grads);  // (bytes/4,) on the host: what the ring sends
-    state.work[std::size_t(b)] = ctx.comm.async([self = shared_from_this(), b] { self->all_reduce_bucket(b); });
+    state.work[std::size_t(b)] =
+        ctx.comm.async([self = shared_from_this(), b, step = step] { self->all_reduce_bucket(b, step); });
   }
 
   // On the progress thread: the ring, chapter 04's, averaging bucket b.
-  void all_reduce_bucket(int b) {
+  void all_reduce_bucket(int b, int64_t in_step) {
     std::vector<float>& flat = state.flat[std::size_t(b)];
     comm_start[std::size_t(b)] = Clock::now();
     {
       auto span = ctx.trace.span("all-reduce bucket " + std::to_string(b), "comm",
-                                 {{"bucket", double(b)}, {"bytes", 4.0 * double(flat.size())}});
+                                 {{"bucket", double(b)}, {"bytes", 4.0 * double(flat.size())}, {"step", double(in_step)}});
       ch04::ring_all_reduce(ctx.comm, flat.data(), int64_t(flat.size()), ReduceOp::Avg);
     }
     comm_end[std::size_t(b)] = Clock::now();
@@ -151,8 +162,7 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
   e.state = make_bucket_state(run.layout, [&e](int b) { e.launch(b); });
   std::size_t nb = run.layout.size();
   e.launched.resize(nb), e.comm_start.resize(nb), e.comm_end.resize(nb);
-  std::vector<std::string> names;
-  for (const NamedTensor& p : replica.named_parameters()) names.push_back(p.name);
+  for (const NamedTensor& p : replica.named_parameters()) e.names.push_back(p.name);
   for (std::size_t p = 0; p < e.params.size(); ++p)
     e.params[p].add_grad_ready_hook([&e, p](Tensor&) { e.on_ready(int(p)); });
 
@@ -170,6 +180,7 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
       auto step_start = Clock::now();
       ctx.comm.traffic().set_step(step);
       e.reset();
+      e.step = step;
       optimizer->zero_grad();
       std::vector<int64_t> global = sampler.indices(step);
       float loss_sum = 0;
@@ -184,9 +195,12 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
         }
         loss_sum += loss.item();
         e.syncing = k == K - 1;  // DDP's no_sync for the others
+        if (e.syncing && plan.find_unused)  // what backward will not reach is ready now, with a zero gradient
+          for (int p : find_unused_parameters(loss, e.params)) e.on_ready(p, true);
         bw_start = Clock::now();
         {
-          auto span = ctx.trace.span(e.syncing ? "backward (buckets launch)" : "backward (no sync)", "compute");
+          auto span = ctx.trace.span(e.syncing ? "backward (buckets launch)" : "backward (no sync)", "compute",
+                                     {{"step", double(step)}});
           (K == 1 ? loss : scale(loss, 1.0f / float(K))).backward();
         }
         bw_end = Clock::now();
@@ -196,7 +210,7 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
         auto span = ctx.trace.span("wait + unpack", "comm");
         std::vector<Tensor> grads;
         for (Tensor& p : e.params) grads.push_back(p.grad());
-        wait_and_unpack(e.state, grads, names);
+        wait_and_unpack(e.state, grads, e.names);
       }
       {
         auto span = ctx.trace.span("optimizer", "compute");

@@ -12,7 +12,7 @@
 /// order, when each all-reduce ran on the progress thread. The chapter's
 /// verdicts and the bench are computed from that record.
 ///
-/// Left out: find-unused-parameters, gradients as views into the buckets,
+/// Left out: gradients as views into the buckets,
 /// overlapping the optimizer step, more than one progress thread per rank.
 #pragma once
 
@@ -34,6 +34,7 @@ struct BucketPlan {
   int64_t first_cap_bytes = 1 << 20;  ///< --first-bucket-mb in bytes (cap of bucket 0)
   bool overlap = true;                ///< false: launch every bucket after backward (--no-overlap)
   int64_t accumulate = 1;             ///< micro-batches per step; only the last one syncs
+  bool find_unused = false;           ///< --find-unused-parameters: after forward, mark what it did not reach ready
 };
 
 /// What one step measured on this rank (times in seconds).

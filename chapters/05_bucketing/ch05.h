@@ -16,9 +16,11 @@
 ///
 /// `launch(b)` (provided) copies bucket b's gradients into state.flat[b] and
 /// queues a ring all-reduce (Avg, chapter 04's) of it on the rank's progress
-/// thread, storing the handle in state.work[b]. Left out: views of gradients
-/// into the bucket (we copy; see wait_and_unpack), re-bucketing after the
-/// first step (DDP does), find-unused-parameters.
+/// thread, storing the handle in state.work[b]. With --find-unused-parameters
+/// the loop also calls mark_ready, after forward, for every parameter the
+/// loss does not reach (find_unused_parameters, provided). Left out: views of
+/// gradients into the bucket (we copy; see wait_and_unpack), re-bucketing
+/// after the first step (DDP does).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +64,15 @@ struct BucketState {
   std::vector<std::shared_ptr<Work>> work;    ///< bucket → its all-reduce, once launched
   std::function<void(int bucket)> launch;     ///< packs bucket b and starts its all-reduce
 };
+
+/// --find-unused-parameters (provided, not a hole): the indices of `params`
+/// that the graph of `loss` does not reach, so backward will never fire their
+/// grad-ready hooks. Each that has no gradient yet gets a zero one (one that
+/// accumulated a gradient in an earlier micro-batch keeps it). Call it after
+/// forward, before backward, and mark_ready each index: its bucket then
+/// launches, carrying zeros for it, instead of never launching. What PyTorch
+/// DDP's find_unused_parameters=True does, at the cost of a graph walk a step.
+std::vector<int> find_unused_parameters(const Tensor& loss, std::vector<Tensor>& params);
 
 /// A fresh state for `buckets` (provided): nothing ready, nothing launched.
 BucketState make_bucket_state(std::vector<Bucket> buckets, std::function<void(int)> launch);

@@ -10,9 +10,13 @@
 // prints the layout, trains, reports per step how much communication hid
 // behind backward, optionally sweeps bucket sizes, and ends with verdicts.
 //
-// What it leaves out: find-unused-parameters, gradients as views into buckets
-// (we copy), re-bucketing after step one, and careful benchmarking
-// (bench_overlap; the trade-off's formula is in docs/ch05_bucketing.md).
+// --find-unused-parameters does what DDP's flag does: after forward, every
+// parameter the loss does not reach is marked ready with a zero gradient, so
+// its bucket launches; without it such a parameter is a clear error naming it.
+//
+// What it leaves out: gradients as views into buckets (we copy), re-bucketing
+// after step one, and careful benchmarking (bench_overlap; the trade-off's
+// formula is in docs/ch05_bucketing.md).
 //
 // Run it:
 //     build/reference/bin/ch05_bucketing --ranks 4
@@ -40,7 +44,7 @@ using namespace dpt::ch05;
 
 struct Ch05Flags {
   double bucket_mb = 1, first_bucket_mb = -1;  // -1: same as --bucket-mb
-  bool overlap = true, verify = true, sweep = false;
+  bool overlap = true, verify = true, sweep = false, find_unused = false;
   int64_t accumulate = 1, sweep_steps = 10;
 };
 
@@ -48,7 +52,7 @@ int64_t mib_to_bytes(double mb) { return int64_t(std::llround(mb * 1024 * 1024))
 
 BucketPlan plan_of(const Ch05Flags& f) {
   return {mib_to_bytes(f.bucket_mb), mib_to_bytes(f.first_bucket_mb < 0 ? f.bucket_mb : f.first_bucket_mb),
-          f.overlap, f.accumulate};
+          f.overlap, f.accumulate, f.find_unused};
 }
 
 void print_steps(const BucketedRun& run);
@@ -227,6 +231,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--accumulate", flags.accumulate, "Micro-batches per step; gradients sync after the last")
       ->check(positive_integer())->capture_default_str();
+  app.add_flag("--find-unused-parameters", flags.find_unused,
+               "After forward, mark parameters the loss does not reach ready (zero gradient), as DDP does");
   app.add_flag("--sweep-buckets", flags.sweep, "Time a few bucket sizes and name the best");
   app.add_option("--sweep-steps", flags.sweep_steps, "Steps per size in the sweep")
       ->check(positive_integer())->capture_default_str();

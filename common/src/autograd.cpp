@@ -53,6 +53,17 @@ void accumulate(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool leaf) {
 
 bool grad_enabled() { return t_grad_enabled; }
 
+std::vector<bool> reaches(const Tensor& loss, const std::vector<Tensor>& leaves) {
+  DPT_CHECK(loss.defined(), "reaches(): the loss is an undefined tensor");
+  std::vector<std::shared_ptr<TensorImpl>> order;
+  topo_sort(loss, order);
+  std::unordered_set<const TensorImpl*> in_graph;
+  for (const auto& t : order) in_graph.insert(t.get());
+  std::vector<bool> reached;
+  for (const Tensor& leaf : leaves) reached.push_back(leaf.defined() && in_graph.count(leaf.impl().get()) > 0);
+  return reached;
+}
+
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 

@@ -2,7 +2,8 @@
 //
 // Format reference: "Trace Event Format" (Google, docs.google.com/document/d/
 // 1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU). We emit complete events
-// ("ph":"X", ts and dur in microseconds), counters ("ph":"C"), and metadata
+// ("ph":"X", ts and dur in microseconds), instants ("ph":"i", thread scope),
+// counters ("ph":"C"), and metadata
 // ("ph":"M") naming each track.
 #include "dpt/trace.h"
 
@@ -40,7 +41,7 @@ double micros(TraceClock::duration d) {
 }  // namespace
 
 struct Tracer::Event {
-  char phase;  // 'X' complete span, 'C' counter
+  char phase;  // 'X' complete span, 'i' instant, 'C' counter
   std::string name, category;
   TraceClock::duration ts{}, dur{-1};  // since origin; dur -1: still open
   int lane = 0;
@@ -117,6 +118,20 @@ void Tracer::end_event(int event, int category, bool counts, TraceClock::time_po
   if (event >= 0) events_[event].dur = end - start;
 }
 
+void Tracer::instant(std::string_view name, std::string_view category, std::initializer_list<TraceArg> args) {
+  if (!enabled_) return;
+  Event e;
+  e.phase = 'i';
+  e.name = name;
+  e.category = category;
+  e.ts = TraceClock::now() - origin_;
+  e.lane = t_lane;
+  for (const TraceArg& a : args) e.args.emplace_back(a.key, a.value);
+  std::lock_guard<std::mutex> lock(mutex_);
+  used_lane_[e.lane] = true;
+  events_.push_back(std::move(e));
+}
+
 void Tracer::counter(std::string_view name, double value) {
   if (!enabled_) return;
   Event e;
@@ -174,6 +189,9 @@ std::string Tracer::events_json() const {
     if (e.phase == 'X') {
       event["cat"] = e.category;
       event["dur"] = micros(e.dur);
+    } else if (e.phase == 'i') {
+      event["cat"] = e.category;
+      event["s"] = "t";  // a mark on this thread's track
     } else {  // counters are per process in the viewer: name them per rank
       event["name"] = e.name + " (rank " + std::to_string(rank_) + ")";
     }

@@ -42,6 +42,12 @@ struct Node {
 /// graph is freed as it goes: call backward() once per forward pass.
 void backward(const Tensor& loss);
 
+/// Which of `leaves` backward(loss) would deliver a gradient to: entry i is
+/// true when leaves[i] is in the graph recorded from the leaves to `loss`.
+/// Walks the graph and computes nothing; call it before backward() (which
+/// frees the graph). What DDP's find_unused_parameters asks after forward.
+std::vector<bool> reaches(const Tensor& loss, const std::vector<Tensor>& leaves);
+
 /// True when ops should record the graph on this thread (the default).
 bool grad_enabled();
 

@@ -18,7 +18,8 @@
 /// at launch (MPI, so tracks agree to within the barrier's skew).
 ///
 /// Disabled, a span reads the clock twice and adds to its category's seconds;
-/// nothing else is stored. Left out: flow arrows, instant events, GPU timing.
+/// nothing else is stored; an instant event costs nothing. Left out: flow
+/// arrows, GPU timing.
 #pragma once
 
 #include <chrono>
@@ -88,6 +89,9 @@ class Tracer {
                                std::initializer_list<TraceArg> args = {}) {
     return TraceSpan(this, name, category, args);
   }
+  /// Records an instant event `name` now on the calling thread's track (a
+  /// "ph":"i" mark, e.g. "grad ready fc1.weight"), with optional `args`.
+  void instant(std::string_view name, std::string_view category, std::initializer_list<TraceArg> args = {});
   /// Records counter `name` = `value` now (a "ph":"C" event, e.g. memory).
   void counter(std::string_view name, double value);
 
