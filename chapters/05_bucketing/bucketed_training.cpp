@@ -151,7 +151,7 @@ std::string describe_layout(const std::vector<Bucket>& layout, const MLP& model)
 }
 
 BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, MLP& replica, const BucketPlan& plan,
-                           const std::string& label) {
+                           const std::string& label, StepRecorder* recorder) {
   DPT_CHECK(plan.accumulate >= 1, "--accumulate must be >= 1, got " << plan.accumulate);
   auto engine = std::make_shared<Engine>(ctx);
   Engine& e = *engine;
@@ -212,6 +212,7 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
         for (Tensor& p : e.params) grads.push_back(p.grad());
         wait_and_unpack(e.state, grads, e.names);
       }
+      if (recorder) recorder->record(step, o.steps, e.params);  // outside the timed spans
       {
         auto span = ctx.trace.span("optimizer", "compute");
         optimizer->step();

@@ -25,6 +25,7 @@
 #include "dpt/launch.h"
 #include "dpt/nn.h"
 #include "dpt/options.h"
+#include "dpt/step_check.h"
 
 namespace dpt::ch05 {
 
@@ -67,9 +68,10 @@ std::vector<int64_t> parameter_bytes(const MLP& model);
 /// batch), micro-batch k is its slice [k·world·batch, (k+1)·world·batch),
 /// strided over ranks. Gradients of the K micro-batches accumulate (each loss
 /// scaled by 1/K); only the last backward launches buckets. Stops on every
-/// rank alike at the first non-finite global loss.
+/// rank alike at the first non-finite global loss. `recorder` (optional)
+/// keeps the weights and unpacked gradients for the step-by-step check.
 BucketedRun train_bucketed(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
-                           const BucketPlan& plan, const std::string& label);
+                           const BucketPlan& plan, const std::string& label, StepRecorder* recorder = nullptr);
 
 /// Prints the layout: bucket → parameter names, bytes (rank 0 calls it).
 std::string describe_layout(const std::vector<Bucket>& layout, const MLP& model);

@@ -83,7 +83,8 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
   say.section(std::string("2. Training: ") + (f.overlap ? "each bucket all-reduced as soon as it is ready"
                                                         : "--no-overlap: every bucket after backward") +
               (f.accumulate > 1 ? ", " + std::to_string(f.accumulate) + " micro-batches per step" : ""));
-  BucketedRun run = train_bucketed(ctx, o, data, replica, plan, "ch05 train");
+  StepRecorder recorder(ctx.is_root() && f.verify);  // rank 0 keeps weights + gradients around chosen steps
+  BucketedRun run = train_bucketed(ctx, o, data, replica, plan, "ch05 train", &recorder);
   double spread = replica_spread(ctx, replica);
   Verdicts verdicts;  // filled on rank 0
   add_schedule_verdicts(ctx, run, f.overlap, verdicts);
@@ -104,9 +105,7 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
   verdicts.holds("the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "every ring all-gather copies the same bits");
-  if (f.verify)
-    add_single_device_verdict(verdicts, max_weight_difference(
-                                            train_single_device(o, data, o.batch * ctx.world * f.accumulate), replica));
+  if (f.verify) add_step_check_verdicts(verdicts, recorder.replay(o, data, o.batch * ctx.world * f.accumulate));
   Table summary("ch05 summary", {"what", "value"});
   summary.add_row({"ranks x batch per rank x micro-batches", std::to_string(ctx.world) + " x " + std::to_string(o.batch) +
                                                                  " x " + std::to_string(f.accumulate)});
