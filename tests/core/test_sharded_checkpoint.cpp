@@ -45,6 +45,13 @@ std::string read_file(const std::string& path) {
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
+// Replaces the first `from` in the file at `path` by `to`.
+void edit_file(const std::string& path, const std::string& from, const std::string& to) {
+  std::string text = read_file(path);
+  std::size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  write_file(path, text.replace(at, from.size(), to));
+}
 
 // Every rank of `world` saves its shard of `s` at `step`, then rank 0 seals.
 void save_all(const std::string& dir, const FullState& s, int world, int64_t step, bool adam = true) {
@@ -286,19 +293,11 @@ TEST_CASE("a broken checkpoint is a clear error naming the file, and the previou
     check_broken(dir, a, {0, 1, 2, 3}, step20 + "/COMPLETE", "never finished");
   }
   SECTION("an index that lies about Ψ") {
-    std::string index = read_file(step20 + "/index.json");
-    std::size_t at = index.find("\"psi\": 47");
-    REQUIRE(at != std::string::npos);
-    index.replace(at, 9, "\"psi\": 48");
-    write_file(step20 + "/index.json", index);
+    edit_file(step20 + "/index.json", "\"psi\": 47", "\"psi\": 48");
     check_broken(dir, a, {0, 1, 2, 3}, step20 + "/index.json", "Ψ = 48");
   }
   SECTION("an index edited in a way that stays consistent (its CRC-32 in COMPLETE catches it)") {
-    std::string index = read_file(step20 + "/index.json");
-    std::size_t at = index.find("\"seed\": \"7\"");
-    REQUIRE(at != std::string::npos);
-    index.replace(at, 11, "\"seed\": \"8\"");
-    write_file(step20 + "/index.json", index);
+    edit_file(step20 + "/index.json", "\"seed\": \"7\"", "\"seed\": \"8\"");
     check_broken(dir, a, {0, 1, 2, 3}, step20 + "/index.json", "changed after");
   }
   fs::remove_all(dir);

@@ -45,10 +45,10 @@
 /// they lie among the old shards, and zeros after Ψ. Padding is never read
 /// back: whatever a saved shard holds past Ψ, loaded padding is zero.
 ///
-/// Left out: saving only every k-th rank's file on a shared node, async
-/// saves, fp16/bf16 shards, pruning old steps (delete them yourself), and
-/// file systems without a shared view (every rank's files must reach the
-/// directory rank 0 reads: one node, or NFS/Lustre).
+/// Left out: async saves, fp16/bf16 shards, pruning old steps (delete them
+/// yourself), and machines without a shared view of DIR (rank 0 reads every
+/// rank's file: one node, or NFS/Lustre). The whole story, with what a crash
+/// at each point leaves behind: \ref checkpoints (docs/checkpoints.md).
 #pragma once
 
 #include <cstddef>
