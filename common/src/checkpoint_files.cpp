@@ -83,7 +83,8 @@ Layout layout_from(const json& j, const std::string& path) {
               quote_path(path) << ": a layout entry lacks a name or a shape");
     Shape shape;
     for (const auto& d : entry["shape"]) {
-      DPT_CHECK(d.is_number_integer(), quote_path(path) << ": '" << entry["name"].get<std::string>() << "' has a bad shape");
+      DPT_CHECK(d.is_number_integer(), quote_path(path)
+                                           << ": '" << entry["name"].get<std::string>() << "' has a bad shape");
       shape.push_back(d.get<int64_t>());
     }
     layout.push_back({entry["name"].get<std::string>(), shape});
@@ -103,9 +104,10 @@ json parse_json(const std::string& text, const std::string& path) {
 
 Index read_index(const std::string& step_dir) {
   std::string marker_path = join(step_dir, "COMPLETE"), index_path = join(step_dir, "index.json");
-  DPT_CHECK(fs::is_regular_file(marker_path),
-            quote_path(marker_path) << " is missing: this checkpoint was never finished (rank 0 writes the marker last, "
-                                   "after every shard and index.json)");
+  DPT_CHECK(
+      fs::is_regular_file(marker_path),
+      quote_path(marker_path) << " is missing: this checkpoint was never finished (rank 0 writes the marker last, "
+                                 "after every shard and index.json)");
   json marker = parse_json(read_bytes(marker_path), marker_path);
   DPT_CHECK(fs::is_regular_file(index_path), quote_path(index_path) << " is missing");
   std::string text = read_bytes(index_path);
@@ -121,11 +123,13 @@ Index read_index(const std::string& step_dir) {
   ix.has_moments = j.value("optimizer_state", false);
   ix.layout = layout_from(j.value("layout", json()), index_path);
   check_layout(ix.layout, ix.psi, quote_path(index_path));
-  DPT_CHECK(ix.shard == shard_size(ix.psi, ix.world), quote_path(index_path) << " says a shard holds " << ix.shard
-                                                                         << " floats; ceil(Ψ/N) = " << shard_size(ix.psi, ix.world));
+  DPT_CHECK(ix.shard == shard_size(ix.psi, ix.world), quote_path(index_path)
+                                                          << " says a shard holds " << ix.shard
+                                                          << " floats; ceil(Ψ/N) = " << shard_size(ix.psi, ix.world));
   const json& shards = j.value("shards", json());
   DPT_CHECK(shards.is_array() && shards.size() == std::size_t(ix.world),
-            quote_path(index_path) << " lists " << (shards.is_array() ? shards.size() : 0) << " shards for " << ix.world << " ranks");
+            quote_path(index_path) << " lists " << (shards.is_array() ? shards.size() : 0) << " shards for " << ix.world
+                                   << " ranks");
   for (int k = 0; k < ix.world; ++k) {
     const json& s = shards[k];
     DPT_CHECK(s.is_object() && s.value("file", "") == shard_file_name(k, ix.world),
@@ -134,10 +138,11 @@ Index read_index(const std::string& step_dir) {
                          uint32_t(int_field(s, "crc32", 0, index_path))});
   }
   if (j.contains("meta") && j["meta"].is_object())
-    for (auto& [key, value] : j["meta"].items()) ix.meta[key] = value.is_string() ? value.get<std::string>() : value.dump();
+    for (auto& [key, value] : j["meta"].items())
+      ix.meta[key] = value.is_string() ? value.get<std::string>() : value.dump();
   DPT_CHECK(marker.is_object() && marker.value("index_crc32", int64_t(-1)) == int64_t(crc_of(text)),
             quote_path(index_path) << " does not match its CRC-32 in " << quote_path(marker_path)
-                               << ": it was changed after the checkpoint was finished");
+                                   << ": it was changed after the checkpoint was finished");
   return ix;
 }
 
@@ -166,22 +171,26 @@ ShardFile read_shard(const Index& ix, int k) {
     return it == f.metadata.end() ? std::string("?") : it->second;
   };
   DPT_CHECK(meta("format") == kShardFormat, quote_path(path) << " is not a dpt ZeRO shard");
-  std::string says = "rank " + meta("rank") + " of " + meta("world") + " at step " + meta("step") + " with Ψ = " + meta("psi");
+  std::string says =
+      "rank " + meta("rank") + " of " + meta("world") + " at step " + meta("step") + " with Ψ = " + meta("psi");
   std::string should = "rank " + std::to_string(k) + " of " + std::to_string(ix.world) + " at step " +
                        std::to_string(ix.step) + " with Ψ = " + std::to_string(ix.psi);
   DPT_CHECK(says == should, quote_path(path) << " was written by " << says << "; this checkpoint expects " << should);
   json layout = parse_json(meta("layout"), path + " (layout)");
-  DPT_CHECK(layout == layout_json(ix.layout), quote_path(path) << " has another layout (parameter names or shapes) than "
-                                                           << quote_path(join(ix.dir, "index.json")));
+  DPT_CHECK(layout == layout_json(ix.layout), quote_path(path)
+                                                  << " has another layout (parameter names or shapes) than "
+                                                  << quote_path(join(ix.dir, "index.json")));
   bool recorded = !ix.shards.empty();
   if (recorded)
-    DPT_CHECK(bytes.size() == ix.shards[k].bytes, quote_path(path) << " is " << bytes.size() << " bytes; index.json recorded "
-                                                                   << ix.shards[k].bytes << " (truncated or replaced)");
+    DPT_CHECK(bytes.size() == ix.shards[k].bytes, quote_path(path)
+                                                      << " is " << bytes.size() << " bytes; index.json recorded "
+                                                      << ix.shards[k].bytes << " (truncated or replaced)");
   ShardFile out;
   out.params = shard_tensor(f, "params", ix, path);
   bool moments = f.tensors.count("exp_avg") > 0;
-  DPT_CHECK(moments == ix.has_moments, quote_path(path) << (moments ? " holds" : " lacks") << " Adam moments; the index says it "
-                                                    << (ix.has_moments ? "should" : "should not"));
+  DPT_CHECK(moments == ix.has_moments, quote_path(path)
+                                           << (moments ? " holds" : " lacks") << " Adam moments; the index says it "
+                                           << (ix.has_moments ? "should" : "should not"));
   if (moments) {
     out.exp_avg = shard_tensor(f, "exp_avg", ix, path);
     out.exp_avg_sq = shard_tensor(f, "exp_avg_sq", ix, path);
@@ -189,8 +198,9 @@ ShardFile read_shard(const Index& ix, int k) {
   out.bytes = bytes.size();
   out.crc = crc_of(bytes);
   if (recorded)
-    DPT_CHECK(out.crc == ix.shards[k].crc, quote_path(path) << " fails its CRC-32 check (" << out.crc << ", index.json recorded "
-                                                        << ix.shards[k].crc << "): the file changed after it was saved");
+    DPT_CHECK(out.crc == ix.shards[k].crc, quote_path(path)
+                                               << " fails its CRC-32 check (" << out.crc << ", index.json recorded "
+                                               << ix.shards[k].crc << "): the file changed after it was saved");
   return out;
 }
 
@@ -214,7 +224,8 @@ std::string newest_complete(const fs::path& dir, const fs::path& except) {
   int64_t best_step = -1;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     int64_t step = step_of(entry.path().filename().string());
-    if (step > best_step && fs::is_regular_file(entry.path() / "COMPLETE") && !fs::equivalent(entry.path(), except, same))
+    if (step > best_step && fs::is_regular_file(entry.path() / "COMPLETE") &&
+        !fs::equivalent(entry.path(), except, same))
       best = entry.path().string(), best_step = step;
   }
   return best;
@@ -226,7 +237,9 @@ std::string fallback_hint(const std::string& broken) {
   fs::path self = fs::path(broken).lexically_normal();
   if (!self.has_filename()) self = self.parent_path();  // "DIR/step-00000020/"
   std::string other = newest_complete(self.has_parent_path() ? self.parent_path() : ".", self);
-  return other.empty() ? "" : " (the newest other complete checkpoint, " + quote_path(other) + ", is untouched: resume from it)";
+  return other.empty()
+             ? ""
+             : " (the newest other complete checkpoint, " + quote_path(other) + ", is untouched: resume from it)";
 }
 
 }  // namespace detail
@@ -266,16 +279,17 @@ std::string find_checkpoint(const std::string& dir) {
   if (fs::exists(latest)) {
     std::string name = read_bytes(latest);
     name.erase(std::find_if(name.rbegin(), name.rend(), [](char c) { return !std::isspace(c); }).base(), name.end());
-    DPT_CHECK(step_of(name) >= 0, quote_path(latest) << " should name a step-NNNNNNNN directory; it holds '" << name << "'");
+    DPT_CHECK(step_of(name) >= 0, quote_path(latest)
+                                      << " should name a step-NNNNNNNN directory; it holds '" << name << "'");
     std::string target = join(dir, name);
-    DPT_CHECK(fs::is_directory(target),
-              quote_path(latest) << " names " << quote_path(target) << ", which does not exist" << fallback_hint(target));
+    DPT_CHECK(fs::is_directory(target), quote_path(latest) << " names " << quote_path(target)
+                                                           << ", which does not exist" << fallback_hint(target));
     return target;
   }
   // No pointer (a crash before the first one was written): the highest complete step.
   std::string best = newest_complete(dir, fs::path());
   DPT_CHECK(!best.empty(), quote_path(dir) << " holds no complete checkpoint (no 'latest', no step-* directory with a "
-                                          "COMPLETE marker; a .partial directory is a save that never finished)");
+                                              "COMPLETE marker; a .partial directory is a save that never finished)");
   return best;
 }
 

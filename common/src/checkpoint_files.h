@@ -45,22 +45,22 @@ void check_layout(const Layout& layout, int64_t psi, const std::string& what);
 
 /// One shard as index.json records it.
 struct ShardRecord {
-  std::string file;   ///< shard-RRRRR-of-NNNNN.safetensors
-  uint64_t bytes = 0; ///< file size
-  uint32_t crc = 0;   ///< CRC-32 of the whole file
+  std::string file;    ///< shard-RRRRR-of-NNNNN.safetensors
+  uint64_t bytes = 0;  ///< file size
+  uint32_t crc = 0;    ///< CRC-32 of the whole file
 };
 
 /// index.json of one step's directory (or, while rank 0 seals it, what it will say).
 struct Index {
-  std::string dir;                        ///< the step's directory
-  int world = 1;                          ///< N shards
-  int64_t step = 0;                       ///< global step
-  int64_t psi = 0;                        ///< Ψ, unpadded
-  int64_t shard = 0;                      ///< S = ceil(Ψ/N) floats per shard
-  bool has_moments = false;               ///< shards hold exp_avg and exp_avg_sq
-  Layout layout;                          ///< names and shapes in flat order
-  std::vector<ShardRecord> shards;        ///< one per rank; empty until sealed
-  std::map<std::string, std::string> meta;///< the caller's free-form strings
+  std::string dir;                          ///< the step's directory
+  int world = 1;                            ///< N shards
+  int64_t step = 0;                         ///< global step
+  int64_t psi = 0;                          ///< Ψ, unpadded
+  int64_t shard = 0;                        ///< S = ceil(Ψ/N) floats per shard
+  bool has_moments = false;                 ///< shards hold exp_avg and exp_avg_sq
+  Layout layout;                            ///< names and shapes in flat order
+  std::vector<ShardRecord> shards;          ///< one per rank; empty until sealed
+  std::map<std::string, std::string> meta;  ///< the caller's free-form strings
 };
 
 /// Reads step_dir's COMPLETE marker and index.json and checks them: marker

@@ -92,9 +92,15 @@ void write_index_and_marker(const Index& ix) {
     ShardFile s = read_shard(ix, k);  // what gets sealed has been read back, not assumed
     shards.push_back({{"file", shard_file_name(k, ix.world)}, {"bytes", s.bytes}, {"crc32", s.crc}});
   }
-  json index = {{"format", kIndexFormat}, {"world", ix.world}, {"step", ix.step}, {"psi", ix.psi},
-                {"shard_size", ix.shard}, {"optimizer_state", ix.has_moments},
-                {"layout", layout_json(ix.layout)}, {"shards", shards}, {"meta", ix.meta}};
+  json index = {{"format", kIndexFormat},
+                {"world", ix.world},
+                {"step", ix.step},
+                {"psi", ix.psi},
+                {"shard_size", ix.shard},
+                {"optimizer_state", ix.has_moments},
+                {"layout", layout_json(ix.layout)},
+                {"shards", shards},
+                {"meta", ix.meta}};
   std::string text = index.dump(2) + "\n";
   write_output_file(join(ix.dir, "index.json"), text);
   json marker = {{"index_crc32", crc32(text.data(), text.size())}, {"step", ix.step}, {"world", ix.world}};
@@ -104,12 +110,16 @@ void write_index_and_marker(const Index& ix) {
 // Renames `partial` to `final_dir`. An older final_dir (a run resumed from
 // before this step saves it again) is swapped out atomically, then removed.
 void publish(const std::string& partial, const std::string& final_dir) {
-  auto fail = [&] { DPT_FAIL("cannot publish " << quote_path(partial) << " as " << quote_path(final_dir) << ": " << std::strerror(errno)); };
+  auto fail = [&] {
+    DPT_FAIL("cannot publish " << quote_path(partial) << " as " << quote_path(final_dir) << ": "
+                               << std::strerror(errno));
+  };
   if (!fs::exists(final_dir)) {
     if (::rename(partial.c_str(), final_dir.c_str()) != 0) fail();
   } else if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
     fs::remove_all(partial);  // the old one, now under the partial name
-  } else {  // no atomic exchange on this file system (NFS): the old one steps aside for a moment
+  } else {
+    // No atomic exchange on this file system (NFS): the old one steps aside for a moment.
     std::string aside = final_dir + ".replaced";
     fs::remove_all(aside);
     if (::rename(final_dir.c_str(), aside.c_str()) != 0 || ::rename(partial.c_str(), final_dir.c_str()) != 0) fail();
@@ -173,8 +183,9 @@ void finish_checkpoint(const std::string& dir, const ShardState& rank0_shard) {
   DPT_CHECK(rank0_shard.rank == 0, "finish_checkpoint is rank 0's job; it was called with rank " << rank0_shard.rank);
   const ShardState& s = rank0_shard;
   std::string partial = partial_dir(dir, s.step), final_dir = checkpoint_step_dir(dir, s.step);
-  DPT_CHECK(fs::is_directory(partial), "finish_checkpoint: " << quote_path(partial)
-                                           << " does not exist; every rank must call save_checkpoint_shard first");
+  DPT_CHECK(fs::is_directory(partial),
+            "finish_checkpoint: " << quote_path(partial)
+                                  << " does not exist; every rank must call save_checkpoint_shard first");
   Index ix{partial, s.world, s.step, s.psi, shard_size(s.psi, s.world), !s.exp_avg.empty(), s.layout, {}, s.meta};
   remove_leftovers(partial, ix.world);
   write_index_and_marker(ix);
@@ -195,7 +206,8 @@ ShardState load_checkpoint_shard(const std::string& dir, int rank, int world) {
     std::map<int, ShardFile> old;  // only the old shards that overlap [begin, end)
     for (int64_t k = begin / ix.shard; begin < end && k * ix.shard < end; ++k) old[int(k)] = read_shard(ix, int(k));
     auto gather = [&](std::vector<float> ShardFile::*part) {
-      return gather_flat(begin, end, size, ix.shard, [&](int k) -> const std::vector<float>& { return old.at(k).*part; });
+      return gather_flat(begin, end, size, ix.shard,
+                         [&](int k) -> const std::vector<float>& { return old.at(k).*part; });
     };
     ShardState out;
     out.rank = rank, out.world = world, out.step = ix.step, out.psi = ix.psi;

@@ -23,8 +23,8 @@
 #include "support/shard_oracle.h"
 
 using namespace dpt;
-using dpt_test::FullState;
 using dpt_test::first_difference;
+using dpt_test::FullState;
 using dpt_test::shard_of;
 using dpt_test::slice;
 namespace fs = std::filesystem;
@@ -144,8 +144,7 @@ TEST_CASE("sharded checkpoint: ranks as threads save at once, rank 0 seals after
 // ----------------------------------------------------------------------------
 // consolidation and the files on disk
 
-TEST_CASE("consolidate_checkpoint writes each weight by name in PyTorch layout, bit for bit",
-          "[checkpoint][zero]") {
+TEST_CASE("consolidate_checkpoint writes each weight by name in PyTorch layout, bit for bit", "[checkpoint][zero]") {
   Rng rng(11);
   MLP model({5, 4, 3, 2}, Device::host(), rng);
   FullState s = dpt_test::mlp_state(11);  // the same model's parameters, flattened
@@ -331,7 +330,8 @@ TEST_CASE("saving a step again replaces it whole, leftovers of a crashed attempt
   save_all(dir, c, 2, 20);
   for (int r = 0; r < 2; ++r) check_loaded(load_checkpoint_shard(dir, r, 2), c, r, 2, 20);
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(checkpoint_step_dir(dir, 20))) names.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(checkpoint_step_dir(dir, 20)))
+    names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   CHECK(names == std::vector<std::string>{"COMPLETE", "index.json", "shard-00000-of-00002.safetensors",
                                           "shard-00001-of-00002.safetensors"});
@@ -352,9 +352,9 @@ TEST_CASE("without DIR/latest, loading takes the highest step that has a COMPLET
   fs::remove(checkpoint_step_dir(dir, 20) + "/COMPLETE");
   check_loaded(load_checkpoint_shard(dir, 1, 2), a, 1, 2, 10);
   write_file(dir + "/latest", "step-00000030\n");  // a pointer to nothing is an error, not a guess
-  CHECK_THROWS_WITH(load_checkpoint_shard(dir, 0, 2),
-                    contains_text("step-00000030") && contains_text("does not exist") &&
-                        contains_text(checkpoint_step_dir(dir, 10)));
+  CHECK_THROWS_WITH(load_checkpoint_shard(dir, 0, 2), contains_text("step-00000030") &&
+                                                          contains_text("does not exist") &&
+                                                          contains_text(checkpoint_step_dir(dir, 10)));
   fs::remove_all(dir);
 }
 

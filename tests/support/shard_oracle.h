@@ -44,16 +44,15 @@ inline FullState mlp_state(uint64_t seed) {
 }
 
 /// Ψ = 3, one tensor "w" (3,): on 4 ranks the last rank holds only padding.
-inline FullState tiny_state() {
-  return {{{"w", {3}}}, {1.0f, 2.0f, 3.0f}, {0.25f, 0.5f, 0.75f}, {4.0f, 5.0f, 6.0f}};
-}
+inline FullState tiny_state() { return {{{"w", {3}}}, {1.0f, 2.0f, 3.0f}, {0.25f, 0.5f, 0.75f}, {4.0f, 5.0f, 6.0f}}; }
 
 /// Rank r's shard of `flat` for `world` ranks: floats [r·S, (r+1)·S) with
 /// S = ceil(Ψ/world), and `pad` past Ψ.
 inline std::vector<float> slice(const std::vector<float>& flat, int r, int world, float pad) {
   std::size_t S = (flat.size() + std::size_t(world) - 1) / std::size_t(world);
   std::vector<float> out;
-  for (std::size_t i = std::size_t(r) * S; i < std::size_t(r + 1) * S; ++i) out.push_back(i < flat.size() ? flat[i] : pad);
+  for (std::size_t i = std::size_t(r) * S; i < std::size_t(r + 1) * S; ++i)
+    out.push_back(i < flat.size() ? flat[i] : pad);
   return out;
 }
 

@@ -64,10 +64,10 @@ namespace dpt {
 
 /// One rank's part of a ZeRO checkpoint (see the file comment for the layout).
 struct ShardState {
-  int rank = 0;       ///< this shard's rank, 0 ≤ rank < world
-  int world = 1;      ///< number of shards N
-  int64_t step = 0;   ///< global optimizer step count
-  int64_t psi = 0;    ///< Ψ: parameters in the model, unpadded
+  int rank = 0;      ///< this shard's rank, 0 ≤ rank < world
+  int world = 1;     ///< number of shards N
+  int64_t step = 0;  ///< global optimizer step count
+  int64_t psi = 0;   ///< Ψ: parameters in the model, unpadded
   /// (S,) this rank's floats [rank·S, (rank+1)·S) of the padded flat parameters, S = ceil(Ψ/N).
   std::vector<float> params;
   std::vector<float> exp_avg;     ///< (S,) Adam's first moment, same cut; empty for SGD
