@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
@@ -361,18 +362,18 @@ TEST_CASE("without DIR/latest, loading takes the highest step that has a COMPLET
 TEST_CASE("bad calls are refused with a sentence, before anything is written", "[checkpoint][zero]") {
   FullState s = dpt_test::mlp_state(16);
   std::string dir = fresh_dir("ckpt_bad");
-  ShardState wrong_size = shard_of(s, 1, 4, 5);
-  wrong_size.params.pop_back();
-  CHECK_THROWS_WITH(save_checkpoint_shard(dir, wrong_size), contains_text("ceil(Ψ/N) = 12"));
-  ShardState wrong_psi = shard_of(s, 1, 4, 5);
-  wrong_psi.psi = 46;
-  CHECK_THROWS_WITH(save_checkpoint_shard(dir, wrong_psi), contains_text("layout holds 47"));
-  ShardState half_adam = shard_of(s, 1, 4, 5);
-  half_adam.exp_avg_sq.clear();
-  CHECK_THROWS_WITH(save_checkpoint_shard(dir, half_adam), contains_text("exp_avg_sq"));
-  ShardState no_rank = shard_of(s, 1, 4, 5);
-  no_rank.rank = 4;
-  CHECK_THROWS_WITH(save_checkpoint_shard(dir, no_rank), contains_text("rank 4 of 4"));
+  struct Spoiled {
+    const char* message;                     // what the refusal must say
+    std::function<void(ShardState&)> spoil;  // what is wrong with the shard
+  };
+  for (const Spoiled& bad : std::vector<Spoiled>{{"ceil(Ψ/N) = 12", [](ShardState& b) { b.params.pop_back(); }},
+                                                 {"layout holds 47", [](ShardState& b) { b.psi = 46; }},
+                                                 {"exp_avg_sq", [](ShardState& b) { b.exp_avg_sq.clear(); }},
+                                                 {"rank 4 of 4", [](ShardState& b) { b.rank = 4; }}}) {
+    ShardState shard = shard_of(s, 1, 4, 5);
+    bad.spoil(shard);
+    CHECK_THROWS_WITH(save_checkpoint_shard(dir, shard), contains_text(bad.message));
+  }
   CHECK_FALSE(fs::exists(dir));
   save_checkpoint_shard(dir, shard_of(s, 1, 4, 5));
   CHECK_THROWS_WITH(finish_checkpoint(dir, shard_of(s, 1, 4, 5)), contains_text("rank 0's job"));
