@@ -36,6 +36,7 @@
 #include "dpt/data_parallel.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
+#include "dpt/output_file.h"
 #include "dpt/report.h"
 #include "dpt/timing.h"
 #include "zero_engine.h"
@@ -48,7 +49,7 @@ struct Ch07Flags {
   int stage = 3;
   bool prefetch = false, verify = true, compare = false;
   double bucket_mb = 0.25, weight_decay = -1;  // -1: the optimizer's default (adam 0, adamw 0.01)
-  std::string device_memory;
+  std::string device_memory, report_json;
 };
 
 int64_t parse_size(const std::string& text);
@@ -101,6 +102,8 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   Verdicts verdicts;  // filled on rank 0
   report_memory(ctx, run, part, f.stage, f.prefetch, verdicts, !o.quiet);
   if (ctx.is_root()) report_traffic(run, part, f.stage, verdicts, !o.quiet);
+  nlohmann::json report = run_json(ctx, run, part, f.stage);
+  if (ctx.is_root() && !f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
 
   // ---- 4. The same weights as stage 0, and as one device
   std::vector<float> stage0;
@@ -218,6 +221,7 @@ void compare_stages(Context& ctx, const Options& o, const Dataset& data, const C
               {"stage", "step time / stage 0", "sent per rank per step", "theory", "peak per rank (worst)",
                "formula"});
   double base = 0;
+  nlohmann::json report = {{"world", ctx.world}, {"psi", part.psi}, {"stages", nlohmann::json::array()}};
   for (int stage = 0; stage <= 3; ++stage) {
     Ch07Flags g = f;
     g.stage = stage;
@@ -231,8 +235,11 @@ void compare_stages(Context& ctx, const Options& o, const Dataset& data, const C
     table.add_row({std::to_string(stage), fixed(t / base, 2), format_bytes(sent),
                    format_bytes(theory_bytes_per_step(stage, double(part.psi), ctx.world)), format_bytes(peak),
                    formula_text(stage) + " = " + format_bytes(formula_bytes(stage, double(part.psi), ctx.world))});
+    report["stages"].push_back(run_json(ctx, run, part, stage));
   }
-  if (ctx.is_root()) table.print(std::cout);
+  if (!ctx.is_root()) return;
+  table.print(std::cout);
+  if (!f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
 }
 
 // ----------------------------------------------------------------------------
@@ -258,6 +265,8 @@ int main(int argc, char** argv) {
   app.add_option("--weight-decay", flags.weight_decay, "Adam: L2 penalty; AdamW: decoupled decay (default 0 / 0.01)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--device-memory", flags.device_memory, "Cap each rank's device, e.g. 2MiB (default: no cap)");
+  app.add_option("--report-json", flags.report_json, "Write memory by category and bytes per rank as JSON")
+      ->check(output_path());
   app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
   parse_flags(app, argc, argv);
   return run_lecture("ch07_zero", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });

@@ -100,6 +100,33 @@ void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdic
                 std::to_string(part.padded - part.psi) + " padding floats");
 }
 
+nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage) {
+  // Every rank's ledger, gathered: [peak_total, at_peak × categories, peak × categories] per rank.
+  const int width = 1 + 2 * kMemoryCategories;
+  std::vector<float> mine{float(run.memory.peak_total)}, all(std::size_t(width * ctx.world));
+  for (double b : run.memory.at_peak) mine.push_back(float(b));
+  for (double b : run.memory.peak) mine.push_back(float(b));
+  ctx.comm.all_gather(mine.data(), all.data(), width);  // exact below 16 MiB; 7 digits above (a report)
+  const double steps = double(std::max<std::size_t>(1, run.losses.size()));
+  nlohmann::json out = {{"stage", stage}, {"world", part.world}, {"psi", part.psi}, {"padded", part.padded},
+                        {"formula", formula_text(stage)},
+                        {"formula_bytes", formula_bytes(stage, double(part.psi), part.world)},
+                        {"padded_state_bytes", padded_state_bytes(stage, part)},
+                        {"theory_bytes_per_step", theory_bytes_per_step(stage, double(part.psi), part.world)},
+                        {"median_step_s", median(run.step_seconds)}, {"ranks", nlohmann::json::array()}};
+  for (int r = 0; r < ctx.world; ++r) {
+    const float* row = all.data() + std::size_t(r * width);
+    nlohmann::json at_peak, peak;
+    for (int c = 0; c < kMemoryCategories; ++c) {
+      at_peak[memory_category_name(MemoryCategory(c))] = row[1 + c];
+      peak[memory_category_name(MemoryCategory(c))] = row[1 + kMemoryCategories + c];
+    }
+    out["ranks"].push_back({{"rank", r}, {"peak_total", row[0]}, {"at_peak", at_peak}, {"peak", peak},
+                            {"sent_per_step", double(run.traffic.bytes_sent(r)) / steps}});
+  }
+  return out;
+}
+
 std::string which_stage_fits(const Partition& part, int stage, double capacity) {
   std::string text = "Model states per rank (Ψ = " + std::to_string(part.psi) + ", N = " + std::to_string(part.world) + "):";
   int first = -1;

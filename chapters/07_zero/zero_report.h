@@ -11,6 +11,7 @@
 /// more: parameters are gathered for forward and again for backward).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ch07.h"
@@ -39,6 +40,12 @@ void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int 
 /// Rank 0: prints bytes sent per rank per step next to theory and adds the
 /// verdicts "ring only" and "bytes = theory" (within the padding's share).
 void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdicts& v, bool print);
+
+/// Collective: the run as JSON (complete on rank 0): stage, world, psi,
+/// padded, formula_bytes, padded_state_bytes, theory_bytes_per_step, and per
+/// rank {rank, peak_total, at_peak{category: bytes}, peak{…}, sent_per_step}.
+/// What --report-json writes and scripts/plot_ch07.py draws.
+nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage);
 
 /// For an out-of-memory message at `stage`: the formula per stage against
 /// `capacity` bytes, and the stage to run instead ("run with --stage 2").
