@@ -8,6 +8,8 @@
 #include "support/catch.h"
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -19,6 +21,7 @@
 #include "dpt/optim.h"
 #include "support/ranks.h"
 #include "support/run_program.h"
+#include "zero_checkpoint.h"
 
 using namespace dpt;
 using namespace dpt::ch07;
@@ -317,4 +320,98 @@ TEST_CASE("chapter: with --device-memory 2MiB the default model runs out of memo
   auto bad = dpt_test::run_program("ch07_zero", "--ranks 2 --steps 1 --device-memory 2XB");
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.output, contains_text("--device-memory"));
+}
+
+// ----------------------------------------------------------------------------
+// sharded checkpoints (the core's dpt/sharded_checkpoint.h; skipped where this
+// dpt was built without it)
+
+namespace {
+std::string fresh_dir(const std::string& name) {
+  std::string dir = dpt_test::temp_path(name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// Runs ch07 with `flags` on `ranks` threads (or processes), expects success, returns the flat weights.
+std::vector<float> run_and_read(int ranks, const std::string& flags, bool mpi = false) {
+  std::string path = dpt_test::temp_path("ch07_ck_" + std::to_string(ranks) + ".safetensors");
+  std::string args = "--quiet --no-verify --model 32-15-4 --samples 256 --optimizer adamw --weight-decay 0.05 "
+                     "--lr 0.01 " + flags + " --save-weights " + path;
+  auto run = mpi ? dpt_test::run_mpi("ch07_zero", ranks, "--comm mpi --comm-timeout 20 " + args)
+                 : dpt_test::run_program("ch07_zero", "--ranks " + std::to_string(ranks) + " " + args);
+  INFO(ranks << " ranks " << flags << ": " << dpt_test::summary_line(run.output));
+  REQUIRE(run.exit_code == 0);
+  return read_flat(path);
+}
+}  // namespace
+
+TEST_CASE("chapter: a run resumed from a sharded checkpoint continues bit for bit, at any stage", "[ch07]") {
+  if (!checkpoints_available()) {
+    WARN("skipped: this dpt was built without dpt/sharded_checkpoint.h");
+    return;
+  }
+  std::string dir = fresh_dir("ch07_resume");
+  std::vector<float> straight = run_and_read(4, "--batch 8 --steps 12 --stage 0");
+  run_and_read(4, "--batch 8 --steps 5 --stage 2 --save-checkpoint " + dir + " --checkpoint-every 2");  // saves 2, 4, 5
+  // Parameters, both moments, the step count and the data order all come back: not one bit differs.
+  CHECK(max_diff(run_and_read(4, "--batch 8 --steps 12 --stage 3 --resume " + dir), straight) == 0);
+  CHECK(max_diff(run_and_read(4, "--batch 8 --steps 12 --stage 1 --resume " + dir + "/step-00000004"), straight) == 0);
+  // The consolidated file holds the weights of step 5, in PyTorch's layout (what load_weights reads).
+  std::string out = dpt_test::temp_path("ch07_consolidated.safetensors");
+  auto consolidate = dpt_test::run_program("ch07_zero", "--consolidate " + dir + " --save-weights " + out);
+  REQUIRE(consolidate.exit_code == 0);
+  CHECK(max_diff(read_flat(out), run_and_read(4, "--batch 8 --steps 5 --stage 0")) == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("chapter: a checkpoint of 4 ranks resumes on 2 and 3 (re-sharded) like the unsharded run", "[ch07]") {
+  if (!checkpoints_available()) {
+    WARN("skipped: this dpt was built without dpt/sharded_checkpoint.h");
+    return;
+  }
+  std::string dir = fresh_dir("ch07_reshard");
+  std::vector<float> straight = run_and_read(4, "--batch 6 --steps 12 --stage 0");
+  run_and_read(4, "--batch 6 --steps 5 --stage 3 --save-checkpoint " + dir);
+  // Same global batch (24) on fewer ranks: the sums change order, so the single-device bound applies.
+  CHECK(max_diff(run_and_read(2, "--batch 12 --steps 12 --stage 3 --resume " + dir), straight) < kSingleDeviceTolerance);
+  CHECK(max_diff(run_and_read(3, "--batch 8 --steps 12 --stage 1 --resume " + dir), straight) < kSingleDeviceTolerance);
+  if (mpi_available())
+    CHECK(max_diff(run_and_read(2, "--batch 12 --steps 12 --stage 2 --resume " + dir, true), straight) <
+          kSingleDeviceTolerance);
+  // A different run is refused by name: another global batch.
+  auto other = dpt_test::run_program("ch07_zero", "--ranks 2 --quiet --model 32-15-4 --samples 256 --optimizer adamw "
+                                                  "--weight-decay 0.05 --lr 0.01 --batch 8 --steps 12 --resume " + dir);
+  CHECK(other.exit_code == 1);
+  CHECK_THAT(other.output, contains_text("global_batch 24") && contains_text("global_batch 16"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("chapter: a broken newest checkpoint is an error naming the file; the one before still resumes", "[ch07]") {
+  if (!checkpoints_available()) {
+    WARN("skipped: this dpt was built without dpt/sharded_checkpoint.h");
+    return;
+  }
+  namespace fs = std::filesystem;
+  std::vector<float> straight = run_and_read(2, "--batch 8 --steps 8 --stage 0");
+  const std::string resume = "--quiet --no-verify --ranks 2 --model 32-15-4 --samples 256 --optimizer adamw "
+                             "--weight-decay 0.05 --lr 0.01 --batch 8 --steps 8 --resume ";
+  auto truncate = [](const std::string& path) { fs::resize_file(path, fs::file_size(path) / 2); };
+  struct Breakage { const char* what; std::function<void(const std::string&)> apply; const char* named; };
+  for (const Breakage& b : {Breakage{"shard missing", [](const std::string& s) { fs::remove(s + "/shard-00001-of-00002.safetensors"); },
+                                     "shard-00001-of-00002"},
+                            Breakage{"shard truncated", [&](const std::string& s) { truncate(s + "/shard-00000-of-00002.safetensors"); },
+                                     "shard-00000-of-00002"},
+                            Breakage{"no completion marker", [](const std::string& s) { fs::remove(s + "/COMPLETE"); },
+                                     "COMPLETE"}}) {
+    INFO(b.what);
+    std::string dir = fresh_dir("ch07_broken");
+    run_and_read(2, "--batch 8 --steps 4 --stage 2 --save-checkpoint " + dir + " --checkpoint-every 3");  // 3 and 4
+    b.apply(dir + "/step-00000004");
+    auto broken = dpt_test::run_program("ch07_zero", resume + dir + "/step-00000004");
+    CHECK(broken.exit_code == 1);
+    CHECK_THAT(broken.output, contains_text(b.named));
+    CHECK(max_diff(run_and_read(2, "--batch 8 --steps 8 --stage 2 --resume " + dir + "/step-00000003"), straight) == 0);
+    fs::remove_all(dir);
+  }
 }

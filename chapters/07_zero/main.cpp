@@ -39,6 +39,7 @@
 #include "dpt/output_file.h"
 #include "dpt/report.h"
 #include "dpt/timing.h"
+#include "zero_checkpoint.h"
 #include "zero_engine.h"
 #include "zero_report.h"
 
@@ -50,6 +51,8 @@ struct Ch07Flags {
   bool prefetch = false, verify = true, compare = false;
   double bucket_mb = 0.25, weight_decay = -1;  // -1: the optimizer's default (adam 0, adamw 0.01)
   std::string device_memory, report_json;
+  std::string save_checkpoint, resume, consolidate;  // directories
+  int64_t checkpoint_every = 0;                       // 0: only after the last step
 };
 
 int64_t parse_size(const std::string& text);
@@ -63,6 +66,15 @@ void compare_stages(Context& ctx, const Options& o, const Dataset& data, const C
 
 int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
+  DPT_CHECK(checkpoints_available() || (f.save_checkpoint.empty() && f.resume.empty() && f.consolidate.empty()),
+            "this dpt was built without sharded checkpoints (dpt/sharded_checkpoint.h): --save-checkpoint, --resume "
+            "and --consolidate are not available");
+  if (!f.consolidate.empty()) {  // no training: one safetensors file from the shards
+    DPT_CHECK(!o.save_weights.empty(), "--consolidate DIR writes the weights to --save-weights FILE: give one");
+    if (ctx.is_root()) consolidate_zero_checkpoint(f.consolidate, o.save_weights);
+    say.say("wrote " + o.save_weights + " from the checkpoint in " + f.consolidate);
+    return 0;
+  }
   Dataset data = load_dataset(o);
   check_ranks_agree(ctx.comm, o, data);
   const int64_t capacity = parse_size(f.device_memory);
@@ -88,9 +100,23 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
     ctx.device.set_capacity(std::size_t(capacity));
     say.say("Each device holds at most " + format_bytes(double(capacity)) + " (--device-memory).");
   }
+  LoadedShard resumed;
+  if (!f.resume.empty()) {
+    resumed = load_zero_checkpoint(ctx, f.resume, o, plan.adam);
+    DPT_CHECK(resumed.step < o.steps, "--resume: the checkpoint is at step " << resumed.step << " and --steps is "
+                                                                            << o.steps << ": nothing left to train");
+    say.say("Resuming at step " + std::to_string(resumed.step) + " from " + f.resume + ".");
+  }
+  auto restore = [&](ZeroTrainer& t) {
+    if (!f.resume.empty()) t.restore(resumed.params, resumed.exp_avg, resumed.exp_avg_sq, resumed.step);
+  };
+  auto save = [&](int64_t done, ZeroTrainer& t) {
+    if (!f.save_checkpoint.empty() && (done == o.steps || (f.checkpoint_every > 0 && done % f.checkpoint_every == 0)))
+      save_zero_checkpoint(ctx, f.save_checkpoint, t, o, plan.adam);
+  };
   ZeroRun run;
   try {
-    run = train_zero(ctx, o, data, initial, plan, "ch07 stage " + std::to_string(f.stage));
+    run = train_zero(ctx, o, data, initial, plan, "ch07 stage " + std::to_string(f.stage), resumed.step, restore, save);
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(std::string(e.what()) + " at stage " + std::to_string(f.stage) + ". " +
                       which_stage_fits(part, f.stage, double(capacity)));
@@ -267,6 +293,11 @@ int main(int argc, char** argv) {
   app.add_option("--device-memory", flags.device_memory, "Cap each rank's device, e.g. 2MiB (default: no cap)");
   app.add_option("--report-json", flags.report_json, "Write memory by category and bytes per rank as JSON")
       ->check(output_path());
+  app.add_option("--save-checkpoint", flags.save_checkpoint, "Save a sharded checkpoint into DIR (after the last step)");
+  app.add_option("--checkpoint-every", flags.checkpoint_every, "With --save-checkpoint: also every K steps")
+      ->check(positive_integer());
+  app.add_option("--resume", flags.resume, "Continue the run saved in DIR (any number of ranks, same global batch)");
+  app.add_option("--consolidate", flags.consolidate, "Write the checkpoint in DIR to --save-weights FILE, then stop");
   app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
   parse_flags(app, argc, argv);
   return run_lecture("ch07_zero", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
