@@ -387,7 +387,7 @@ TEST_CASE("chapter: a checkpoint of 4 ranks resumes on 2 and 3 (re-sharded) like
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("chapter: a broken newest checkpoint is an error naming the file; the one before still resumes", "[ch07]") {
+TEST_CASE("chapter: a broken newest checkpoint is an error naming the file, and the one before still resumes", "[ch07]") {
   if (!checkpoints_available()) {
     WARN("skipped: this dpt was built without dpt/sharded_checkpoint.h");
     return;

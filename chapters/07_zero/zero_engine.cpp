@@ -83,8 +83,7 @@ struct ZeroTrainer::Impl {
   Tensor acquire(int l, int next) {
     if (full_params()) return params.slice(layers[std::size_t(l)].begin, layers[std::size_t(l)].size());
     wait_prefetch(l);
-    if (!gathered[std::size_t(l)].defined())  // not prefetched: gather now
-      gathered[std::size_t(l)] = gather_layer(ctx.comm, part, layers[std::size_t(l)], params, ctx.device);
+    if (!gathered[std::size_t(l)].defined()) gather_now(l);  // not prefetched: gather now
     if (plan.prefetch && next >= 0 && next < int(layers.size())) prefetch(next);
     return gathered[std::size_t(l)];
   }
@@ -92,9 +91,11 @@ struct ZeroTrainer::Impl {
     // Queued on the progress thread; the rank thread waits for it before it
     // talks again (acquire, or finish_layer_backward), so the two never
     // interleave messages on one communicator.
-    prefetching[std::size_t(l)] = ctx.comm.async([this, l] {
-      gathered[std::size_t(l)] = gather_layer(ctx.comm, part, layers[std::size_t(l)], params, ctx.device);
-    });
+    prefetching[std::size_t(l)] = ctx.comm.async([this, l] { gather_now(l); });
+  }
+  void gather_now(int l) {
+    auto span = ctx.trace.span("gather layer " + std::to_string(l), "comm");
+    gathered[std::size_t(l)] = gather_layer(ctx.comm, part, layers[std::size_t(l)], params, ctx.device);
   }
   void release(int l, Tensor& full) {
     if (full_params()) return;
@@ -122,6 +123,7 @@ struct ZeroTrainer::Impl {
     if (full_grads()) return;
     int b = bucket_of[std::size_t(l)];
     if (--missing[std::size_t(b)] > 0) return;
+    auto span = ctx.trace.span("reduce-scatter bucket " + std::to_string(b), "comm");
     reduce_scatter_bucket(ctx.comm, part, buckets[std::size_t(b)].range, open[std::size_t(b)].data(), grads.data());
     open[std::size_t(b)] = Tensor();  // the full gradients of these layers are gone
   }
@@ -131,6 +133,7 @@ struct ZeroTrainer::Impl {
     const int64_t in = widths[std::size_t(l)], out = widths[std::size_t(l) + 1];
     Tensor full = acquire(l, l + 1), y;
     {
+      auto span = ctx.trace.span("forward layer " + std::to_string(l), "compute");
       NoGradGuard no_graph;  // this op records itself below, holding x but not W
       y = linear(x, full.slice(0, out * in).reshape({out, in}), full.slice(out * in, out));
     }
@@ -143,18 +146,21 @@ struct ZeroTrainer::Impl {
     const int64_t in = widths[std::size_t(l)], out = widths[std::size_t(l) + 1];
     Tensor full = acquire(l, l - 1), dx;
     Tensor dest = grad_destination(l);
-    Tensor dweight = dest.slice(0, out * in).reshape({out, in});
-    gemm(dy, true, x, false, dweight);
-    float* db = dest.data() + out * in;
-    const float* g = dy.data();
-    for (int64_t j = 0; j < out; ++j) db[j] = 0;
-    for (int64_t i = 0, rows = dy.size(0); i < rows; ++i)
-      for (int64_t j = 0; j < out; ++j) db[j] += g[i * out + j];
-    if (x.requires_grad()) {
-      dx = Tensor::empty(x.shape(), x.device());
-      gemm(dy, false, full.slice(0, out * in).reshape({out, in}), false, dx);
+    {
+      auto span = ctx.trace.span("backward layer " + std::to_string(l), "compute");
+      Tensor dweight = dest.slice(0, out * in).reshape({out, in});
+      gemm(dy, true, x, false, dweight);
+      float* db = dest.data() + out * in;
+      const float* g = dy.data();
+      for (int64_t j = 0; j < out; ++j) db[j] = 0;
+      for (int64_t i = 0, rows = dy.size(0); i < rows; ++i)
+        for (int64_t j = 0; j < out; ++j) db[j] += g[i * out + j];
+      if (x.requires_grad()) {
+        dx = Tensor::empty(x.shape(), x.device());
+        gemm(dy, false, full.slice(0, out * in).reshape({out, in}), false, dx);
+      }
     }
-    dest = Tensor(), dweight = Tensor();
+    dest = Tensor();
     release(l, full);
     wait_prefetch(l - 1);  // the next layer's gather is done before this rank reduce-scatters
     gradient_ready(l);
@@ -172,6 +178,7 @@ struct ZeroTrainer::Impl {
 
   // ---- after backward: the gradient sync and Adam on what this rank owns
   void update(int64_t t) {
+    auto span = ctx.trace.span("sync + Adam on the owned shard", "comm");
     const int64_t S = part.shard, mine = own_begin();
     if (full_grads()) {  // stages 0, 1: the whole gradient is here; its mean's shard comes from a reduce-scatter
       std::vector<int64_t> bounds = shard_bounds(part, {0, part.padded});
