@@ -81,6 +81,10 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   ZeroPlan plan = plan_of(o, f);
   std::vector<float> initial = initial_parameters(ctx, o);
   Partition part = partition_parameters(int64_t(initial.size()), ctx.world);
+  if (o.steps == 0) {  // only the outputs asked for
+    if (ctx.is_root()) save_outputs(o, build_model(o, Device::host()), data);
+    return 0;
+  }
 
   // ---- 1. The partition
   say.section("1. One flat buffer of Ψ = " + std::to_string(part.psi) + " parameters, cut in N = " +
@@ -223,15 +227,9 @@ std::vector<float> initial_parameters(Context& ctx, const Options& o) {
 
 // The oracle: core code only (dpt::MLP, dpt::Adam), one device, the global batch.
 std::vector<float> train_one_device(const Options& o, const Dataset& data, const AdamConfig& c, int world) {
-  MLP model = build_model(o, Device::host());
-  Adam adam(model.parameters(), c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.decoupled);
-  BatchSampler sampler(data.size(), o.batch * world, !o.no_shuffle, o.seed);
-  for (int64_t step = 0; step < o.steps; ++step) {
-    Batch batch = gather_batch(data, sampler.indices(step), Device::host());
-    adam.zero_grad();
-    softmax_cross_entropy(model.forward(batch.x), batch.y).backward();
-    adam.step();
-  }
+  MLP model = train_single_device(o, data, o.batch * world, [&c](std::vector<Tensor> params) {
+    return std::make_unique<Adam>(std::move(params), c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.decoupled);
+  });
   return flatten(model.parameters());
 }
 
@@ -290,7 +288,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e6))->capture_default_str();
   app.add_option("--weight-decay", flags.weight_decay, "Adam: L2 penalty; AdamW: decoupled decay (default 0 / 0.01)")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--device-memory", flags.device_memory, "Cap each rank's device, e.g. 2MiB (default: no cap)");
+  app.add_option("--device-memory", flags.device_memory, "Cap each rank's device, e.g. 2MiB (default: no cap)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              parse_size(text);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "SIZE"));
   app.add_option("--report-json", flags.report_json, "Write memory by category and bytes per rank as JSON")
       ->check(output_path());
   app.add_option("--save-checkpoint", flags.save_checkpoint, "Save a sharded checkpoint into DIR (after the last step)");

@@ -245,7 +245,14 @@ ZeroTrainer::ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const
 }
 
 ZeroTrainer::~ZeroTrainer() {
-  if (impl_) impl_->ctx.comm.synchronize();  // no prefetch may outlive the buffers it writes
+  // No prefetch may outlive the buffers it writes. Its error (a peer failed
+  // while we were already unwinding) is not ours to report twice.
+  for (auto& work : impl_->prefetching) {
+    try {
+      if (work) work->wait();
+    } catch (const std::exception&) {
+    }
+  }
 }
 
 float ZeroTrainer::step(const Batch& batch) {
