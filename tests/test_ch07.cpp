@@ -327,6 +327,13 @@ std::string fresh_dir(const std::string& name) {
   return dir;
 }
 
+// True, with a warning, where this dpt was built without sharded checkpoints.
+bool no_checkpoints() {
+  if (checkpoints_available()) return false;
+  WARN("skipped: this dpt was built without dpt/sharded_checkpoint.h");
+  return true;
+}
+
 // Runs ch07 with `flags` on `ranks` threads (or processes), expects success, returns the flat weights.
 std::vector<float> run_and_read(int ranks, const std::string& flags, bool mpi = false) {
   std::string path = dpt_test::temp_path("ch07_ck_" + std::to_string(ranks) + ".safetensors");
@@ -341,10 +348,7 @@ std::vector<float> run_and_read(int ranks, const std::string& flags, bool mpi = 
 }  // namespace
 
 TEST_CASE("chapter: a run resumed from a sharded checkpoint continues bit for bit, at any stage", "[ch07]") {
-  if (!checkpoints_available()) {
-    WARN("skipped: this dpt was built without dpt/sharded_checkpoint.h");
-    return;
-  }
+  if (no_checkpoints()) return;
   std::string dir = fresh_dir("ch07_resume");
   std::vector<float> straight = run_and_read(4, "--batch 8 --steps 12 --stage 0");
   run_and_read(4, "--batch 8 --steps 5 --stage 2 --save-checkpoint " + dir + " --checkpoint-every 2");  // saves 2, 4, 5
@@ -360,10 +364,7 @@ TEST_CASE("chapter: a run resumed from a sharded checkpoint continues bit for bi
 }
 
 TEST_CASE("chapter: a checkpoint of 4 ranks resumes on 2 and 3 (re-sharded) like the unsharded run", "[ch07]") {
-  if (!checkpoints_available()) {
-    WARN("skipped: this dpt was built without dpt/sharded_checkpoint.h");
-    return;
-  }
+  if (no_checkpoints()) return;
   std::string dir = fresh_dir("ch07_reshard");
   std::vector<float> straight = run_and_read(4, "--batch 6 --steps 12 --stage 0");
   run_and_read(4, "--batch 6 --steps 5 --stage 3 --save-checkpoint " + dir);
@@ -382,10 +383,7 @@ TEST_CASE("chapter: a checkpoint of 4 ranks resumes on 2 and 3 (re-sharded) like
 }
 
 TEST_CASE("chapter: a broken newest checkpoint is an error naming the file, and the one before still resumes", "[ch07]") {
-  if (!checkpoints_available()) {
-    WARN("skipped: this dpt was built without dpt/sharded_checkpoint.h");
-    return;
-  }
+  if (no_checkpoints()) return;
   namespace fs = std::filesystem;
   std::vector<float> straight = run_and_read(2, "--batch 8 --steps 8 --stage 0");
   const std::string resume = "--quiet --no-verify --ranks 2 --model 32-15-4 --samples 256 --optimizer adamw "
