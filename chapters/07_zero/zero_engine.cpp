@@ -89,7 +89,7 @@ struct ZeroTrainer::Impl {
   }
   void prefetch(int l) {
     // Queued on the progress thread; the rank thread waits for it before it
-    // talks again (acquire, or finish_layer_backward), so the two never
+    // talks again (acquire, or zero_linear_backward), so the two never
     // interleave messages on one communicator.
     prefetching[std::size_t(l)] = ctx.comm.async([this, l] { gather_now(l); });
   }
