@@ -120,8 +120,13 @@ DataParallelRun train_data_parallel(Context& ctx, const Options& o, const Datase
 // the checks
 
 MLP train_single_device(const Options& o, const Dataset& data, int64_t global_batch) {
+  return train_single_device(o, data, global_batch,
+                             [&o](std::vector<Tensor> params) { return make_optimizer(o.optimizer, std::move(params), o.lr); });
+}
+
+MLP train_single_device(const Options& o, const Dataset& data, int64_t global_batch, const OptimizerFactory& make) {
   MLP model = build_model(o, Device::host());
-  auto optimizer = make_optimizer(o.optimizer, model.parameters(), o.lr);
+  auto optimizer = make(model.parameters());
   BatchSampler sampler(data.size(), global_batch, !o.no_shuffle, o.seed);
   for (int64_t step = 0; step < o.steps; ++step) {
     Batch batch = gather_batch(data, sampler.indices(step), Device::host());

@@ -77,7 +77,7 @@ void* Device::allocate(std::size_t bytes) {
         __FILE__, __LINE__,
         "out of memory on " + name() + ": asked for " + format_bytes(double(bytes)) + " with " +
             format_bytes(double(now - bytes)) + " in use of a " + format_bytes(double(cap)) +
-            " capacity"));
+            " capacity (while allocating " + memory_category_name(current_memory_category()) + ")"));
   }
   std::size_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
@@ -90,6 +90,7 @@ void* Device::allocate(std::size_t bytes) {
       void* reused = it->second.back();
       it->second.pop_back();
       cached_ -= rounded;
+      ledger_.on_allocate(reused, bytes);
       return reused;
     }
   }
@@ -100,12 +101,14 @@ void* Device::allocate(std::size_t bytes) {
                                            "host allocation of " + format_bytes(double(bytes)) +
                                                " for " + name() + " failed"));
   }
+  ledger_.on_allocate(ptr, bytes);
   return ptr;
 }
 
 void Device::release(void* ptr, std::size_t bytes) {
   if (!ptr) return;
   current_.fetch_sub(bytes);
+  ledger_.on_release(ptr, bytes);
   std::size_t rounded = rounded_size(bytes);
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);

@@ -10,7 +10,8 @@
 
 namespace {
 const std::vector<std::string> kChapters = {"ch01_sgd",           "ch02_batching",  "ch03_naive_dp",
-                                            "ch04_ring_allreduce", "ch05_bucketing", "ch06_averaging"};
+                                            "ch04_ring_allreduce", "ch05_bucketing", "ch06_averaging",
+                                            "ch07_zero"};
 
 int lines_in(const std::string& text) {
   int n = 0;
@@ -54,7 +55,8 @@ TEST_CASE("bad flag values give one line naming the flag and exit code 2", "[cli
 }
 
 TEST_CASE("distributed chapters refuse --ranks 0, a bad --comm and a bad --link", "[cli]") {
-  for (const std::string chapter : {"ch03_naive_dp", "ch04_ring_allreduce", "ch05_bucketing", "ch06_averaging"})
+  for (const std::string chapter :
+       {"ch03_naive_dp", "ch04_ring_allreduce", "ch05_bucketing", "ch06_averaging", "ch07_zero"})
     for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
              {"--ranks 0", "--ranks"}, {"--comm carrier-pigeon", "--comm"}, {"--link tin-can", "--link"},
              {"--comm-timeout 0", "--comm-timeout"}}) {

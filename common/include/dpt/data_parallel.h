@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,12 @@ DataParallelRun train_data_parallel(Context& ctx, const Options& options, const 
 /// The oracle: the model the flags ask for, trained serially on the host with
 /// batch `global_batch` (same seed, same sampler, same samples per step).
 MLP train_single_device(const Options& options, const Dataset& data, int64_t global_batch);
+
+class Optimizer;
+/// Builds the optimizer for a model's parameters (e.g. AdamW with a chosen λ).
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor> params)>;
+/// train_single_device with the optimizer `make` builds instead of --optimizer's.
+MLP train_single_device(const Options& options, const Dataset& data, int64_t global_batch, const OptimizerFactory& make);
 
 /// Largest |a − b| over all parameters of two models of the same shape (any
 /// devices). A NaN anywhere is the largest difference: the result is NaN.

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "dpt/memory_ledger.h"
+
 namespace dpt {
 
 /// What kind of memory a device owns.
@@ -64,8 +66,13 @@ class Device {
   std::size_t current_bytes() const { return current_.load(); }
   /// Most bytes ever in use at once since the last reset_peak().
   std::size_t peak_bytes() const { return peak_.load(); }
-  /// Sets the peak to the current usage.
-  void reset_peak() { peak_.store(current_.load()); }
+  /// Sets the peak (and every category's, memory_ledger.h) to the current usage.
+  void reset_peak() {
+    peak_.store(current_.load());
+    ledger_.reset_peak();
+  }
+  /// Bytes in use, and their peak, by category (see memory_ledger.h).
+  const MemoryLedger& ledger() const { return ledger_; }
   /// Capacity in bytes; 0 means unlimited (the default).
   std::size_t capacity() const { return capacity_.load(); }
   /// Limits the bytes in use (0: unlimited); later allocations past it fail.
@@ -87,6 +94,7 @@ class Device {
   mutable std::mutex cache_mutex_;                         // rank threads free on other threads
   std::map<std::size_t, std::vector<void*>> cache_;        // rounded size → free blocks
   std::size_t cached_ = 0;
+  MemoryLedger ledger_;  // the same bytes as current_, by category
 };
 
 /// Copies `bytes` from `src` on device `from` to `dst` on device `to`.

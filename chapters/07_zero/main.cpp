@@ -1,0 +1,312 @@
+// ch07_zero — ZeRO stages 0–3: shard optimizer state, then gradients, then
+// parameters, and watch each rank's memory shrink.
+//
+// What it teaches: plain data parallel keeps a full copy of everything on
+// every rank — with fp32 Adam 16 bytes per parameter (4 weights, 4 gradients,
+// 8 for m and v). ZeRO cuts one flat buffer of all Ψ parameters into N equal
+// shards and lets each rank keep only its own shard of the optimizer state
+// (stage 1: 8Ψ + 8Ψ/N), of the gradients too (stage 2: reduce-scatter bucket
+// by bucket during backward, 4Ψ + 12Ψ/N), and of the parameters too (stage 3:
+// gather a layer just before its forward and again before its backward, 16Ψ/N).
+// The chapter trains one stage, measures memory by category through the
+// device's accounting and bytes through the traffic log, sets both next to
+// the formulas, and checks the weights against stage 0 and one device.
+//
+// What it leaves out: mixed precision, CPU/NVMe offload, overlapping the
+// reduce-scatter with backward (chapter 05 showed how); the formulas' theory
+// is in docs/ch07_zero.md.
+//
+// Run it:
+//     build/reference/bin/ch07_zero --ranks 4 --stage 3
+//     build/reference/bin/ch07_zero --ranks 4 --stage 0 --device-memory 2MiB   # out of memory
+//     build/reference/bin/ch07_zero --ranks 4 --stage 3 --device-memory 2MiB   # fits
+//     build/reference/bin/ch07_zero --ranks 4 --compare-stages                 # 0..3 side by side
+//     mpirun --oversubscribe -np 4 build/reference/bin/ch07_zero --comm mpi --stage 2
+//
+// Your holes (chapters/07_zero/ch07.h): partition_parameters, shard_bounds,
+// reduce_scatter_bucket, gather_layer, release_layer.
+// Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <iostream>
+
+#include "ch07.h"
+#include "dpt/autograd.h"
+#include "dpt/check.h"
+#include "dpt/data_parallel.h"
+#include "dpt/ops.h"
+#include "dpt/optim.h"
+#include "dpt/output_file.h"
+#include "dpt/report.h"
+#include "dpt/timing.h"
+#include "zero_checkpoint.h"
+#include "zero_engine.h"
+#include "zero_report.h"
+
+using namespace dpt;
+using namespace dpt::ch07;
+
+struct Ch07Flags {
+  int stage = 3;
+  bool prefetch = false, verify = true, compare = false;
+  double bucket_mb = 0.25, weight_decay = -1;  // -1: the optimizer's default (adam 0, adamw 0.01)
+  std::string device_memory, report_json;
+  std::string save_checkpoint, resume, consolidate;  // directories
+  int64_t checkpoint_every = 0;                       // 0: only after the last step
+};
+
+int64_t parse_size(const std::string& text);
+ZeroPlan plan_of(const Options& o, const Ch07Flags& f);
+std::vector<float> initial_parameters(Context& ctx, const Options& o);
+std::vector<float> train_one_device(const Options& o, const Dataset& data, const AdamConfig& adam, int world);
+void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f);
+
+// ----------------------------------------------------------------------------
+// the lecture, run by every rank; rank 0 narrates and returns the exit code
+
+int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
+  Narrator say(ctx.is_root() && !o.quiet);
+  DPT_CHECK(checkpoints_available() || (f.save_checkpoint.empty() && f.resume.empty() && f.consolidate.empty()),
+            "this dpt was built without sharded checkpoints (dpt/sharded_checkpoint.h): --save-checkpoint, --resume "
+            "and --consolidate are not available");
+  if (!f.consolidate.empty()) {  // no training: one safetensors file from the shards
+    DPT_CHECK(!o.save_weights.empty(), "--consolidate DIR writes the weights to --save-weights FILE: give one");
+    if (ctx.is_root()) consolidate_zero_checkpoint(f.consolidate, o.save_weights);
+    say.say("wrote " + o.save_weights + " from the checkpoint in " + f.consolidate);
+    return 0;
+  }
+  Dataset data = load_dataset(o);
+  check_ranks_agree(ctx.comm, o, data);
+  const int64_t capacity = parse_size(f.device_memory);
+  ZeroPlan plan = plan_of(o, f);
+  std::vector<float> initial = initial_parameters(ctx, o);
+  Partition part = partition_parameters(int64_t(initial.size()), ctx.world);
+  if (o.steps == 0) {  // only the outputs asked for
+    if (ctx.is_root()) save_outputs(o, build_model(o, Device::host()), data);
+    return 0;
+  }
+
+  // ---- 1. The partition
+  say.section("1. One flat buffer of Ψ = " + std::to_string(part.psi) + " parameters, cut in N = " +
+              std::to_string(ctx.world) + " shards of S = " + std::to_string(part.shard));
+  say.say("Padded with " + std::to_string(part.padded - part.psi) + " zeros to N·S = " + std::to_string(part.padded) +
+          ". Rank r owns [r·S, (r+1)·S) of the parameters, gradients and Adam's m and v\n"
+          "(stage 1 shards m, v; stage 2 the gradients too; stage 3 the parameters too).");
+  if (f.compare) {
+    compare_stages(ctx, o, data, f);
+    return 0;
+  }
+
+  // ---- 2. Training
+  say.section("2. Training at stage " + std::to_string(f.stage) + (f.prefetch ? " with --prefetch" : "") + ", " +
+              (plan.adam.decoupled ? "AdamW" : "Adam") + " (weight decay " + fmt(plan.adam.weight_decay) + ")");
+  if (capacity > 0) {
+    ctx.device.set_capacity(std::size_t(capacity));
+    say.say("Each device holds at most " + format_bytes(double(capacity)) + " (--device-memory).");
+  }
+  LoadedShard resumed;
+  if (!f.resume.empty()) {
+    resumed = load_zero_checkpoint(ctx, f.resume, o, plan.adam);
+    DPT_CHECK(resumed.step < o.steps, "--resume: the checkpoint is at step " << resumed.step << " and --steps is "
+                                                                            << o.steps << ": nothing left to train");
+    say.say("Resuming at step " + std::to_string(resumed.step) + " from " + f.resume + ".");
+  }
+  auto restore = [&](ZeroTrainer& t) {
+    if (!f.resume.empty()) t.restore(resumed.params, resumed.exp_avg, resumed.exp_avg_sq, resumed.step);
+  };
+  auto save = [&](int64_t done, ZeroTrainer& t) {
+    if (!f.save_checkpoint.empty() && (done == o.steps || (f.checkpoint_every > 0 && done % f.checkpoint_every == 0)))
+      save_zero_checkpoint(ctx, f.save_checkpoint, t, o, plan.adam);
+  };
+  ZeroRun run;
+  try {
+    run = train_zero(ctx, o, data, initial, plan, "ch07 stage " + std::to_string(f.stage), resumed.step, restore, save);
+  } catch (const OutOfMemory& e) {
+    throw OutOfMemory(std::string(e.what()) + " at stage " + std::to_string(f.stage) + ". " +
+                      which_stage_fits(part, f.stage, double(capacity)));
+  }
+  ctx.device.set_capacity(0);  // the checks below train references: not under the cap
+
+  // ---- 3. Memory and traffic, next to the formulas
+  say.section("3. Memory per rank and bytes per step, next to the ZeRO formulas");
+  Verdicts verdicts;  // filled on rank 0
+  report_memory(ctx, run, part, f.stage, f.prefetch, verdicts, !o.quiet);
+  if (ctx.is_root()) report_traffic(run, part, f.stage, verdicts, !o.quiet);
+  nlohmann::json report = run_json(ctx, run, part, f.stage);
+  if (ctx.is_root() && !f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
+
+  // ---- 4. The same weights as stage 0, and as one device
+  std::vector<float> stage0;
+  if (f.verify && f.stage != 0) {
+    say.section("4. The same run at stage 0 (plain data parallel), for comparison");
+    ZeroPlan zero = plan;
+    zero.stage = 0;
+    Options quiet = o;
+    quiet.quiet = true, quiet.metrics.clear();
+    stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0").weights;
+  }
+  if (!ctx.is_root()) return 0;
+  MLP model = build_model(o, Device::host());
+  std::vector<Tensor> params = model.parameters();
+  unflatten(run.weights, params);
+  save_outputs(o, model, data);
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      double d = std::fabs(double(a[i]) - double(b[i]));
+      worst = std::isnan(d) ? d : std::max(worst, d);
+      if (std::isnan(d)) break;
+    }
+    return worst;
+  };
+  verdicts.holds("the loss stayed finite", run.diverged_step < 0,
+                 run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
+  if (!stage0.empty())
+    verdicts.at_most("max |w_stage" + std::to_string(f.stage) + " - w_stage0|", max_diff(run.weights, stage0), 0,
+                     "every stage sums each gradient in the same ring order and runs the same Adam: the same bits");
+  if (f.verify) add_single_device_verdict(verdicts, max_diff(run.weights, train_one_device(o, data, plan.adam, ctx.world)));
+
+  // ---- 5. Summary and verdicts
+  Table summary("ch07 summary", {"what", "value"});
+  summary.add_row({"stage, ranks x batch per rank", std::to_string(f.stage) + ", " + std::to_string(ctx.world) + " x " +
+                                                        std::to_string(o.batch)});
+  summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
+  summary.add_row({"peak memory, rank 0", format_bytes(run.memory.peak_total)});
+  summary.add_row({"formula " + formula_text(f.stage), format_bytes(formula_bytes(f.stage, double(part.psi), ctx.world))});
+  summary.add_row({"median step time, rank 0", fixed(median(run.step_seconds) * 1e3, 2) + " ms"});
+  summary.print(std::cout);
+  verdicts.print(std::cout);
+  return verdicts.exit_code();
+}
+
+// ----------------------------------------------------------------------------
+// set-up: the plan, the master copy, the single-device oracle
+
+ZeroPlan plan_of(const Options& o, const Ch07Flags& f) {
+  DPT_CHECK(o.optimizer == "adam" || o.optimizer == "adamw",
+            "ch07 shards Adam's state: --optimizer must be adam or adamw, got '" << o.optimizer << "'");
+  ZeroPlan plan;
+  plan.stage = f.stage;
+  plan.prefetch = f.prefetch;
+  plan.bucket_bytes = int64_t(std::llround(f.bucket_mb * 1024 * 1024));
+  plan.adam.lr = o.lr;
+  plan.adam.decoupled = o.optimizer == "adamw";
+  plan.adam.weight_decay = float(f.weight_decay >= 0 ? f.weight_decay : (plan.adam.decoupled ? 0.01 : 0.0));
+  return plan;
+}
+
+// "2MiB", "512KiB", "3MB", "1GiB" or plain bytes; "" is 0 (no cap).
+int64_t parse_size(const std::string& text) {
+  if (text.empty()) return 0;
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  const std::pair<const char*, double> units[] = {{"", 1}, {"B", 1}, {"KiB", 1024}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+                                                  {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}};
+  for (auto [name, scale] : units)
+    if (used > 0 && unit == name && std::isfinite(value) && value > 0) return int64_t(value * scale);
+  DPT_FAIL("--device-memory expects a size such as 2MiB, 512KiB or 3000000, got '" << text << "'");
+}
+
+// Rank 0 builds the master copy (seeded, or --load-weights) and broadcasts it.
+std::vector<float> initial_parameters(Context& ctx, const Options& o) {
+  std::vector<float> flat;
+  if (ctx.is_root()) flat = flatten(build_model(o, Device::host()).parameters());
+  int64_t psi = 0;
+  std::vector<int64_t> widths = o.widths();
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l) psi += widths[l] * widths[l + 1] + widths[l + 1];
+  flat.resize(std::size_t(psi));
+  ctx.comm.broadcast(flat.data(), psi, 0);
+  return flat;
+}
+
+// The oracle: core code only (dpt::MLP, dpt::Adam), one device, the global batch.
+std::vector<float> train_one_device(const Options& o, const Dataset& data, const AdamConfig& c, int world) {
+  MLP model = train_single_device(o, data, o.batch * world, [&c](std::vector<Tensor> params) {
+    return std::make_unique<Adam>(std::move(params), c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.decoupled);
+  });
+  return flatten(model.parameters());
+}
+
+// ----------------------------------------------------------------------------
+// --compare-stages: the four stages side by side in one run
+
+void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f) {
+  Options quiet = o;
+  quiet.quiet = true, quiet.metrics.clear();
+  std::vector<float> initial = initial_parameters(ctx, o);
+  Partition part = partition_parameters(int64_t(initial.size()), ctx.world);
+  Table table("stages side by side (" + std::to_string(ctx.world) + " ranks, " + std::to_string(o.steps) + " steps)",
+              {"stage", "step time / stage 0", "sent per rank per step", "theory", "peak per rank (worst)",
+               "formula"});
+  double base = 0;
+  nlohmann::json report = {{"world", ctx.world}, {"psi", part.psi}, {"stages", nlohmann::json::array()}};
+  for (int stage = 0; stage <= 3; ++stage) {
+    Ch07Flags g = f;
+    g.stage = stage;
+    ZeroRun run = train_zero(ctx, quiet, data, initial, plan_of(o, g), "stage " + std::to_string(stage));
+    double t = max_over_ranks(ctx.comm, median(run.step_seconds));
+    double peak = max_over_ranks(ctx.comm, run.memory.peak_total);
+    if (stage == 0) base = t;
+    double sent = 0;
+    for (int r = 0; r < ctx.world; ++r) sent = std::max(sent, double(run.traffic.bytes_sent(r)));
+    sent /= double(std::max<std::size_t>(1, run.losses.size()));
+    table.add_row({std::to_string(stage), fixed(t / base, 2), format_bytes(sent),
+                   format_bytes(theory_bytes_per_step(stage, double(part.psi), ctx.world)), format_bytes(peak),
+                   formula_text(stage) + " = " + format_bytes(formula_bytes(stage, double(part.psi), ctx.world))});
+    report["stages"].push_back(run_json(ctx, run, part, stage));
+  }
+  if (!ctx.is_root()) return;
+  table.print(std::cout);
+  if (!f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
+}
+
+// ----------------------------------------------------------------------------
+// flags, then the lecture on every rank
+
+int main(int argc, char** argv) {
+  CLI::App app{"ch07_zero — ZeRO stages 0-3: sharded optimizer state, gradients, parameters", "ch07_zero"};
+  Options options;
+  options.model = "64-256-256-256-256-10";  // Ψ = 216,586: 3.3 MiB at stage 0, 0.83 MiB per rank at stage 3 (N = 4)
+  options.optimizer = "adam";
+  options.lr = 1e-3f;
+  options.steps = 50;
+  LaunchOptions launch_options;
+  Ch07Flags flags;
+  add_common_flags(app, options);
+  add_launch_flags(app, launch_options);
+  add_data_parallel_flags(app, flags.verify);
+  app.add_option("--stage", flags.stage, "ZeRO stage: 0 plain DP, 1 +optimizer state, 2 +gradients, 3 +parameters")
+      ->check(CLI::Range(0, 3))->capture_default_str();
+  app.add_flag("--prefetch", flags.prefetch, "Stage 3: gather the next layer while this one computes");
+  app.add_option("--bucket-mb", flags.bucket_mb, "Stages 2-3: bucket cap in MiB (whole layers, last first)")
+      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  app.add_option("--weight-decay", flags.weight_decay, "Adam: L2 penalty; AdamW: decoupled decay (default 0 / 0.01)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--device-memory", flags.device_memory, "Cap each rank's device, e.g. 2MiB (default: no cap)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              parse_size(text);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "SIZE"));
+  app.add_option("--report-json", flags.report_json, "Write memory by category and bytes per rank as JSON")
+      ->check(output_path());
+  app.add_option("--save-checkpoint", flags.save_checkpoint, "Save a sharded checkpoint into DIR (after the last step)");
+  app.add_option("--checkpoint-every", flags.checkpoint_every, "With --save-checkpoint: also every K steps")
+      ->check(positive_integer());
+  app.add_option("--resume", flags.resume, "Continue the run saved in DIR (any number of ranks, same global batch)");
+  app.add_option("--consolidate", flags.consolidate, "Write the checkpoint in DIR to --save-weights FILE, then stop");
+  app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
+  parse_flags(app, argc, argv);
+  return run_lecture("ch07_zero", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
+}

@@ -1,0 +1,58 @@
+// sharded_ring.cpp — ring reduce-scatter and all-gather whose chunk r ends on
+// rank r, for ZeRO's fixed ownership (provided: chapter 04 taught the ring).
+#include "sharded_ring.h"
+
+#include <algorithm>
+
+#include "dpt/check.h"
+
+namespace dpt::ch07 {
+
+namespace {
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+void check_bounds(const Communicator& comm, const std::vector<int64_t>& bounds) {
+  DPT_CHECK(int(bounds.size()) == comm.size() + 1 && bounds.front() == 0,
+            "ring: expected " << comm.size() + 1 << " chunk bounds starting at 0, got " << bounds.size());
+  for (std::size_t i = 1; i < bounds.size(); ++i)
+    DPT_CHECK(bounds[i] >= bounds[i - 1], "ring: chunk bounds must not decrease (" << bounds[i - 1] << " then "
+                                                                                   << bounds[i] << ")");
+}
+}  // namespace
+
+void ring_reduce_scatter(Communicator& comm, float* data, const std::vector<int64_t>& bounds) {
+  check_bounds(comm, bounds);
+  const int n = comm.size(), r = comm.rank(), right = mod(r + 1, n), left = mod(r - 1, n);
+  int64_t largest = 0;
+  for (int c = 0; c < n; ++c) largest = std::max(largest, bounds[std::size_t(c) + 1] - bounds[std::size_t(c)]);
+  std::vector<float> scratch(static_cast<std::size_t>(largest));
+  for (int s = 0; s + 1 < n; ++s) {
+    // Step s: chunk r−s−1 leaves for the right neighbour (which adds its own
+    // values to it); the left neighbour's partial sum of chunk r−s−2 arrives.
+    // At s = n−2 that is chunk r: complete, here, where it belongs.
+    int out = mod(r - s - 1, n), in = mod(r - s - 2, n);
+    int64_t out_begin = bounds[std::size_t(out)], in_begin = bounds[std::size_t(in)];
+    int64_t out_size = bounds[std::size_t(out) + 1] - out_begin, in_size = bounds[std::size_t(in) + 1] - in_begin;
+    comm.sendrecv(data + out_begin, out_size, right, scratch.data(), in_size, left);
+    for (int64_t i = 0; i < in_size; ++i) data[in_begin + i] += scratch[std::size_t(i)];
+  }
+}
+
+void ring_all_gather(Communicator& comm, float* data, const std::vector<int64_t>& bounds) {
+  check_bounds(comm, bounds);
+  const int n = comm.size(), r = comm.rank(), right = mod(r + 1, n), left = mod(r - 1, n);
+  for (int s = 0; s + 1 < n; ++s) {
+    // Step s: we pass on chunk r−s (our own at s = 0), final, and store chunk
+    // r−s−1 from the left in place.
+    int out = mod(r - s, n), in = mod(r - s - 1, n);
+    int64_t out_begin = bounds[std::size_t(out)], in_begin = bounds[std::size_t(in)];
+    comm.sendrecv(data + out_begin, bounds[std::size_t(out) + 1] - out_begin, right, data + in_begin,
+                  bounds[std::size_t(in) + 1] - in_begin, left);
+  }
+}
+
+void divide_by_ranks(float* data, int64_t count, int n) {
+  for (int64_t i = 0; i < count; ++i) data[i] /= float(n);
+}
+
+}  // namespace dpt::ch07

@@ -1,0 +1,378 @@
+// zero_engine.cpp — chapter 07's trainer: the flat layout, the zero_linear op
+// (gather → compute → free, and the same again in backward), buckets that
+// reduce-scatter as backward fills them, Adam on the owned shard, the loop.
+#include "zero_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "dpt/autograd.h"
+#include "dpt/check.h"
+#include "dpt/data_parallel.h"
+#include "dpt/ops.h"
+#include "dpt/report.h"
+#include "sharded_ring.h"
+
+namespace dpt::ch07 {
+
+// ----------------------------------------------------------------------------
+// Adam on a flat range (the same float operations as dpt::Adam::update)
+
+void adam_update(const AdamConfig& c, int64_t t, float* p, const float* g, float* m, float* v, int64_t n) {
+  float correction1 = 1.0f - std::pow(c.beta1, float(t));
+  float correction2 = 1.0f - std::pow(c.beta2, float(t));
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i];
+    if (c.decoupled) p[i] *= 1.0f - c.lr * c.weight_decay;
+    else d += c.weight_decay * p[i];
+    m[i] = c.beta1 * m[i] + (1.0f - c.beta1) * d;
+    v[i] = c.beta2 * v[i] + (1.0f - c.beta2) * d * d;
+    float m_hat = m[i] / correction1;
+    float v_hat = v[i] / correction2;
+    p[i] -= c.lr * m_hat / (std::sqrt(v_hat) + c.eps);
+  }
+}
+
+namespace {
+Tensor zeros_as(MemoryCategory category, int64_t n, Device& device) {
+  MemoryScope scope(category);
+  return Tensor::zeros({n}, device);
+}
+
+// Layers in reverse order (backward finishes the last first), closed when the
+// next layer would push the bucket past the cap; a layer larger than the cap
+// sits alone.
+std::vector<LayerBucket> bucket_layers(const std::vector<Range>& layers, int64_t cap_bytes) {
+  std::vector<LayerBucket> buckets;
+  for (int l = int(layers.size()) - 1; l >= 0; --l) {
+    const Range& r = layers[std::size_t(l)];
+    if (buckets.empty() || 4 * (buckets.back().range.size() + r.size()) > cap_bytes)
+      buckets.push_back({r, {}});
+    buckets.back().range.begin = r.begin;
+    buckets.back().layers.push_back(l);
+  }
+  return buckets;
+}
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// one rank's state
+
+struct ZeroTrainer::Impl {
+  Context& ctx;
+  ZeroPlan plan;
+  Partition part;
+  std::vector<int64_t> widths;
+  std::vector<Range> layers;
+  std::vector<LayerBucket> buckets;
+  std::vector<int> bucket_of;          // layer → its bucket
+  Tensor params, grads, m, v;          // full (padded) or a shard: see the table in zero_engine.h
+  std::vector<Tensor> handles;         // per layer: an empty leaf that makes autograd call zero_linear's backward
+  std::vector<Tensor> gathered;        // stage 3: layer → its gathered parameters, while needed
+  std::vector<std::shared_ptr<Work>> prefetching;  // stage 3 --prefetch: layer → its gather in flight
+  std::vector<Tensor> open;            // stages 2, 3: bucket → its gradient buffer while it fills
+  std::vector<int> missing;            // bucket → layers whose gradient has not arrived
+
+  Impl(Context& c, const ZeroPlan& p) : ctx(c), plan(p) {}
+  bool full_params() const { return plan.stage <= 2; }
+  bool full_grads() const { return plan.stage <= 1; }
+  int64_t own_begin() const { return ctx.rank * part.shard; }
+
+  // ---- a layer's parameters: a view (stages 0–2) or gathered (stage 3)
+  Tensor acquire(int l, int next) {
+    if (full_params()) return params.slice(layers[std::size_t(l)].begin, layers[std::size_t(l)].size());
+    wait_prefetch(l);
+    if (!gathered[std::size_t(l)].defined()) gather_now(l);  // not prefetched: gather now
+    if (plan.prefetch && next >= 0 && next < int(layers.size())) prefetch(next);
+    return gathered[std::size_t(l)];
+  }
+  void prefetch(int l) {
+    // Queued on the progress thread; the rank thread waits for it before it
+    // talks again (acquire, or zero_linear_backward), so the two never
+    // interleave messages on one communicator.
+    prefetching[std::size_t(l)] = ctx.comm.async([this, l] { gather_now(l); });
+  }
+  void gather_now(int l) {
+    auto span = ctx.trace.span("gather layer " + std::to_string(l), "comm");
+    gathered[std::size_t(l)] = gather_layer(ctx.comm, part, layers[std::size_t(l)], params, ctx.device);
+  }
+  void release(int l, Tensor& full) {
+    if (full_params()) return;
+    full = Tensor();
+    release_layer(gathered[std::size_t(l)]);
+  }
+  void wait_prefetch(int l) {
+    if (l >= 0 && l < int(layers.size()) && prefetching[std::size_t(l)]) {
+      prefetching[std::size_t(l)]->wait();
+      prefetching[std::size_t(l)].reset();
+    }
+  }
+
+  // ---- where layer l's gradient goes: the flat buffer, or its open bucket
+  Tensor grad_destination(int l) {
+    const Range& r = layers[std::size_t(l)];
+    if (full_grads()) return grads.slice(r.begin, r.size());
+    int b = bucket_of[std::size_t(l)];
+    const Range& br = buckets[std::size_t(b)].range;
+    if (!open[std::size_t(b)].defined()) open[std::size_t(b)] = zeros_as(MemoryCategory::Comm, br.size(), ctx.device);
+    return open[std::size_t(b)].slice(r.begin - br.begin, r.size());
+  }
+  // Layer l's gradient is final: the bucket may leave (stages 2, 3).
+  void gradient_ready(int l) {
+    if (full_grads()) return;
+    int b = bucket_of[std::size_t(l)];
+    if (--missing[std::size_t(b)] > 0) return;
+    auto span = ctx.trace.span("reduce-scatter bucket " + std::to_string(b), "comm");
+    reduce_scatter_bucket(ctx.comm, part, buckets[std::size_t(b)].range, open[std::size_t(b)].data(), grads.data());
+    open[std::size_t(b)] = Tensor();  // the full gradients of these layers are gone
+  }
+
+  // ---- the op: y = x Wᵀ + b, with W and b only present while used
+  Tensor zero_linear(int l, const Tensor& x) {
+    const int64_t in = widths[std::size_t(l)], out = widths[std::size_t(l) + 1];
+    Tensor full = acquire(l, l + 1), y;
+    {
+      auto span = ctx.trace.span("forward layer " + std::to_string(l), "compute");
+      NoGradGuard no_graph;  // this op records itself below, holding x but not W
+      y = linear(x, full.slice(0, out * in).reshape({out, in}), full.slice(out * in, out));
+    }
+    release(l, full);
+    return record(y, "zero_linear", {x, handles[std::size_t(l)]},
+                  [this, l, x](const Tensor& dy) -> std::vector<Tensor> { return zero_linear_backward(l, x, dy); });
+  }
+  // dx = dy W (B, in), dW = dyᵀ x (out, in), db = Σ_rows dy (out)
+  std::vector<Tensor> zero_linear_backward(int l, const Tensor& x, const Tensor& dy) {
+    const int64_t in = widths[std::size_t(l)], out = widths[std::size_t(l) + 1];
+    Tensor full = acquire(l, l - 1), dx;
+    Tensor dest = grad_destination(l);
+    {
+      auto span = ctx.trace.span("backward layer " + std::to_string(l), "compute");
+      Tensor dweight = dest.slice(0, out * in).reshape({out, in});
+      gemm(dy, true, x, false, dweight);
+      float* db = dest.data() + out * in;
+      const float* g = dy.data();
+      for (int64_t j = 0; j < out; ++j) db[j] = 0;
+      for (int64_t i = 0, rows = dy.size(0); i < rows; ++i)
+        for (int64_t j = 0; j < out; ++j) db[j] += g[i * out + j];
+      if (x.requires_grad()) {
+        dx = Tensor::empty(x.shape(), x.device());
+        gemm(dy, false, full.slice(0, out * in).reshape({out, in}), false, dx);
+      }
+    }
+    dest = Tensor();
+    release(l, full);
+    wait_prefetch(l - 1);  // the next layer's gather is done before this rank reduce-scatters
+    gradient_ready(l);
+    return {dx, Tensor()};
+  }
+
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (int l = 0; l < int(layers.size()); ++l) {
+      h = zero_linear(l, h);
+      if (l + 1 < int(layers.size())) h = relu(h);
+    }
+    return h;
+  }
+
+  // ---- after backward: the gradient sync and Adam on what this rank owns
+  void update(int64_t t) {
+    auto span = ctx.trace.span("sync + Adam on the owned shard", "comm");
+    const int64_t S = part.shard, mine = own_begin();
+    if (full_grads()) {  // stages 0, 1: the whole gradient is here; its mean's shard comes from a reduce-scatter
+      std::vector<int64_t> bounds = shard_bounds(part, {0, part.padded});
+      ring_reduce_scatter(ctx.comm, grads.data(), bounds);
+      divide_by_ranks(grads.data() + mine, S, part.world);
+    }
+    if (plan.stage == 0) {  // all-reduce = reduce-scatter + all-gather; then everyone updates everything
+      ring_all_gather(ctx.comm, grads.data(), shard_bounds(part, {0, part.padded}));
+      adam_update(plan.adam, t, params.data(), grads.data(), m.data(), v.data(), part.padded);
+      return;
+    }
+    float* p = full_params() ? params.data() + mine : params.data();
+    const float* g = full_grads() ? grads.data() + mine : grads.data();
+    adam_update(plan.adam, t, p, g, m.data(), v.data(), S);
+    if (full_params()) ring_all_gather(ctx.comm, params.data(), shard_bounds(part, {0, part.padded}));
+  }
+};
+
+// ----------------------------------------------------------------------------
+// the trainer
+
+ZeroTrainer::ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const std::vector<float>& initial,
+                         const ZeroPlan& plan)
+    : impl_(std::make_unique<Impl>(ctx, plan)) {
+  DPT_CHECK(plan.stage >= 0 && plan.stage <= 3, "--stage must be 0, 1, 2 or 3, got " << plan.stage);
+  Impl& s = *impl_;
+  s.widths = widths;
+  int64_t offset = 0;
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
+    int64_t n = widths[l] * widths[l + 1] + widths[l + 1];  // weight (out, in), then bias (out)
+    layers_.push_back({offset, offset + n});
+    offset += n;
+  }
+  DPT_CHECK(int64_t(initial.size()) == offset,
+            "ZeRO: " << initial.size() << " initial parameters for a model of " << offset);
+  part_ = partition_parameters(offset, ctx.world);
+  s.part = part_, s.layers = layers_;
+  const int64_t S = part_.shard, P = part_.padded, mine = ctx.rank * S;
+  std::vector<float> padded(initial);
+  padded.resize(std::size_t(P), 0.0f);  // the padding: < N zeros at the end, trained like the rest (stays 0)
+  {
+    MemoryScope scope(MemoryCategory::Params);
+    s.params = s.full_params() ? Tensor::from_vector({P}, padded, ctx.device)
+                               : Tensor::from_vector({S}, std::vector<float>(padded.begin() + mine, padded.begin() + mine + S),
+                                                     ctx.device);
+  }
+  s.grads = zeros_as(MemoryCategory::Grads, s.full_grads() ? P : S, ctx.device);
+  s.m = zeros_as(MemoryCategory::OptimizerState, plan.stage == 0 ? P : S, ctx.device);
+  s.v = zeros_as(MemoryCategory::OptimizerState, plan.stage == 0 ? P : S, ctx.device);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    s.handles.push_back(Tensor::empty({0}, ctx.device));
+    s.handles.back().set_requires_grad(true);
+  }
+  s.gathered.resize(layers_.size());
+  s.prefetching.resize(layers_.size());
+  if (!s.full_grads()) {
+    buckets_ = bucket_layers(layers_, plan.bucket_bytes);
+    s.buckets = buckets_;
+    s.bucket_of.assign(layers_.size(), -1);
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (int l : buckets_[b].layers) s.bucket_of[std::size_t(l)] = int(b);
+    s.open.resize(buckets_.size());
+  }
+}
+
+ZeroTrainer::~ZeroTrainer() {
+  // No prefetch may outlive the buffers it writes. Its error (a peer failed
+  // while we were already unwinding) is not ours to report twice.
+  for (auto& work : impl_->prefetching) {
+    try {
+      if (work) work->wait();
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+float ZeroTrainer::step(const Batch& batch) {
+  Impl& s = *impl_;
+  s.missing.clear();
+  for (const LayerBucket& b : buckets_) s.missing.push_back(int(b.layers.size()));
+  float loss_value;
+  {
+    MemoryScope scope(MemoryCategory::Activations);
+    Tensor loss = softmax_cross_entropy(s.forward(batch.x), batch.y);
+    loss_value = loss.item();
+    loss.backward();
+  }
+  for (std::size_t b = 0; b < s.open.size(); ++b)
+    DPT_CHECK(!s.open[b].defined(), "bucket " << b << " was never reduce-scattered: a layer got no gradient");
+  s.update(++t_);
+  return loss_value;
+}
+
+std::vector<float> ZeroTrainer::full_parameters() {
+  Impl& s = *impl_;
+  std::vector<float> all(std::size_t(part_.padded));
+  if (s.full_params()) all = s.params.to_vector();
+  else s.ctx.comm.all_gather(s.params.data(), all.data(), part_.shard);  // the library's: not a training step
+  all.resize(std::size_t(part_.psi));
+  return all;
+}
+
+std::vector<float> ZeroTrainer::shard_of_params() const {
+  const Impl& s = *impl_;
+  std::vector<float> all = s.params.to_vector();
+  if (!s.full_params()) return all;
+  auto begin = all.begin() + s.ctx.rank * part_.shard;
+  return std::vector<float>(begin, begin + part_.shard);
+}
+
+std::vector<float> ZeroTrainer::shard_of_moment(int which) const {
+  const Impl& s = *impl_;
+  std::vector<float> all = (which == 0 ? s.m : s.v).to_vector();
+  if (s.plan.stage != 0) return all;
+  auto begin = all.begin() + s.ctx.rank * part_.shard;
+  return std::vector<float>(begin, begin + part_.shard);
+}
+
+void ZeroTrainer::restore(const std::vector<float>& params, const std::vector<float>& m, const std::vector<float>& v,
+                          int64_t t) {
+  Impl& s = *impl_;
+  const std::size_t S = std::size_t(part_.shard);
+  DPT_CHECK(params.size() == S && m.size() == S && v.size() == S,
+            "restore: expected " << S << " floats of parameters, m and v, got " << params.size() << ", " << m.size()
+                                 << ", " << v.size());
+  std::vector<int64_t> bounds = shard_bounds(part_, {0, part_.padded});
+  auto put = [&](Tensor& into, const std::vector<float>& shard, bool full) {
+    float* at = into.data() + (full ? s.ctx.rank * part_.shard : 0);
+    std::copy(shard.begin(), shard.end(), at);
+    if (full) ring_all_gather(s.ctx.comm, into.data(), bounds);
+  };
+  put(s.params, params, s.full_params());
+  put(s.m, m, s.plan.stage == 0);
+  put(s.v, v, s.plan.stage == 0);
+  t_ = t;
+}
+
+// ----------------------------------------------------------------------------
+// the loop
+
+MemorySnapshot snapshot_memory(const Device& device) {
+  MemorySnapshot m;
+  for (int c = 0; c < kMemoryCategories; ++c) {
+    auto category = static_cast<MemoryCategory>(c);
+    m.current[std::size_t(c)] = double(device.ledger().current(category));
+    m.peak[std::size_t(c)] = double(device.ledger().peak(category));
+    m.at_peak[std::size_t(c)] = double(device.ledger().at_peak(category));
+  }
+  m.peak_total = double(device.ledger().peak_total());
+  return m;
+}
+
+ZeroRun train_zero(Context& ctx, const Options& o, const Dataset& data, const std::vector<float>& initial,
+                   const ZeroPlan& plan, const std::string& label, int64_t first_step,
+                   const std::function<void(ZeroTrainer&)>& before, const AfterStep& after) {
+  using Clock = std::chrono::steady_clock;
+  ZeroRun run;
+  ctx.device.reset_peak();
+  ZeroTrainer trainer(ctx, o.widths(), initial, plan);
+  if (before) before(trainer);
+  BatchSampler sampler(data.size(), o.batch * ctx.world, !o.no_shuffle, o.seed);  // the same draw on every rank
+  MetricsWriter metrics(ctx.is_root() ? o.metrics : "");
+  ProgressBar bar(label, o.steps - first_step, ctx.is_root() && !o.quiet);
+  ctx.comm.barrier();
+  ctx.comm.traffic().clear();  // threads share one log: cleared between barriers
+  ctx.comm.barrier();
+  auto start = Clock::now();
+  for (int64_t step = first_step; step < o.steps; ++step) {
+    auto step_start = Clock::now();
+    ctx.comm.traffic().set_step(step);
+    Batch batch;
+    {
+      MemoryScope scope(MemoryCategory::Activations);
+      batch = gather_batch(data, strided_shard(sampler.indices(step), ctx.rank, ctx.world), ctx.device);
+    }
+    float loss = trainer.step(batch);
+    run.step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
+    ctx.comm.all_reduce(&loss, 1, ReduceOp::Avg);  // the library's: logged apart from the ring's bytes
+    run.losses.push_back(loss);
+    metrics.write(step, {{"loss", loss}, {"step_s", run.step_seconds.back()},
+                         {"peak_bytes", double(ctx.device.ledger().peak_total())}});
+    bar.update(step + 1 - first_step, "loss " + fixed(loss, 4));
+    if (!std::isfinite(loss)) {  // the same value on every rank: all stop here
+      run.diverged_step = step;
+      break;
+    }
+    if (after) after(step + 1, trainer);
+  }
+  bar.finish();
+  run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  run.memory = snapshot_memory(ctx.device);
+  run.traffic = ctx.comm.gather_traffic();
+  run.weights = trainer.full_parameters();
+  return run;
+}
+
+}  // namespace dpt::ch07

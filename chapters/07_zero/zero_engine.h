@@ -1,0 +1,149 @@
+/// @file zero_engine.h
+/// @brief Chapter 07's trainer (provided, not a hole): one MLP held as ZeRO
+/// stage 0, 1, 2 or 3 holds it, trained with Adam/AdamW on sharded state.
+///
+/// Every stage keeps the same flat layout (ch07.h) and differs only in what a
+/// rank keeps and when it talks:
+///
+///   stage | keeps in full            | keeps its 1/N of        | per step
+///   ------|--------------------------|-------------------------|------------------------------
+///   0     | params, grads, m, v      | —                       | all-reduce grads (RS + AG)
+///   1     | params, grads            | m, v                    | RS grads, update shard, AG params
+///   2     | params                   | grads, m, v             | RS each bucket in backward, AG params
+///   3     | —                        | params, grads, m, v     | AG a layer before its forward and
+///         |                          |                         | its backward, RS each bucket
+///
+/// A layer's forward and backward are one autograd op (`zero_linear`) whose
+/// backward writes dW, db straight into the layer's gradient destination (the
+/// flat gradient buffer, or the open bucket) — so no full per-parameter
+/// gradient tensor ever exists in stages 2 and 3. Every allocation is charged
+/// to a memory category (dpt/memory_ledger.h). All stages sum each gradient in
+/// the same order (sharded_ring.h) and run the same Adam arithmetic, so they
+/// compute the same bits.
+///
+/// Left out: mixed precision (the paper's 2+2+12 bytes), gradient
+/// accumulation, overlapping the reduce-scatter with backward (chapter 05 did
+/// that), and CPU offload.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ch07.h"
+#include "dpt/data.h"
+#include "dpt/launch.h"
+#include "dpt/memory_ledger.h"
+#include "dpt/options.h"
+
+namespace dpt::ch07 {
+
+/// Adam's hyper-parameters (PyTorch's defaults); decoupled = AdamW.
+struct AdamConfig {
+  float lr = 1e-3f;            ///< learning rate
+  float beta1 = 0.9f;          ///< first-moment decay
+  float beta2 = 0.999f;        ///< second-moment decay
+  float eps = 1e-8f;           ///< added to √v̂
+  float weight_decay = 0.0f;   ///< λ
+  bool decoupled = false;      ///< AdamW: p ← p·(1 − lr·λ) instead of g += λ p
+};
+
+/// Step `t` (1-based) of Adam on n floats: the very arithmetic of dpt::Adam,
+/// on a flat range (p, g, m, v each n floats).
+void adam_update(const AdamConfig& config, int64_t t, float* p, const float* g, float* m, float* v, int64_t n);
+
+/// What to run.
+struct ZeroPlan {
+  int stage = 0;                 ///< 0 … 3
+  bool prefetch = false;         ///< stage 3: gather the next layer while this one computes
+  int64_t bucket_bytes = 1 << 20;  ///< stages 2, 3: bucket cap (consecutive layers, last first)
+  AdamConfig adam;               ///< the optimizer
+};
+
+/// One bucket: consecutive layers, filled last layer first; a flat range.
+struct LayerBucket {
+  Range range;              ///< the layers' flat range
+  std::vector<int> layers;  ///< in fill order (descending)
+};
+
+/// One rank's model, gradients and optimizer state under a ZeRO stage.
+class ZeroTrainer {
+ public:
+  /// `initial` holds the Ψ parameters (flatten(parameters()), same on every
+  /// rank); `widths` the MLP's. Keeps only what `plan.stage` keeps.
+  ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const std::vector<float>& initial, const ZeroPlan& plan);
+  ~ZeroTrainer();
+  ZeroTrainer(const ZeroTrainer&) = delete;
+  ZeroTrainer& operator=(const ZeroTrainer&) = delete;
+
+  /// One training step on this rank's batch: forward, backward (reduce-
+  /// scattering buckets in stages 2, 3), gradient sync, Adam on what this rank
+  /// owns, parameter all-gather (stages 1, 2). Returns the local loss. Collective.
+  float step(const Batch& batch);
+  /// Collective: all Ψ parameters (flat, unpadded), on every rank.
+  std::vector<float> full_parameters();
+
+  /// The flat layout.
+  const Partition& partition() const { return part_; }
+  /// Layer l's flat range (weight then bias).
+  const std::vector<Range>& layer_ranges() const { return layers_; }
+  /// The buckets (stages 2, 3; empty otherwise).
+  const std::vector<LayerBucket>& buckets() const { return buckets_; }
+  /// Adam steps taken.
+  int64_t steps_taken() const { return t_; }
+
+  /// This rank's S-float shard of the parameters / m / v (for checkpoints).
+  std::vector<float> shard_of_params() const;
+  /// m and v, this rank's S floats each.
+  std::vector<float> shard_of_moment(int which) const;
+  /// Restores this rank's shard of parameters, m, v and the step count
+  /// (stage 0–2 then all-gather the parameters: collective).
+  void restore(const std::vector<float>& params, const std::vector<float>& m, const std::vector<float>& v, int64_t t);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  Partition part_;
+  std::vector<Range> layers_;
+  std::vector<LayerBucket> buckets_;
+  int64_t t_ = 0;
+};
+
+/// Memory of one device by category (memory_ledger.h), bytes.
+struct MemorySnapshot {
+  std::array<double, kMemoryCategories> current{};  ///< in use at the end
+  std::array<double, kMemoryCategories> peak{};     ///< each category's own peak
+  std::array<double, kMemoryCategories> at_peak{};  ///< the categories when the total peaked
+  double peak_total = 0;                            ///< the highest total
+};
+
+/// Reads `device`'s ledger.
+MemorySnapshot snapshot_memory(const Device& device);
+
+/// What a run measured on this rank.
+struct ZeroRun {
+  std::vector<double> losses;      ///< global loss per step (mean over ranks)
+  int64_t diverged_step = -1;      ///< first non-finite loss, -1 if none
+  std::vector<double> step_seconds;  ///< per step, this rank
+  double seconds = 0;              ///< the loop's wall time
+  TrafficLog traffic;              ///< every rank's sends during the loop
+  MemorySnapshot memory;           ///< this rank's device, from just before the first step
+  std::vector<float> weights;      ///< the final Ψ parameters (flat)
+};
+
+/// Called after every step with the number of steps done.
+using AfterStep = std::function<void(int64_t steps_done, ZeroTrainer& trainer)>;
+
+/// Collective: builds the trainer from `initial` (Ψ floats), trains steps
+/// [first_step, options.steps) on global batches of world·batch samples (rank
+/// r takes the strided shard, as every chapter since 03), calling `after` after
+/// each step and `before` (if set) once before the first, e.g. to restore a
+/// checkpoint. Stops on every rank alike at the first non-finite loss.
+ZeroRun train_zero(Context& ctx, const Options& options, const Dataset& data, const std::vector<float>& initial,
+                   const ZeroPlan& plan, const std::string& label, int64_t first_step = 0,
+                   const std::function<void(ZeroTrainer&)>& before = {}, const AfterStep& after = {});
+
+}  // namespace dpt::ch07

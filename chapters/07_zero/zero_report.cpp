@@ -1,0 +1,147 @@
+// zero_report.cpp — the ZeRO formulas, the memory and traffic tables, and
+// their verdicts.
+#include "zero_report.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "dpt/report.h"
+#include "dpt/timing.h"
+
+namespace dpt::ch07 {
+
+double formula_bytes(int stage, double psi, int n) {
+  switch (stage) {
+    case 0: return 16 * psi;
+    case 1: return 8 * psi + 8 * psi / n;
+    case 2: return 4 * psi + 12 * psi / n;
+    default: return 16 * psi / n;
+  }
+}
+
+std::string formula_text(int stage) {
+  const char* text[] = {"16Ψ", "8Ψ + 8Ψ/N", "4Ψ + 12Ψ/N", "16Ψ/N"};
+  return text[std::max(0, std::min(stage, 3))];
+}
+
+double theory_bytes_per_step(int stage, double psi, int n) { return (stage == 3 ? 3 : 2) * psi * 4 * (n - 1) / n; }
+
+double padded_state_bytes(int stage, const Partition& part) {
+  double full = double(part.padded), shard = double(part.shard);
+  switch (stage) {
+    case 0: return 16 * full;
+    case 1: return 8 * full + 8 * shard;
+    case 2: return 4 * full + 12 * shard;
+    default: return 16 * shard;
+  }
+}
+
+void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch, Verdicts& v,
+                   bool print) {
+  const MemorySnapshot& m = run.memory;
+  auto at = [&](MemoryCategory c) { return m.at_peak[std::size_t(c)]; };
+  const double formula = formula_bytes(stage, double(part.psi), part.world);
+  const double padding = padded_state_bytes(stage, part) - formula;
+  const double extras = padding + at(MemoryCategory::Activations) + at(MemoryCategory::Comm) + at(MemoryCategory::Other);
+  const double deviation = std::fabs(m.peak_total - (formula + extras)) / (formula + extras);
+  const double worst = max_over_ranks(ctx.comm, deviation);
+  if (!ctx.is_root()) return;
+  if (print) {
+    Table table("memory on rank 0's device by category (" + ctx.device.name() + ")",
+                {"category", "now", "own peak", "at the total's peak"});
+    for (int c = 1; c < kMemoryCategories; ++c)
+      table.add_row({memory_category_name(MemoryCategory(c)), format_bytes(m.current[std::size_t(c)]),
+                     format_bytes(m.peak[std::size_t(c)]), format_bytes(m.at_peak[std::size_t(c)])});
+    table.add_row({"total", "", "", format_bytes(m.peak_total)});
+    table.print(std::cout);
+    Table formula_table("the ZeRO formula for stage " + std::to_string(stage) + ", plus what it leaves out",
+                        {"term", "bytes"});
+    formula_table.add_row({"model states " + formula_text(stage) + " (Ψ = " + std::to_string(part.psi) +
+                               ", N = " + std::to_string(part.world) + ")",
+                           format_bytes(formula)});
+    formula_table.add_row({"+ padding to N·S = " + std::to_string(part.padded) + " floats", format_bytes(padding)});
+    formula_table.add_row({"+ activations and backward temporaries", format_bytes(at(MemoryCategory::Activations))});
+    formula_table.add_row({stage >= 2 ? std::string("+ comm buffers: open bucket") +
+                                            (stage == 3 ? std::string(", gathered layer") + (prefetch ? "s (prefetch)" : "")
+                                                        : "")
+                                      : "+ comm buffers (the ring's scratch is host memory here)",
+                           format_bytes(at(MemoryCategory::Comm))});
+    formula_table.add_row({"= expected peak", format_bytes(formula + extras)});
+    formula_table.add_row({"measured peak", format_bytes(m.peak_total)});
+    formula_table.print(std::cout);
+  }
+  v.at_most("peak per rank vs formula + named extras: |measured - expected| / expected (worst rank)", worst, 0.05,
+            "the model states at the peak are exactly the formula's on the padded buffer; a stage that keeps a full "
+            "copy it should shard is off by 4Ψ(N-1)/N or more");
+}
+
+void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdicts& v, bool print) {
+  const int n = part.world;
+  const double steps = double(std::max<std::size_t>(1, run.losses.size()));
+  const double theory = theory_bytes_per_step(stage, double(part.psi), n);
+  const double slack = 12.0 * double(part.padded - part.psi);  // ≤ 3 collectives × 4 bytes × the padding
+  auto matrix = run.traffic.matrix();
+  double worst = 0;
+  bool ring = true;
+  Table table("bytes sent per rank per step (traffic log) vs theory " + std::string(stage == 3 ? "3" : "2") +
+                  "Ψ·4·(N-1)/N = " + format_bytes(theory),
+              {"rank", "sent per step", "to its right neighbour"});
+  for (int r = 0; r < n; ++r) {
+    double sent = double(run.traffic.bytes_sent(r)) / steps;
+    double right = double(matrix[std::size_t(r)][std::size_t((r + 1) % n)]) / steps;
+    ring = ring && (n == 1 || sent == right);
+    worst = std::max(worst, std::fabs(sent - theory));
+    table.add_row({std::to_string(r), format_bytes(sent), format_bytes(right)});
+  }
+  if (print) table.print(std::cout);
+  v.holds("every rank sends only to its right neighbour (ring)", ring, ring ? "" : run.traffic.to_string());
+  v.at_most("bytes sent per rank per step: max |measured - theory| (bytes)", worst, slack,
+            "theory counts Ψ, the ring moves N·S floats: at most 3 collectives × 4 bytes × " +
+                std::to_string(part.padded - part.psi) + " padding floats");
+}
+
+nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage) {
+  // Every rank's ledger, gathered: [peak_total, at_peak × categories, peak × categories] per rank.
+  const int width = 1 + 2 * kMemoryCategories;
+  std::vector<float> mine{float(run.memory.peak_total)}, all(std::size_t(width * ctx.world));
+  for (double b : run.memory.at_peak) mine.push_back(float(b));
+  for (double b : run.memory.peak) mine.push_back(float(b));
+  ctx.comm.all_gather(mine.data(), all.data(), width);  // exact below 16 MiB; 7 digits above (a report)
+  const double steps = double(std::max<std::size_t>(1, run.losses.size()));
+  nlohmann::json out = {{"stage", stage}, {"world", part.world}, {"psi", part.psi}, {"padded", part.padded},
+                        {"formula", formula_text(stage)},
+                        {"formula_bytes", formula_bytes(stage, double(part.psi), part.world)},
+                        {"padded_state_bytes", padded_state_bytes(stage, part)},
+                        {"theory_bytes_per_step", theory_bytes_per_step(stage, double(part.psi), part.world)},
+                        {"median_step_s", median(run.step_seconds)}, {"ranks", nlohmann::json::array()}};
+  for (int r = 0; r < ctx.world; ++r) {
+    const float* row = all.data() + std::size_t(r * width);
+    nlohmann::json at_peak, peak;
+    for (int c = 0; c < kMemoryCategories; ++c) {
+      at_peak[memory_category_name(MemoryCategory(c))] = row[1 + c];
+      peak[memory_category_name(MemoryCategory(c))] = row[1 + kMemoryCategories + c];
+    }
+    out["ranks"].push_back({{"rank", r}, {"peak_total", row[0]}, {"at_peak", at_peak}, {"peak", peak},
+                            {"sent_per_step", double(run.traffic.bytes_sent(r)) / steps}});
+  }
+  return out;
+}
+
+std::string which_stage_fits(const Partition& part, int stage, double capacity) {
+  std::string text = "Model states per rank (Ψ = " + std::to_string(part.psi) + ", N = " + std::to_string(part.world) + "):";
+  int first = -1;
+  for (int s = 0; s <= 3; ++s) {
+    double need = padded_state_bytes(s, part);
+    text += " stage " + std::to_string(s) + " " + formula_text(s) + " = " + format_bytes(need) + ";";
+    if (first < 0 && need < capacity) first = s;
+  }
+  if (first < 0) return text + " none fits " + format_bytes(capacity) + ": use more ranks or a smaller model";
+  if (first > stage)
+    return text + " they fit from stage " + std::to_string(first) + " on (activations and buffers come on top): run with --stage " + std::to_string(first) +
+           (first < 3 ? " (or higher)" : "");
+  return text + " this stage's fit, its activations and buffers do not: " +
+         (stage < 3 ? "run with --stage 3, or " : std::string("try ")) +
+         "a smaller --batch or --bucket-mb";
+}
+
+}  // namespace dpt::ch07

@@ -1,0 +1,54 @@
+/// @file zero_report.h
+/// @brief What chapter 07 prints next to its measurements: the ZeRO paper's
+/// formulas for memory and traffic per rank, the named extras they leave out,
+/// and the verdicts that compare the two (provided, not a hole).
+///
+/// Formulas (fp32 Adam: 4 bytes of parameter, 4 of gradient, 8 of m and v per
+/// parameter; Ψ parameters, N ranks), model states per rank:
+///   stage 0: 16Ψ   stage 1: 8Ψ + 8Ψ/N   stage 2: 4Ψ + 12Ψ/N   stage 3: 16Ψ/N
+/// Bytes each rank sends per step: 2Ψ·4·(N−1)/N for stages 0–2 (a
+/// reduce-scatter and an all-gather), 3Ψ·4·(N−1)/N for stage 3 (an all-gather
+/// more: parameters are gathered for forward and again for backward).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ch07.h"
+#include "dpt/launch.h"
+#include "dpt/verdict.h"
+#include "zero_engine.h"
+
+namespace dpt::ch07 {
+
+/// Model-state bytes per rank by the formula for `stage` (psi parameters, n ranks).
+double formula_bytes(int stage, double psi, int n);
+/// The formula as text: "16Ψ", "8Ψ + 8Ψ/N", "4Ψ + 12Ψ/N", "16Ψ/N".
+std::string formula_text(int stage);
+/// Bytes each rank sends per step by theory for `stage`.
+double theory_bytes_per_step(int stage, double psi, int n);
+/// Model-state bytes per rank this implementation holds: the formula on the
+/// padded buffer (N·S instead of Ψ where a full copy is kept, S for a shard).
+double padded_state_bytes(int stage, const Partition& part);
+
+/// Collective. Prints (rank 0) rank 0's memory by category next to the formula
+/// and its named extras, and adds the verdict "peak within 5 % of formula +
+/// extras" over every rank (the worst rank's deviation).
+void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch, Verdicts& v,
+                   bool print);
+
+/// Rank 0: prints bytes sent per rank per step next to theory and adds the
+/// verdicts "ring only" and "bytes = theory" (within the padding's share).
+void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdicts& v, bool print);
+
+/// Collective: the run as JSON (complete on rank 0): stage, world, psi,
+/// padded, formula_bytes, padded_state_bytes, theory_bytes_per_step, and per
+/// rank {rank, peak_total, at_peak{category: bytes}, peak{…}, sent_per_step}.
+/// What --report-json writes and scripts/plot_ch07.py draws.
+nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage);
+
+/// For an out-of-memory message at `stage`: the formula per stage against
+/// `capacity` bytes, and the stage to run instead ("run with --stage 2").
+std::string which_stage_fits(const Partition& part, int stage, double capacity);
+
+}  // namespace dpt::ch07
