@@ -129,7 +129,7 @@ TEST_CASE("image sets: .gz files are found when plain ones are absent, and a mis
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }
 
-TEST_CASE("--data names: fashion-mnist is Debian's directory, anything unknown is refused", "[data]") {
+TEST_CASE("data names: --data fashion-mnist is Debian's directory, anything unknown is refused", "[data]") {
   CHECK(parse_image_source("fashion-mnist").dir == "/usr/share/datasets/fashion-mnist");
   CHECK(parse_image_source("fashion-mnist:/x").dir == "/x");
   CHECK(parse_image_source("mnist:/y").name == "MNIST");
