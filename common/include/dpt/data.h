@@ -69,7 +69,7 @@ struct ImageSource {
 ImageSource parse_image_source(const std::string& spec);
 
 /// Reads split "train" or "t10k" (the test split) of `source`:
-/// <split>-images-idx3-ubyte and <split>-labels-idx1-ubyte, each plain or
+/// `SPLIT-images-idx3-ubyte` and `SPLIT-labels-idx1-ubyte`, each plain or
 /// with .gz appended (plain wins). x (N, rows·cols) = (pixel/255 − mean)/std
 /// with the source's *training* statistics for both splits; at most `limit`
 /// samples, the first ones (0: all).
