@@ -81,7 +81,9 @@ TEST_CASE("chapter: ch01_sgd trains, the loss falls, and every verdict is a ✔ 
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   auto lines = dpt_test::read_jsonl(metrics);
-  REQUIRE(lines.size() == 300);
+  REQUIRE(lines.size() == 301);  // one per step, then the held-out report (evaluate.h)
+  CHECK(lines[300]["step"] == 300);
+  CHECK(lines[300].contains("test_accuracy"));
   double first = lines[0]["loss"].get<double>();  // before any update
   double last = 0;  // mean of the last 20 steps: single-batch losses are noisy
   for (int i = 280; i < 300; ++i) last += lines[i]["loss"].get<double>() / 20;

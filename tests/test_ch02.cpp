@@ -99,7 +99,7 @@ TEST_CASE("chapter: ch02_batching shows batch = mean of per-sample gradients, ev
   auto run = dpt_test::run_program("ch02_batching", "--quiet --steps 40 --batch 16 --metrics " + metrics);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  CHECK(dpt_test::read_jsonl(metrics).size() == 40);  // one line per mini-batch step
+  CHECK(dpt_test::read_jsonl(metrics).size() == 41);  // one line per mini-batch step, then the held-out report
   for (const char* verdict : {"✔ mean of your per-sample gradients vs the batch gradient",
                               "✔ 16x fewer optimizer steps", "640 per-sample steps vs 40",
                               "✔ |per-sample run's loss - batched run's loss|", "✔ batched run, loss on the data set",

@@ -240,7 +240,7 @@ TEST_CASE("chapter: ch06 writes loss and drift per setting to --metrics", "[ch06
   INFO(dpt_test::summary_line(run.output));
   REQUIRE(run.exit_code == 0);
   auto lines = dpt_test::read_jsonl(path);
-  REQUIRE(lines.size() == 30);
+  REQUIRE(lines.size() == 31);  // one per step, then the held-out report (evaluate.h)
   CHECK(lines[0].contains("loss:grads sgd"));
   CHECK(lines[29].contains("drift:params H=4 momentum"));
   CHECK(lines[29]["drift:grads momentum"].get<double>() == 0);  // gradient averaging never drifts

@@ -12,6 +12,7 @@
 //
 // Run it:
 //     build/reference/bin/ch01_sgd                      # defaults: 784-256-10 on synthetic data
+//     build/reference/bin/ch01_sgd --data fashion-mnist --samples 60000 --steps 1000 --batch 64 --optimizer momentum --lr 0.01
 //     build/reference/bin/ch01_sgd --steps 500 --optimizer momentum --lr 0.01 --metrics ch01.jsonl
 //     build/reference/bin/ch01_sgd --lr 1               # watch it diverge, and the verdicts say so
 //
@@ -50,10 +51,12 @@ int lecture(const Options& o) {
   // 1. Set-up
   say.section("1. Set-up");
   Dataset data = load_dataset(o);
+  HeldOut held_out = load_held_out(o, data);  // scored once, at the end; never trained on
   Device& device = Device::cpu(0);
   MLP model = build_model(o, device);
   say.say("data: " + std::to_string(data.size()) + " samples of " + std::to_string(data.features()) +
           " features, " + std::to_string(data.classes) + " classes (" + o.data + ")");
+  say.say("held-out: " + (held_out.enabled() ? held_out.description : "none (--eval-samples 0)"));
   say.say("model: MLP " + o.model + ", " + std::to_string(model.num_parameters()) + " parameters (" +
           format_bytes(double(model.num_parameters()) * 4) + ") on " + device.name());
   if (o.steps == 0) {
@@ -108,6 +111,7 @@ int lecture(const Options& o) {
   summary.add_row({"time", fixed(seconds, 2) + " s"});
   summary.add_row({"step GFLOP/s (3x forward convention)", fixed(flops / seconds / 1e9, 1)});
   summary.add_row({"peak memory on " + device.name(), format_bytes(double(device.peak_bytes()))});
+  report_held_out(model, data, held_out, o.steps, o.metrics, summary);
   summary.print(std::cout);
 
   Verdicts verdicts;

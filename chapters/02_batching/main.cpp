@@ -54,6 +54,7 @@ int lecture(const Options& o) {
   // 1. Set-up
   say.section("1. Set-up");
   Dataset data = load_dataset(o);
+  HeldOut held_out = load_held_out(o, data);  // scored once, at the end; never trained on
   Device& device = Device::cpu(0);
   MLP model = build_model(o, device);
   const int64_t k = o.batch;
@@ -103,6 +104,9 @@ int lecture(const Options& o) {
   summary.print(std::cout);
   std::cout << " " << fixed(per_sample.seconds / batched.seconds, 1) << "x faster per sample with batches of " << k
             << "\n";
+  Table held("ch02 batched run: training set vs held-out", {"what", "value"});
+  report_held_out(model, data, held_out, batched.updates, o.metrics, held);
+  held.print(std::cout);
 
   Verdicts verdicts;
   verdicts.at_most("mean of your per-sample gradients vs the batch gradient, max |difference| / max |batch|",

@@ -36,7 +36,7 @@ using namespace dpt;
 
 void report_host_traffic(const Context& ctx, const Options& o, double gradient_bytes, double measured);
 void report_summary(const Context& ctx, const Options& o, const DataParallelRun& run, const Dataset& data,
-                    const MLP& replica);
+                    const HeldOut& held_out, const MLP& replica);
 void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, double gradient_bytes,
                   double spread);
 
@@ -49,6 +49,7 @@ int lecture(Context& ctx, const Options& o, bool verify) {
   say.section("1. Set-up: " + std::to_string(ctx.world) + " ranks (" + ctx.comm.backend() + ")");
   Dataset data = load_dataset(o);  // every rank reads the same data set
   check_ranks_agree(ctx.comm, o, data);  // same flags and data on every rank, or one line saying who differs
+  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   MLP replica = make_replica(ctx, o);
   const double gradient_bytes = double(replica.num_parameters()) * sizeof(float);  // S
   say.say("master copy on the host of rank 0, broadcast to " + std::to_string(ctx.world) + " replicas on " +
@@ -88,7 +89,7 @@ int lecture(Context& ctx, const Options& o, bool verify) {
   }
 
   // ---- 5. Summary and verdicts
-  report_summary(ctx, o, run, data, replica);
+  report_summary(ctx, o, run, data, held_out, replica);
   Verdicts verdicts;
   add_verdicts(verdicts, ctx, run, gradient_bytes, spread);
   if (verify) add_step_check_verdicts(verdicts, check);
@@ -115,12 +116,11 @@ void report_host_traffic(const Context& ctx, const Options& o, double gradient_b
 // 5. the summary table and the verdicts
 
 void report_summary(const Context& ctx, const Options& o, const DataParallelRun& run, const Dataset& data,
-                    const MLP& replica) {
-  Evaluation after = evaluate(replica, data);
+                    const HeldOut& held_out, const MLP& replica) {
   Table summary("ch03 summary", {"what", "value"});
   summary.add_row({"ranks x batch per rank", std::to_string(ctx.world) + " x " + std::to_string(o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
-  summary.add_row({"accuracy on the data set", fixed(100 * after.accuracy, 1) + "%"});
+  report_held_out(replica, data, held_out, int64_t(run.losses.size()), o.metrics, summary);
   summary.add_row({"time (compute / averaging)", fixed(run.seconds, 2) + " s (" + fixed(run.compute_seconds, 2) +
                                                       " / " + fixed(run.sync_seconds, 2) + " s on rank 0)"});
   summary.add_row({"bytes moved per step", format_bytes(run.bytes_per_step())});

@@ -56,6 +56,7 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
   Dataset data = load_dataset(o);
   check_ranks_agree(ctx.comm, o, data);  // same flags and data on every rank, or one line saying who differs
+  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   MLP replica = make_replica(ctx, o);
   if (o.steps == 0) {
     if (ctx.is_root()) save_outputs(o, replica, data);
@@ -100,6 +101,7 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   Table summary("ch04 summary", {"what", "value"});
   summary.add_row({"ranks x batch per rank", std::to_string(ctx.world) + " x " + std::to_string(o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
+  report_held_out(replica, data, held_out, int64_t(run.losses.size()), o.metrics, summary);
   summary.add_row({"per rank per step, theory 2(n-1)/n*S", format_bytes(2.0 * (ctx.world - 1) / ctx.world * s)});
   summary.add_row({"ch03's host carried per step: 2(n-1)*S", format_bytes(2.0 * (ctx.world - 1) * s)});
   summary.add_row({"time (compute / averaging on rank 0)", fixed(run.seconds, 2) + " s (" + fixed(run.compute_seconds, 2) +

@@ -66,6 +66,7 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
   Dataset data = load_dataset(o);
   check_ranks_agree(ctx.comm, o, data);
+  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   MLP replica = make_replica(ctx, o);
   if (o.steps == 0) {
     if (ctx.is_root()) save_outputs(o, replica, data);
@@ -111,6 +112,7 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
                                                                  " x " + std::to_string(f.accumulate)});
   summary.add_row({"buckets (all-reduces per step)", std::to_string(nb)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
+  report_held_out(replica, data, held_out, steps, o.metrics, summary);
   summary.add_row({"bytes per step, all ranks", format_bytes(double(run.traffic.total_bytes()) / double(std::max<int64_t>(1, steps)))});
   summary.add_row({"theory 2(n-1)*S, all ranks", format_bytes(2.0 * (ctx.world - 1) * s)});
   summary.add_row({"wall time", fixed(run.seconds, 2) + " s"});

@@ -63,6 +63,7 @@ struct Setting {
   bool written = true;  // false: a hole threw NotImplemented
   LocalSgdRun run;
   std::vector<float> weights;  // rank 0's final parameters, flattened (Ψ,)
+  Evaluation test;             // rank 0's replica on the held-out set
 };
 
 // ----------------------------------------------------------------------------
@@ -174,6 +175,7 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
   Dataset data = load_dataset(o);
   check_ranks_agree(ctx.comm, o, data);
+  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores every setting on it
   if (o.steps == 0) {
     MLP replica = make_replica(ctx, o);
     if (ctx.is_root()) save_outputs(o, replica, data);
@@ -208,6 +210,7 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
   for (Setting& s : settings) {
     say.say("  " + s.name);
     MLP trained = run_setting(ctx, data, s);
+    if (held_out.enabled() && s.written) s.test = evaluate(trained, held_out.data);
     if (s.name == mine.name) last = trained;
   }
   if (!ctx.is_root()) return 0;
@@ -222,15 +225,19 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
 
   say.section("2. What each setting computed and sent");
   Table table("ch06: " + std::to_string(ctx.world) + " ranks, Psi = " + std::to_string(psi) + " parameters",
-              {"setting", "final loss", "max |w - w_grads|", "averagings", "all-reduce/rank", "max drift"});
+              {"setting", "final loss", "held-out acc.", "max |w - w_grads|", "averagings", "all-reduce/rank", "max drift"});
   for (const Setting& s : settings) {
-    if (!s.written) { table.add_row({s.name, "not written yet", "-", "-", "-", "-"}); continue; }
+    if (!s.written) { table.add_row({s.name, "not written yet", "-", "-", "-", "-", "-"}); continue; }
     const Setting& ref = find(grads_of(s.o.optimizer, s.o.steps).name);
-    table.add_row({s.name, fixed(s.run.losses.back(), 4), fmt(weight_gap(s, ref), 3),
+    table.add_row({s.name, fixed(s.run.losses.back(), 4), held_out.enabled() ? fixed(100 * s.test.accuracy, 1) + "%" : "-",
+                   fmt(weight_gap(s, ref), 3),
                    std::to_string(s.run.averaged_at.size() + std::size_t(s.run.gradient_steps)),
                    format_bytes(double(s.run.traffic.collective_bytes("all_reduce", 0))), fmt(max_over(s.run.drift), 3)});
   }
   table.print(std::cout);
+  Table held("ch06 " + mine.name + ": training set vs held-out", {"what", "value"});
+  report_held_out(last, data, held_out, o.steps, o.metrics, held);
+  held.print(std::cout);
   say.say("max drift: the largest max |w_r - w_0| just before an averaging. Losses and drift per step: --metrics,\n"
           "drawn by scripts/plot_ch06.py.");
 

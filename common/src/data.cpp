@@ -1,9 +1,9 @@
-// data.cpp — synthetic data, the IDX reader, batch sampling.
+// data.cpp — synthetic data (training and held-out), batch sampling. The IDX
+// reader is idx_reader.cpp.
 #include "dpt/data.h"
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <numeric>
 
 #include "dpt/check.h"
@@ -16,90 +16,72 @@ namespace dpt {
 // ----------------------------------------------------------------------------
 // synthetic: Gaussian inputs, labels from a random teacher MLP
 
-Dataset make_synthetic(int64_t samples, int64_t features, int64_t classes, uint64_t seed) {
-  DPT_CHECK(samples > 0 && features > 0 && classes >= 2,
-            "synthetic data needs samples > 0, features > 0 and classes >= 2; got " << samples
-                << ", " << features << ", " << classes);
-  NoGradGuard no_grad;
+namespace {
+// x (samples, features) ~ N(0, I), from `seed`.
+Tensor normal_inputs(int64_t samples, int64_t features, uint64_t seed) {
   Rng rng(seed);
-  Device& host = Device::host();
-  Dataset data;
-  data.classes = classes;
-  data.x = Tensor::empty({samples, features}, host);
-  for (int64_t i = 0; i < data.x.numel(); ++i) data.x.data()[i] = rng.normal();
+  Tensor x = Tensor::empty({samples, features}, Device::host());
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = rng.normal();
+  return x;
+}
+
+// Per-class mean and 1/std of the teacher's logits over a data set.
+struct Standardisation {
+  std::vector<double> mean, inv_std;
+};
+
+// The teacher's labels of x: the argmax of its logits, each class's logit
+// standardised with `s` — computed here from x itself when `s` is empty
+// (a training set), reused as given otherwise (a held-out set).
+std::vector<int64_t> teacher_labels(const Tensor& x, int64_t classes, uint64_t seed, Standardisation& s) {
+  NoGradGuard no_grad;
+  const int64_t samples = x.size(0);
   Rng teacher_rng(seed ^ 0x7EAC4E55ull);
-  MLP teacher({features, 32, classes}, host, teacher_rng);
-  Tensor logits = teacher.forward(data.x);
+  MLP teacher({x.size(1), 32, classes}, Device::host(), teacher_rng);
+  Tensor logits = teacher.forward(x);
+  float* l = logits.data();
   // Standardise each class's logit over the data set: a random teacher would
   // otherwise hand most samples to a few classes.
-  for (int64_t c = 0; c < classes; ++c) {
+  const bool measure = s.mean.empty();
+  for (int64_t c = 0; c < classes && measure; ++c) {
     double mean = 0, square = 0;
-    for (int64_t i = 0; i < samples; ++i) mean += logits.data()[i * classes + c] / double(samples);
-    for (int64_t i = 0; i < samples; ++i) square += std::pow(logits.data()[i * classes + c] - mean, 2) / double(samples);
-    double inv_std = 1.0 / std::sqrt(square + 1e-12);
-    for (int64_t i = 0; i < samples; ++i)
-      logits.data()[i * classes + c] = float((logits.data()[i * classes + c] - mean) * inv_std);
+    for (int64_t i = 0; i < samples; ++i) mean += l[i * classes + c] / double(samples);
+    for (int64_t i = 0; i < samples; ++i) square += std::pow(l[i * classes + c] - mean, 2) / double(samples);
+    s.mean.push_back(mean);
+    s.inv_std.push_back(1.0 / std::sqrt(square + 1e-12));
   }
-  data.y.resize(samples);
-  for (int64_t i = 0; i < samples; ++i) {
-    const float* row = logits.data() + i * classes;
-    data.y[i] = std::max_element(row, row + classes) - row;
-  }
+  for (int64_t c = 0; c < classes; ++c)
+    for (int64_t i = 0; i < samples; ++i) l[i * classes + c] = float((l[i * classes + c] - s.mean[c]) * s.inv_std[c]);
+  std::vector<int64_t> y(samples);
+  for (int64_t i = 0; i < samples; ++i) y[i] = std::max_element(l + i * classes, l + (i + 1) * classes) - (l + i * classes);
+  return y;
+}
+
+void check_synthetic(int64_t samples, int64_t features, int64_t classes) {
+  DPT_CHECK(samples > 0 && features > 0 && classes >= 2,
+            "synthetic data needs samples > 0, features > 0 and classes >= 2; got " << samples << ", " << features
+                                                                                    << ", " << classes);
+}
+}  // namespace
+
+Dataset make_synthetic(int64_t samples, int64_t features, int64_t classes, uint64_t seed) {
+  check_synthetic(samples, features, classes);
+  Standardisation measured;
+  Dataset data;
+  data.classes = classes;
+  data.x = normal_inputs(samples, features, seed);
+  data.y = teacher_labels(data.x, classes, seed, measured);
   return data;
 }
 
-// ----------------------------------------------------------------------------
-// IDX: big-endian header (0, 0, type, ndims, dims…) then the values
-
-IdxArray read_idx(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DPT_CHECK(in, "cannot open IDX file '" << path << "'");
-  unsigned char magic[4] = {};
-  in.read(reinterpret_cast<char*>(magic), 4);
-  DPT_CHECK(in.gcount() == 4, "'" << path << "' is shorter than an IDX header");
-  DPT_CHECK(magic[0] == 0 && magic[1] == 0,
-            "'" << path << "' is not an IDX file (bad magic; is it still gzipped? run gunzip)");
-  DPT_CHECK(magic[2] == 0x08, "'" << path << "': IDX type 0x" << std::hex << int(magic[2])
-                                  << " is not unsigned bytes (0x08)");
-  DPT_CHECK(magic[3] >= 1 && magic[3] <= 4, "'" << path << "': IDX with " << int(magic[3]) << " dimensions");
-  IdxArray array;
-  int64_t count = 1;
-  for (int d = 0; d < magic[3]; ++d) {
-    unsigned char b[4] = {};
-    in.read(reinterpret_cast<char*>(b), 4);
-    DPT_CHECK(in.gcount() == 4, "'" << path << "' ends inside its header");
-    int64_t dim = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]);
-    array.dims.push_back(dim);
-    count *= dim;
-  }
-  DPT_CHECK(count <= (int64_t(1) << 34), "'" << path << "': IDX dimensions claim " << count << " values");
-  array.values.resize(count);
-  in.read(reinterpret_cast<char*>(array.values.data()), count);
-  DPT_CHECK(in.gcount() == count,
-            "'" << path << "' is truncated: header promises " << count << " values, file has " << in.gcount());
-  DPT_CHECK(in.peek() == std::ifstream::traits_type::eof(),
-            "'" << path << "' has bytes after the " << count << " values its header promises");
-  return array;
-}
-
-Dataset load_mnist(const std::string& dir, int64_t limit) {
-  IdxArray images = read_idx(dir + "/train-images-idx3-ubyte");
-  IdxArray labels = read_idx(dir + "/train-labels-idx1-ubyte");
-  DPT_CHECK(images.dims.size() == 3 && labels.dims.size() == 1,
-            "MNIST in '" << dir << "': expected images (N, rows, cols) and labels (N)");
-  DPT_CHECK(images.dims[0] == labels.dims[0],
-            "MNIST in '" << dir << "': " << images.dims[0] << " images but " << labels.dims[0] << " labels");
-  int64_t n = images.dims[0];
-  if (limit > 0) n = std::min(n, limit);
-  int64_t features = images.dims[1] * images.dims[2];
+Dataset make_synthetic_held_out(const Dataset& train, int64_t samples, uint64_t seed) {
+  check_synthetic(samples, train.features(), train.classes);
+  Standardisation training;  // the training set's, so both sets have one labelling function
+  teacher_labels(train.x, train.classes, seed, training);
   Dataset data;
-  data.classes = 10;
-  data.x = Tensor::empty({n, features}, Device::host());
-  for (int64_t i = 0; i < n * features; ++i)
-    data.x.data()[i] = (images.values[i] / 255.0f - 0.1307f) / 0.3081f;
-  data.y.assign(labels.values.begin(), labels.values.begin() + n);
-  for (int64_t label : data.y)
-    DPT_CHECK(label < 10, "MNIST in '" << dir << "': label " << label << " is not a digit");
+  data.classes = train.classes;
+  data.x = normal_inputs(samples, train.features(), seed ^ kHeldOutSeed);
+  data.y = teacher_labels(data.x, train.classes, seed, training);
   return data;
 }
 

@@ -137,23 +137,6 @@ std::vector<int64_t> parse_widths(const std::string& spec) {
   return widths;
 }
 
-Evaluation evaluate(const MLP& model, const Dataset& data, int64_t chunk) {
-  NoGradGuard no_grad;
-  Device& device = model.parameters().front().device();
-  Evaluation result;
-  int64_t n = data.size();
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    int64_t end = std::min(n, begin + chunk);
-    Tensor x = data.x.rows(begin, end).to(device);
-    std::vector<int64_t> y(data.y.begin() + begin, data.y.begin() + end);
-    Tensor logits = model.forward(x);
-    double weight = double(end - begin) / double(n);
-    result.loss += weight * softmax_cross_entropy(logits, y).item();
-    result.accuracy += weight * accuracy(logits, y);
-  }
-  return result;
-}
-
 void copy_parameters(const MLP& src, MLP& dst) {
   auto from = src.named_parameters();
   auto to = dst.named_parameters();

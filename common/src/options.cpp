@@ -1,6 +1,7 @@
 // options.cpp — the common flags and the set-up they drive.
 #include "dpt/options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -135,14 +136,18 @@ void add_common_flags(CLI::App& app, Options& o) {
   app.add_option("--model", o.model, "Layer widths, e.g. 784-256-10")
       ->check(validator("WIDTHS", [](const std::string& v) { parse_widths(v); }))
       ->capture_default_str();
-  app.add_option("--data", o.data, "synthetic | mnist:DIR (un-gzipped IDX files)")
+  app.add_option("--data", o.data,
+                 "synthetic | fashion-mnist (Debian's dataset-fashion-mnist) | fashion-mnist:DIR | mnist:DIR "
+                 "(IDX files, plain or .gz)")
       ->check(validator("DATA", [](const std::string& v) {
-        DPT_CHECK(v == "synthetic" || (v.rfind("mnist:", 0) == 0 && v.size() > 6),
-                  "expected synthetic or mnist:DIR, got '" << v << "'");
+        if (v != "synthetic") parse_image_source(v);
       }))
       ->capture_default_str();
-  app.add_option("--samples", o.samples, "Data set size (MNIST: at most this many)")
+  app.add_option("--samples", o.samples, "Training set size (image sets: at most this many)")
       ->check(integer_in(1, kMaxSamples))->capture_default_str();
+  app.add_option("--eval-samples", o.eval_samples,
+                 "Held-out samples scored at the end (image sets: at most this many of the test split; 0: none)")
+      ->check(integer_in(0, kMaxSamples))->capture_default_str();
   app.add_flag("--no-shuffle", o.no_shuffle, "Consecutive slices of the data, wrapping at its end");
   app.add_option("--load-weights", o.load_weights, "Start from these weights (safetensors)")
       ->check(CLI::ExistingFile);
@@ -178,15 +183,38 @@ int run_guarded(const std::string& program, const std::function<void()>& body) {
   return 1;
 }
 
+namespace {
+// An image set's split, checked against --model.
+Dataset load_image_split(const Options& o, const std::string& split, int64_t limit) {
+  std::vector<int64_t> widths = o.widths();
+  ImageSource source = parse_image_source(o.data);
+  Dataset data = load_images(source, split, limit);
+  DPT_CHECK(widths.front() == data.features() && widths.back() == data.classes,
+            "--model " << o.model << " does not fit " << source.name << ": it needs " << data.features()
+                       << " inputs and " << data.classes << " outputs, e.g. --model "
+                       << model_for(widths, data.features(), data.classes));
+  return data;
+}
+}  // namespace
+
 Dataset load_dataset(const Options& o) {
   std::vector<int64_t> widths = o.widths();
   if (o.data == "synthetic") return make_synthetic(o.samples, widths.front(), widths.back(), o.seed);
-  Dataset data = load_mnist(o.data.substr(6), o.samples);
-  DPT_CHECK(widths.front() == data.features() && widths.back() == data.classes,
-            "--model " << o.model << " does not fit MNIST: it needs " << data.features() << " inputs and "
-                       << data.classes << " outputs, e.g. --model "
-                       << model_for(widths, data.features(), data.classes));
-  return data;
+  return load_image_split(o, "train", o.samples);
+}
+
+HeldOut load_held_out(const Options& o, const Dataset& train) {
+  HeldOut held_out;
+  if (o.eval_samples == 0) return held_out;
+  if (o.data == "synthetic") {
+    held_out.data = make_synthetic_held_out(train, std::min(o.eval_samples, o.samples), o.seed);
+    held_out.description = std::to_string(held_out.data.size()) + " synthetic, same teacher, new inputs";
+    return held_out;
+  }
+  held_out.data = load_image_split(o, "t10k", o.eval_samples);
+  held_out.description = parse_image_source(o.data).name + " test split (t10k), " +
+                         std::to_string(held_out.data.size()) + " images";
+  return held_out;
 }
 
 MLP build_model(const Options& o, Device& device) {

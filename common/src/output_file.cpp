@@ -87,8 +87,9 @@ OutputFile::OutputFile(std::string path, Mode mode) : path_(std::move(path)) {
   regular_ = !exists || S_ISREG(st.st_mode);
   if (!regular_) {  // a character device: in place, never created or truncated
     fd_ = ::open(path_.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-  } else if (mode == Mode::Log) {  // O_NOFOLLOW: a link that appeared since the check is refused
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  } else if (mode != Mode::Document) {  // O_NOFOLLOW: a link that appeared since the check is refused
+    int keep = mode == Mode::Append ? O_APPEND : O_TRUNC;
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | keep | O_NOFOLLOW | O_CLOEXEC, 0644);
   } else {  // mkstemp opens with O_EXCL: never a file (or link) someone else made
     std::vector<char> name(path_.begin(), path_.end());
     for (char c : std::string(".tmp.XXXXXX")) name.push_back(c);

@@ -120,8 +120,8 @@ std::string fixed(double value, int decimals) {
 // ----------------------------------------------------------------------------
 // metrics
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
-  if (!path.empty()) out_ = std::make_unique<OutputFile>(path, OutputFile::Mode::Log);
+MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
+  if (!path.empty()) out_ = std::make_unique<OutputFile>(path, append ? OutputFile::Mode::Append : OutputFile::Mode::Log);
 }
 
 void MetricsWriter::write(int64_t step, const std::map<std::string, double>& values) {

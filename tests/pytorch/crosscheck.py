@@ -139,7 +139,8 @@ def run_chapter(bin_dir, chapter, args, cwd):
 def read_losses(path):
     with open(path) as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    return [row["loss"] for row in sorted(rows, key=lambda r: r["step"])]
+    # Step lines only: the last line is the held-out report (train_/test_ keys, no "loss").
+    return [row["loss"] for row in sorted(rows, key=lambda r: r["step"]) if "loss" in row]
 
 
 # ----------------------------------------------------------------------------

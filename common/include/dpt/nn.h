@@ -82,14 +82,6 @@ class MLP {
 /// Parses "784-256-10" into {784, 256, 10}. Throws dpt::Error on a bad spec.
 std::vector<int64_t> parse_widths(const std::string& spec);
 
-/// Mean loss and accuracy of a model over a whole data set.
-struct Evaluation {
-  double loss = 0;      ///< mean softmax cross-entropy
-  double accuracy = 0;  ///< fraction of argmax predictions equal to the label
-};
-/// Evaluates `model` on all of `data` (no graph recorded), `chunk` rows at a time.
-Evaluation evaluate(const MLP& model, const Dataset& data, int64_t chunk = 1024);
-
 /// Copies every parameter's values from `src` into `dst` (same architecture).
 void copy_parameters(const MLP& src, MLP& dst);
 

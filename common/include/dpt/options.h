@@ -4,8 +4,8 @@
 ///
 /// Graders and scripts rely on these flags meaning the same thing in every
 /// chapter: `--steps --batch --lr --seed --optimizer --model --data --samples
-/// --no-shuffle --load-weights --save-weights --save-data --metrics --quiet
-/// --help`. A bad value prints one line naming the flag and what it accepts,
+/// --eval-samples --no-shuffle --load-weights --save-weights --save-data
+/// --metrics --quiet --help`. A bad value prints one line naming the flag and what it accepts,
 /// and the program exits with code 2: not a number, not finite (`--lr inf`),
 /// out of range (`--steps 99999999999999999999` overflows; each count has an
 /// upper bound beyond which it can only be a typo, argued in options.cpp), or
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dpt/data.h"
+#include "dpt/evaluate.h"
 #include "dpt/nn.h"
 
 namespace dpt {
@@ -31,8 +32,9 @@ struct Options {
   uint64_t seed = 42;             ///< seeds data, initial weights, shuffling
   std::string optimizer = "sgd";  ///< sgd | momentum | adam | adamw
   std::string model = "784-256-10";  ///< layer widths
-  std::string data = "synthetic";    ///< synthetic | mnist:DIR
-  int64_t samples = 4096;         ///< data set size (MNIST: at most this many)
+  std::string data = "synthetic";    ///< synthetic | fashion-mnist | fashion-mnist:DIR | mnist:DIR
+  int64_t samples = 4096;         ///< data set size (image sets: at most this many)
+  int64_t eval_samples = 10000;   ///< held-out samples (image sets: at most this many of the test split; 0: none)
   bool no_shuffle = false;        ///< consecutive slices instead of shuffled epochs
   std::string load_weights;       ///< safetensors to start from
   std::string save_weights;       ///< safetensors to write at the end
@@ -73,8 +75,16 @@ void parse_flags(CLI::App& app, int argc, char** argv);
 /// prints "<program>: error: <message>" and returns 1; success returns 0.
 int run_guarded(const std::string& program, const std::function<void()>& body);
 
-/// The data set the flags ask for; its features/classes must fit the model.
+/// The training set the flags ask for; its features/classes must fit the model.
 Dataset load_dataset(const Options& options);
+
+/// The held-out set for `train` (load_dataset's): the first --eval-samples
+/// images of the test split (t10k files) of an image set; for synthetic data,
+/// min(--eval-samples, --samples) points from the training set's teacher with
+/// inputs drawn from another seed (make_synthetic_held_out; as many as the
+/// training set keeps the default run fast). Empty with --eval-samples 0.
+/// Never shares a sample with `train` (image sets: other files).
+HeldOut load_held_out(const Options& options, const Dataset& train);
 
 /// The model the flags ask for on `device`: initialised from `--seed`, or
 /// loaded from `--load-weights`.

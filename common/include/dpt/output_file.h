@@ -53,8 +53,9 @@ void check_output_path(const std::string& flag, const std::string& path);
 /// target as it was and no temporary file behind.
 class OutputFile {
  public:
-  /// Document: written whole, then put in place atomically. Log: written in place as it goes.
-  enum class Mode { Document, Log };
+  /// Document: written whole, then put in place atomically. Log: written in
+  /// place as it goes (truncated first). Append: a Log that keeps what the file holds.
+  enum class Mode { Document, Log, Append };
   /// Opens `path` for writing under the policy; throws dpt::Error naming the path if refused.
   explicit OutputFile(std::string path, Mode mode = Mode::Document);
   ~OutputFile();

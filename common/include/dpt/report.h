@@ -82,8 +82,9 @@ std::string fixed(double value, int decimals = 2);
 /// truncated in place, never through a symlink, refused if a FIFO or a directory.
 class MetricsWriter {
  public:
-  /// Opens (truncates) `path`; an empty path writes nothing. Throws dpt::Error if the path is refused.
-  explicit MetricsWriter(const std::string& path);
+  /// Opens (truncates; with `append`, keeps its lines) `path`; an empty path
+  /// writes nothing. Throws dpt::Error if the path is refused.
+  explicit MetricsWriter(const std::string& path, bool append = false);
   /// Writes {"step": step, key: value, …} (non-finite values as null) in one write.
   void write(int64_t step, const std::map<std::string, double>& values);
   /// True when a file is being written.
