@@ -38,6 +38,7 @@
 #include "dpt/optim.h"
 #include "dpt/output_file.h"
 #include "dpt/report.h"
+#include "dpt/step_check.h"
 #include "dpt/timing.h"
 #include "zero_checkpoint.h"
 #include "zero_engine.h"
@@ -58,7 +59,6 @@ struct Ch07Flags {
 int64_t parse_size(const std::string& text);
 ZeroPlan plan_of(const Options& o, const Ch07Flags& f);
 std::vector<float> initial_parameters(Context& ctx, const Options& o);
-std::vector<float> train_one_device(const Options& o, const Dataset& data, const AdamConfig& adam, int world);
 void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f);
 
 // ----------------------------------------------------------------------------
@@ -77,6 +77,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   }
   Dataset data = load_dataset(o);
   check_ranks_agree(ctx.comm, o, data);
+  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   const int64_t capacity = parse_size(f.device_memory);
   ZeroPlan plan = plan_of(o, f);
   std::vector<float> initial = initial_parameters(ctx, o);
@@ -118,6 +119,13 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
     if (!f.save_checkpoint.empty() && (done == o.steps || (f.checkpoint_every > 0 && done % f.checkpoint_every == 0)))
       save_zero_checkpoint(ctx, f.save_checkpoint, t, o, plan.adam);
   };
+  // Rank 0 records the stage-0 run's weights and averaged gradients around
+  // chosen steps, for the step-by-step check against one device.
+  StepRecorder recorder(ctx.is_root() && f.verify);
+  auto observe = [&recorder, &o](int64_t step, const float* p, const float* g, int64_t psi) {
+    recorder.record(step, o.steps, p, g, psi);
+  };
+  if (f.stage == 0) plan.observe_stage0 = observe;
   ZeroRun run;
   try {
     run = train_zero(ctx, o, data, initial, plan, "ch07 stage " + std::to_string(f.stage), resumed.step, restore, save);
@@ -141,6 +149,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
     say.section("4. The same run at stage 0 (plain data parallel), for comparison");
     ZeroPlan zero = plan;
     zero.stage = 0;
+    zero.observe_stage0 = observe;
     Options quiet = o;
     quiet.quiet = true, quiet.metrics.clear();
     stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0").weights;
@@ -164,7 +173,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   if (!stage0.empty())
     verdicts.at_most("max |w_stage" + std::to_string(f.stage) + " - w_stage0|", max_diff(run.weights, stage0), 0,
                      "every stage sums each gradient in the same ring order and runs the same Adam: the same bits");
-  if (f.verify) add_single_device_verdict(verdicts, max_diff(run.weights, train_one_device(o, data, plan.adam, ctx.world)));
+  if (f.verify) add_step_check_verdicts(verdicts, recorder.replay(o, data, o.batch * ctx.world));
 
   // ---- 5. Summary and verdicts
   Table summary("ch07 summary", {"what", "value"});
@@ -174,13 +183,14 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   summary.add_row({"peak memory, rank 0", format_bytes(run.memory.peak_total)});
   summary.add_row({"formula " + formula_text(f.stage), format_bytes(formula_bytes(f.stage, double(part.psi), ctx.world))});
   summary.add_row({"median step time, rank 0", fixed(median(run.step_seconds) * 1e3, 2) + " ms"});
+  report_held_out(model, data, held_out, int64_t(run.losses.size()), o.metrics, summary);
   summary.print(std::cout);
   verdicts.print(std::cout);
   return verdicts.exit_code();
 }
 
 // ----------------------------------------------------------------------------
-// set-up: the plan, the master copy, the single-device oracle
+// set-up: the plan and the master copy
 
 ZeroPlan plan_of(const Options& o, const Ch07Flags& f) {
   DPT_CHECK(o.optimizer == "adam" || o.optimizer == "adamw",
@@ -223,14 +233,6 @@ std::vector<float> initial_parameters(Context& ctx, const Options& o) {
   flat.resize(std::size_t(psi));
   ctx.comm.broadcast(flat.data(), psi, 0);
   return flat;
-}
-
-// The oracle: core code only (dpt::MLP, dpt::Adam), one device, the global batch.
-std::vector<float> train_one_device(const Options& o, const Dataset& data, const AdamConfig& c, int world) {
-  MLP model = train_single_device(o, data, o.batch * world, [&c](std::vector<Tensor> params) {
-    return std::make_unique<Adam>(std::move(params), c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.decoupled);
-  });
-  return flatten(model.parameters());
 }
 
 // ----------------------------------------------------------------------------

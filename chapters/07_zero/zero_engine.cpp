@@ -187,6 +187,7 @@ struct ZeroTrainer::Impl {
     }
     if (plan.stage == 0) {  // all-reduce = reduce-scatter + all-gather; then everyone updates everything
       ring_all_gather(ctx.comm, grads.data(), shard_bounds(part, {0, part.padded}));
+      if (plan.observe_stage0) plan.observe_stage0(t - 1, params.data(), grads.data(), part.psi);
       adam_update(plan.adam, t, params.data(), grads.data(), m.data(), v.data(), part.padded);
       return;
     }

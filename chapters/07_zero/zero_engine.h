@@ -61,6 +61,10 @@ struct ZeroPlan {
   bool prefetch = false;         ///< stage 3: gather the next layer while this one computes
   int64_t bucket_bytes = 1 << 20;  ///< stages 2, 3: bucket cap (consecutive layers, last first)
   AdamConfig adam;               ///< the optimizer
+  /// Stage 0 only, on every rank, after the gradient all-reduce and before
+  /// Adam: the step (0-based), the Ψ parameters and averaged gradients, flat
+  /// (for the step-by-step check against one device, dpt/step_check.h).
+  std::function<void(int64_t step, const float* params, const float* grads, int64_t psi)> observe_stage0;
 };
 
 /// One bucket: consecutive layers, filled last layer first; a flat range.

@@ -75,6 +75,7 @@ TEST_CASE("every chapter trains the same weights with a clean, a poisoned or no 
       {"ch04_ring_allreduce", "--ranks 2 --max-bytes 4096 --check-size 1000"},
       {"ch05_bucketing", "--ranks 2"},
       {"ch06_averaging", "--ranks 2 --average params --every 4"},
+      {"ch07_zero", "--ranks 2 --stage 3"},
   };
   for (const Chapter& c : chapters) {
     CAPTURE(c.name);

@@ -73,6 +73,9 @@ class StepRecorder {
   /// the weights and the synced gradients when `step` is one of the chosen
   /// steps. `steps` is the run's length (the plan is made at step 0).
   void record(int64_t step, int64_t steps, const std::vector<Tensor>& params);
+  /// The same for a loop that keeps its parameters and synced gradients as
+  /// flat buffers in parameters() order (chapter 07): `count` floats of each.
+  void record(int64_t step, int64_t steps, const float* weights, const float* grads, int64_t count);
 
   /// One device computes every recorded step's gradient from its recorded
   /// weights on that step's global batch (`global_batch` samples, drawn as the
