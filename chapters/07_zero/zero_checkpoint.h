@@ -34,7 +34,9 @@ void save_zero_checkpoint(Context& ctx, const std::string& dir, const ZeroTraine
 /// A loaded shard, re-sharded for this run's world.
 struct LoadedShard {
   int64_t step = 0;                          ///< steps already taken
-  std::vector<float> params, exp_avg, exp_avg_sq;  ///< this rank's S floats each
+  std::vector<float> params;      ///< this rank's S parameters
+  std::vector<float> exp_avg;     ///< this rank's S floats of Adam's m
+  std::vector<float> exp_avg_sq;  ///< this rank's S floats of Adam's v
 };
 
 /// This rank's shard of the checkpoint at `dir` for ctx.world ranks. Throws
