@@ -152,7 +152,9 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
     zero.observe_stage0 = observe;
     Options quiet = o;
     quiet.quiet = true, quiet.metrics.clear();
-    stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0").weights;
+    // From the same start: the master copy, or the checkpoint this run resumed
+    // (possibly written by another number of ranks, which sums in another order).
+    stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0", resumed.step, restore).weights;
   }
   if (!ctx.is_root()) return 0;
   MLP model = build_model(o, Device::host());

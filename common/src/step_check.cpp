@@ -89,9 +89,10 @@ StepCheck StepRecorder::replay(const Options& o, const Dataset& data, int64_t gl
 }
 
 void add_step_check_verdicts(Verdicts& v, const StepCheck& c) {
-  v.at_most("the replica started from the master copy: max |w - w_flags| before step 0", c.start_difference, 0,
-            c.start_difference == 0 ? "the broadcast copies the master's bits"
-                                    : "the weights the run started from are not the model the flags ask for");
+  if (!c.checked.empty() && c.checked.front() == 0)  // not when the run resumed from a checkpoint
+    v.at_most("the replica started from the master copy: max |w - w_flags| before step 0", c.start_difference, 0,
+              c.start_difference == 0 ? "the broadcast copies the master's bits"
+                                      : "the weights the run started from are not the model the flags ask for");
   const bool ok = std::isfinite(c.difference) && c.difference <= kStepGradientTolerance;
   const std::string which = std::to_string(c.checked.size()) + " of " + std::to_string(c.steps_run) + " steps";
   v.at_most("synced gradient = one device's on the global batch: max |g - g_single| / max |g_single| over " + which,

@@ -95,7 +95,7 @@ class StepRecorder {
 };
 
 /// Adds the verdicts a replay supports: the replica started from the master
-/// copy (bitwise), and every checked step's gradient equals one device's
+/// copy (bitwise; only when step 0 was recorded, i.e. not after a resume), and every checked step's gradient equals one device's
 /// within kStepGradientTolerance, worded by the outcome.
 void add_step_check_verdicts(Verdicts& verdicts, const StepCheck& check);
 
