@@ -279,7 +279,7 @@ TEST_CASE("find_unused_parameters: names exactly what the loss does not reach, z
   CHECK(find_unused_parameters(sum(linear(x, W, B)), params) == std::vector<int>{2});
 }
 
-TEST_CASE("find-unused-parameters: a parameter unused on one rank trains like one device; without the flag, the error",
+TEST_CASE("find-unused-parameters: a parameter unused on one rank trains like one device, and without the flag fails naming it",
           "[ch05][needs:mark_ready][needs:wait_and_unpack][needs:ring_scatter_reduce][needs:ring_all_gather]") {
   // Oracle: one device, no buckets, no communication: the mean of the two
   // ranks' losses, whose gradient in W is (dW0 + 0)/2: what the ranks'

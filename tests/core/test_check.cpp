@@ -32,7 +32,7 @@ struct DebugEnv {
 };
 }  // namespace
 
-TEST_CASE("a failed check reads as its sentence; the location is in where()", "[check]") {
+TEST_CASE("a failed check reads as its sentence, the location is in where()", "[check]") {
   DebugEnv env(nullptr);
   dpt::Error e = caught(3);
   CHECK(std::string(e.what()) == "value is 3, expected 0");

@@ -155,7 +155,7 @@ TEST_CASE("saving weights to /dev/full fails with one clear line and /dev/full s
   CHECK(S_ISCHR(st.st_mode));
 }
 
-TEST_CASE("runtime errors carry the sentence only; DPT_DEBUG=1 adds the source location", "[cli]") {
+TEST_CASE("runtime errors carry the sentence only, DPT_DEBUG=1 adds the source location", "[cli]") {
   std::string weights = dpt_test::temp_path("where.safetensors");
   REQUIRE(dpt_test::run_program("ch01_sgd", "--steps 0 --model 8-4-3 --save-weights " + weights).exit_code == 0);
   std::string args = " --model 8-5-3 --steps 5 --load-weights " + weights;

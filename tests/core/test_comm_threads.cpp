@@ -448,7 +448,7 @@ TEST_CASE("link model: the library all_reduce takes at least the ring's modelled
   for (int r = 0; r < 4; ++r) CHECK(took[r] >= ring);
 }
 
-TEST_CASE("link presets have the documented numbers; unknown names are errors") {
+TEST_CASE("link presets have the documented numbers, unknown names are errors") {
   CHECK(dpt::link_preset("pcie").gbps == 200.0);
   CHECK(dpt::link_preset("ethernet").gbps == 10.0);
   CHECK(dpt::link_preset("ethernet").latency_us == 50.0);

@@ -54,7 +54,7 @@ TEST_CASE("max_over_ranks: the largest value, and NaN when any rank has NaN", "[
   CHECK(median({3, 1, 2}) == 2);
 }
 
-TEST_CASE("strided_shard: equal shards that cover the global batch once; a remainder is an error", "[core]") {
+TEST_CASE("strided_shard: equal shards that cover the global batch once, a remainder is an error", "[core]") {
   std::vector<int64_t> global = {10, 11, 12, 13, 14, 15};
   CHECK(strided_shard(global, 1, 3) == std::vector<int64_t>{11, 14});
   std::multiset<int64_t> seen;
@@ -64,7 +64,7 @@ TEST_CASE("strided_shard: equal shards that cover the global batch once; a remai
   CHECK_THROWS_AS(strided_shard(global, 0, 4), Error);
 }
 
-TEST_CASE("make_replica: every replica equals the master copy built on rank 0; replica_spread sees any apart", "[core]") {
+TEST_CASE("make_replica: every replica equals the master copy built on rank 0, replica_spread sees any apart", "[core]") {
   Options o;
   o.model = "8-5-3";
   std::mutex mutex;
@@ -95,7 +95,7 @@ TEST_CASE("make_replica: every replica equals the master copy built on rank 0; r
   }
 }
 
-TEST_CASE("flatten and unflatten: a round trip in parameter order; sizes must add up", "[core]") {
+TEST_CASE("flatten and unflatten: a round trip in parameter order, sizes must add up", "[core]") {
   std::vector<Tensor> ts = {Tensor::from_vector({2, 2}, {1, 2, 3, 4}, Device::host()),
                             Tensor::from_vector({3}, {5, 6, 7}, Device::host())};
   std::vector<float> flat = flatten(ts);

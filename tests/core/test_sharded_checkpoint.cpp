@@ -319,7 +319,7 @@ TEST_CASE("a save that crashed midway is ignored: DIR resumes from the newest co
   fs::remove_all(dir);
 }
 
-TEST_CASE("saving a step again replaces it whole, leftovers of a crashed attempt included; latest follows",
+TEST_CASE("saving a step again replaces it whole, leftovers of a crashed attempt included, latest follows",
           "[checkpoint][zero]") {
   // A run resumed from step 10 saves step 20 again, now with 2 ranks, where an
   // abandoned run's complete step 20 (4 ranks) and a crashed attempt's shards lie.

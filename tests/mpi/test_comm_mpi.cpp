@@ -89,7 +89,7 @@ TEST_CASE("mpi --ranks that disagrees with the process count is refused") {
   CHECK_FALSE(ran);
 }
 
-TEST_CASE("mpi traffic log: each process logs its sends; gather_traffic gives every rank the matrix") {
+TEST_CASE("mpi traffic log: each process logs its sends, gather_traffic gives every rank the matrix") {
   // n-1 ring steps of S/n floats each: every rank sends (n-1)/n * S floats,
   // all of it to its right neighbour.
   const int n = world_size();
