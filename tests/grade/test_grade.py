@@ -79,7 +79,23 @@ class ExpectHoles(unittest.TestCase):
     def test_untouched_holes_all_fail_with_not_implemented(self):
         code, out = grade("untouched.jsonl", "--expect-holes")
         self.assertEqual(code, 0, out)
-        self.assertIn("8 chapter tests, 8 fail with NotImplemented", out)
+        self.assertIn("8 chapter tests, 8 fail with NotImplemented on the untouched holes, 0 check provided code", out)
+
+    def test_a_passing_test_of_provided_code_is_allowed_a_passing_hole_test_is_not(self):
+        untouched = (HERE / "untouched.jsonl").read_text().splitlines()
+        provided = {"test": "helper: does its job", "subject": "helper", "behaviour": "does its job",
+                    "chapter": "ch03", "holes": [], "needs": [], "outcome": "pass"}
+        tagged = dict(provided, test="helper: runs a hole", holes=["shard_indices"])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "records.jsonl"
+            path.write_text("\n".join(untouched + [json.dumps(provided)]) + "\n")
+            code, out = grade(str(path), "--expect-holes")
+            self.assertEqual(code, 0, out)
+            self.assertIn("9 chapter tests, 8 fail with NotImplemented on the untouched holes, 1 check provided code", out)
+            path.write_text("\n".join(untouched + [json.dumps(tagged)]) + "\n")
+            code, out = grade(str(path), "--expect-holes")
+            self.assertEqual(code, 1, out)
+            self.assertIn("helper: runs a hole: passes on the untouched hole", out)
 
     def test_a_test_that_passes_or_fails_otherwise_is_named(self):
         code, out = grade("student.jsonl", "--expect-holes")
