@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -24,6 +25,29 @@
 #include "zero_checkpoint.h"
 
 using namespace dpt;
+
+namespace dpt_test {
+/// Catch2's assertions are not thread-safe: rank threads record what failed
+/// here (RANK_CHECK), and the test thread asserts on the list after run_ranks.
+struct RankChecks {
+  std::mutex mutex;
+  std::vector<std::string> failed;  ///< "rank r: expression", in the order seen
+  void check(bool ok, const std::string& what) {
+    if (ok) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    failed.push_back(what);
+  }
+  std::string text() const {
+    std::string all;
+    for (const std::string& f : failed) all += f + "\n";
+    return all;
+  }
+};
+}  // namespace dpt_test
+
+/// Records `cond` on `checks` from a rank thread, naming the rank and the expression.
+#define RANK_CHECK(checks, ctx, cond) (checks).check(bool(cond), "rank " + std::to_string((ctx).rank) + ": " #cond)
+
 using namespace dpt::ch07;
 
 // ----------------------------------------------------------------------------
@@ -84,6 +108,7 @@ TEST_CASE("reduce_scatter_bucket: this rank's part of the mean lands in its shar
     part.padded = part.shard * world;
     for (Range range : {Range{0, 23}, Range{5, 17}, Range{20, 23}, Range{0, part.padded}}) {
       INFO(world << " ranks, bucket [" << range.begin << ", " << range.end << ")");
+      dpt_test::RankChecks checks;
       dpt_test::run_ranks(world, [&](Context& ctx) {
         std::vector<float> bucket;
         for (int64_t x = range.begin; x < range.end; ++x) bucket.push_back(grad_value(ctx.rank, x));
@@ -96,35 +121,40 @@ TEST_CASE("reduce_scatter_bucket: this rank's part of the mean lands in its shar
         for (int64_t i = 0; i < part.shard; ++i) {
           int64_t x = ctx.rank * part.shard + i;
           if (x < range.begin || x >= range.end) {
-            CHECK(shard[std::size_t(i)] == -99.0f);
+            RANK_CHECK(checks, ctx, shard[std::size_t(i)] == -99.0f);
             continue;
           }
           ++own;
           double sum = 0;  // the oracle: a serial sum over ranks
           for (int r = 0; r < world; ++r) sum += grad_value(r, x);
-          CHECK(shard[std::size_t(i)] == Approx(sum / world).margin(1e-6));
+          RANK_CHECK(checks, ctx, shard[std::size_t(i)] == Approx(sum / world).margin(1e-6));
         }
         ctx.comm.barrier();
         // A ring: every float of the bucket but our own part leaves once, to the right.
-        CHECK(ctx.comm.traffic().bytes_sent(ctx.rank) == 4 * (range.size() - own) * (world > 1 ? 1 : 0));
-        CHECK(ctx.comm.traffic().bytes(ctx.rank, (ctx.rank + 1) % world) == ctx.comm.traffic().bytes_sent(ctx.rank));
+        RANK_CHECK(checks, ctx, ctx.comm.traffic().bytes_sent(ctx.rank) == 4 * (range.size() - own) * (world > 1 ? 1 : 0));
+        RANK_CHECK(checks, ctx, ctx.comm.traffic().bytes(ctx.rank, (ctx.rank + 1) % world) == ctx.comm.traffic().bytes_sent(ctx.rank));
         ctx.comm.barrier();
       });
+      INFO(checks.text());
+      CHECK(checks.failed.empty());
     }
   }
 }
 
 TEST_CASE("reduce_scatter_bucket over the whole buffer equals the library's reduce-scatter (Avg)",
           "[ch07][needs:partition_parameters][needs:shard_bounds][needs:reduce_scatter_bucket]") {
-  dpt_test::run_ranks(3, [](Context& ctx) {
+  dpt_test::RankChecks checks;
+  dpt_test::run_ranks(3, [&checks](Context& ctx) {
     Partition part{31, 3, 11, 33};
     std::vector<float> bucket, library(33), mine(11), theirs(11);
     for (int64_t x = 0; x < 33; ++x) bucket.push_back(x < 31 ? grad_value(ctx.rank, x) : 0.0f);
     library = bucket;
     ctx.comm.reduce_scatter(library.data(), theirs.data(), 11, ReduceOp::Avg);
     reduce_scatter_bucket(ctx.comm, part, {0, 33}, bucket.data(), mine.data());
-    for (int i = 0; i < 11; ++i) CHECK(mine[std::size_t(i)] == Approx(theirs[std::size_t(i)]).margin(1e-6));
+    for (int i = 0; i < 11; ++i) RANK_CHECK(checks, ctx, mine[std::size_t(i)] == Approx(theirs[std::size_t(i)]).margin(1e-6));
   });
+  INFO(checks.text());
+  CHECK(checks.failed.empty());
 }
 
 // ----------------------------------------------------------------------------
@@ -134,6 +164,7 @@ TEST_CASE("gather_layer: the layer's full parameters from every shard, on the ri
           "[ch07][needs:partition_parameters][needs:shard_bounds][needs:gather_layer][needs:release_layer]") {
   for (int world : {1, 2, 4}) {
     INFO(world << " ranks");
+    dpt_test::RankChecks checks;
     dpt_test::run_ranks(world, [&](Context& ctx) {
       Partition part{45, world, (45 + world - 1) / world, 0};
       part.padded = part.shard * world;
@@ -148,22 +179,25 @@ TEST_CASE("gather_layer: the layer's full parameters from every shard, on the ri
         ctx.comm.traffic().clear();
         ctx.comm.barrier();
         Tensor full = gather_layer(ctx.comm, part, layer, shard, ctx.device);
-        REQUIRE(full.numel() == layer.size());
+        RANK_CHECK(checks, ctx, full.numel() == layer.size());
         std::vector<float> got = full.to_vector();
-        for (int64_t i = 0; i < layer.size(); ++i) CHECK(got[std::size_t(i)] == global(layer.begin + i));
-        CHECK(ctx.device.ledger().current(MemoryCategory::Comm) == comm_before + std::size_t(4 * layer.size()));
+        for (int64_t i = 0; i < layer.size() && i < int64_t(got.size()); ++i)
+          RANK_CHECK(checks, ctx, got[std::size_t(i)] == global(layer.begin + i));
+        RANK_CHECK(checks, ctx, ctx.device.ledger().current(MemoryCategory::Comm) == comm_before + std::size_t(4 * layer.size()));
         ctx.comm.barrier();
         const TrafficLog& log = ctx.comm.traffic();
-        CHECK(log.bytes(ctx.rank, (ctx.rank + 1) % world) == log.bytes_sent(ctx.rank));  // a ring
+        RANK_CHECK(checks, ctx, log.bytes(ctx.rank, (ctx.rank + 1) % world) == log.bytes_sent(ctx.rank));  // a ring
         int64_t total = 0;
         for (int r = 0; r < world; ++r) total += log.bytes_sent(r);
-        CHECK(total == 4 * layer.size() * (world - 1));  // every part reaches N−1 other ranks once
+        RANK_CHECK(checks, ctx, total == 4 * layer.size() * (world - 1));  // every part reaches N−1 other ranks once
         ctx.comm.barrier();
         release_layer(full);
-        CHECK_FALSE(full.defined());
-        CHECK(ctx.device.current_bytes() == before);  // its bytes went back to the device
+        RANK_CHECK(checks, ctx, !full.defined());
+        RANK_CHECK(checks, ctx, ctx.device.current_bytes() == before);  // its bytes went back to the device
       }
     });
+    INFO(checks.text());
+    CHECK(checks.failed.empty());
   }
 }
 
