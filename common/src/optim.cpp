@@ -39,24 +39,6 @@ std::vector<Tensor> Optimizer::state_tensors() const {
   return all;
 }
 
-void Optimizer::restore_state(const std::vector<float>& values, int64_t steps) {
-  DPT_CHECK(steps >= 0, "restore_state: a negative step count " << steps);
-  steps_ = steps;
-  for (auto* list : state_lists_) list->clear();
-  if (values.empty()) return;
-  std::size_t offset = 0;
-  for (auto* list : state_lists_)
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      Tensor& t = state(*list, i);
-      DPT_CHECK(offset + std::size_t(t.numel()) <= values.size(),
-                name() << ": " << values.size() << " state values are too few for its parameters");
-      copy_bytes(t.data(), t.device(), values.data() + offset, Device::host(), t.nbytes());
-      offset += std::size_t(t.numel());
-    }
-  DPT_CHECK(offset == values.size(), name() << ": " << values.size() << " state values for " << offset
-                                            << " state entries");
-}
-
 Tensor& Optimizer::state(std::vector<Tensor>& slots, std::size_t index) {
   if (slots.size() < params_.size()) slots.resize(params_.size());
   if (!slots[index].defined()) slots[index] = Tensor::zeros(params_[index].shape(), params_[index].device());
@@ -71,7 +53,7 @@ SGD::SGD(std::vector<Tensor> params, float learning_rate, float momentum, float 
   DPT_CHECK(learning_rate > 0, "SGD: learning rate must be > 0, got " << learning_rate);
   DPT_CHECK(momentum >= 0 && momentum < 1, "SGD: momentum must be in [0, 1), got " << momentum);
   lr = learning_rate;
-  if (momentum > 0) state_lists_ = {&velocity_};  // plain SGD keeps no state
+  state_lists_ = {&velocity_};
 }
 
 void SGD::update(std::size_t index, Tensor& param, const Tensor& grad) {

@@ -3,7 +3,6 @@
 #include "support/catch.h"
 #include <cmath>
 
-#include "dpt/check.h"
 #include "dpt/optim.h"
 
 using namespace dpt;
@@ -85,35 +84,4 @@ TEST_CASE("optimizer state is counted on the parameter's device", "[optim][devic
 
 TEST_CASE("make_optimizer rejects an unknown name", "[optim]") {
   CHECK_THROWS_WITH(make_optimizer("lion", {}, 0.1f), contains_text("expected sgd, momentum, adam or adamw"));
-}
-
-TEST_CASE("restore_state: a fresh optimizer given another's state and step count takes the same next step", "[optim]") {
-  for (const char* name : {"sgd", "momentum", "adam", "adamw"}) {
-    INFO(name);
-    Tensor a = Tensor::from_vector({3}, {1.0f, -2.0f, 0.5f}, Device::host()).set_requires_grad(true);
-    Tensor b = Tensor::from_vector({3}, {0, 0, 0}, Device::host()).set_requires_grad(true);
-    auto first = make_optimizer(name, {a}, 0.05f);
-    for (float g : {0.3f, -0.7f, 1.1f}) {  // three steps: Adam's t and both moments matter
-      a.set_grad(Tensor::from_vector({3}, {g, 2 * g, -g}, Device::host()));
-      first->step();
-    }
-    auto second = make_optimizer(name, {b}, 0.05f);
-    std::vector<float> state;
-    for (const Tensor& t : first->state_tensors()) state.insert(state.end(), t.data(), t.data() + t.numel());
-    second->restore_state(state, first->step_count());
-    b.copy_from(a);
-    CHECK(second->step_count() == 3);
-    for (Tensor* p : {&a, &b}) p->set_grad(Tensor::from_vector({3}, {0.2f, -0.4f, 0.9f}, Device::host()));
-    first->step();
-    second->step();
-    for (int i = 0; i < 3; ++i) CHECK(a.data()[i] == b.data()[i]);  // bitwise: the same arithmetic
-  }
-}
-
-TEST_CASE("restore_state: state that does not fit the parameters is a clear error", "[optim]") {
-  Tensor p = param(1.0f);
-  Adam adam({p}, 0.1f);
-  CHECK_THROWS_WITH(adam.restore_state({1, 2, 3}, 1), contains_text("state values"));
-  CHECK_THROWS_WITH(adam.restore_state({1}, 1), contains_text("too few"));
-  CHECK_THROWS_AS(adam.restore_state({}, -1), Error);
 }

@@ -35,15 +35,6 @@ class Optimizer {
   /// fixed order: state list by list, parameter by parameter; empty before the
   /// first step. Handles: changing them changes the optimizer's state.
   std::vector<Tensor> state_tensors() const;
-  /// Number of completed step() calls (Adam's t).
-  int64_t step_count() const { return steps_; }
-  /// State tensors kept per parameter, at most (momentum 1, Adam 2).
-  std::size_t state_slots() const { return state_lists_.size(); }
-  /// Puts the optimizer where another one was: `state` holds the values of
-  /// that one's state_tensors(), flattened in their order (empty: no state
-  /// yet), `steps` its step_count(). Throws dpt::Error when the sizes do not
-  /// fit this optimizer's parameters. Used to replay or resume a step.
-  void restore_state(const std::vector<float>& state, int64_t steps);
   /// Learning rate, changeable between steps.
   float lr = 0.01f;
   /// The parameters this optimizer updates.
