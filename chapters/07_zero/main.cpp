@@ -161,19 +161,10 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   std::vector<Tensor> params = model.parameters();
   unflatten(run.weights, params);
   save_outputs(o, model, data);
-  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      double d = std::fabs(double(a[i]) - double(b[i]));
-      worst = std::isnan(d) ? d : std::max(worst, d);
-      if (std::isnan(d)) break;
-    }
-    return worst;
-  };
   verdicts.holds("the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   if (!stage0.empty())
-    verdicts.at_most("max |w_stage" + std::to_string(f.stage) + " - w_stage0|", max_diff(run.weights, stage0), 0,
+    verdicts.at_most("max |w_stage" + std::to_string(f.stage) + " - w_stage0|", max_abs_difference(run.weights, stage0), 0,
                      "every stage sums each gradient in the same ring order and runs the same Adam: the same bits");
   if (f.verify) add_step_check_verdicts(verdicts, recorder.replay(o, data, o.batch * ctx.world));
 

@@ -193,13 +193,22 @@ void add_ring_traffic_verdicts(Verdicts& v, const TrafficLog& traffic, double by
 double replica_spread(Context& ctx, const MLP& replica) {
   std::vector<float> mine = flatten(replica.parameters()), root = mine;
   ctx.comm.broadcast(root.data(), int64_t(root.size()), 0);
-  double worst = 0;
-  for (std::size_t i = 0; i < mine.size(); ++i) worst = nan_max(worst, std::fabs(double(mine[i]) - double(root[i])));
-  return max_over_ranks(ctx.comm, worst);
+  return max_over_ranks(ctx.comm, max_abs_difference(mine, root));
 }
 
 // ----------------------------------------------------------------------------
 // helpers
+
+double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  DPT_CHECK(a.size() == b.size(), "comparing " << a.size() << " with " << b.size() << " values");
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double d = std::fabs(double(a[i]) - double(b[i]));
+    if (std::isnan(d)) return d;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
 
 std::vector<float> flatten(const std::vector<Tensor>& tensors) {
   int64_t total = 0;

@@ -12,18 +12,6 @@
 namespace dpt {
 
 namespace {
-// Largest |a[i] − b[i]|; a NaN anywhere is the largest difference there is.
-double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  DPT_CHECK(a.size() == b.size(), "comparing " << a.size() << " with " << b.size() << " values");
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    double d = std::fabs(double(a[i]) - double(b[i]));
-    if (std::isnan(d)) return d;
-    worst = std::max(worst, d);
-  }
-  return worst;
-}
-
 double max_magnitude(const std::vector<float>& a) {
   double worst = 0;
   for (float x : a) worst = std::max(worst, std::fabs(double(x)));
@@ -67,7 +55,7 @@ StepCheck StepRecorder::replay(const Options& o, const Dataset& data, int64_t gl
   if (!enabled_ || recorded_.empty()) return check;
   MLP model = build_model(o, Device::host());  // what the flags ask for: where the run must start
   std::vector<Tensor> params = model.parameters();
-  if (recorded_.front().step == 0) check.start_difference = max_difference(flatten(params), recorded_.front().weights);
+  if (recorded_.front().step == 0) check.start_difference = max_abs_difference(flatten(params), recorded_.front().weights);
   BatchSampler sampler(data.size(), global_batch, !o.no_shuffle, o.seed);
   for (const Snapshot& s : recorded_) {
     unflatten(s.weights, params);
@@ -78,7 +66,7 @@ StepCheck StepRecorder::replay(const Options& o, const Dataset& data, int64_t gl
     for (Tensor& p : params) grads.push_back(p.grad());
     std::vector<float> one = flatten(grads);
     const double scale = max_magnitude(one);
-    double d = max_difference(s.grads, one) / (scale > 0 ? scale : 1.0);
+    double d = max_abs_difference(s.grads, one) / (scale > 0 ? scale : 1.0);
     check.checked.push_back(s.step);
     if (std::isnan(d) || d > check.difference || check.worst_step < 0) {
       check.difference = d, check.worst_step = s.step;

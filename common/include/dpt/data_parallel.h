@@ -146,6 +146,9 @@ void add_ring_traffic_verdicts(Verdicts& verdicts, const TrafficLog& traffic, do
 // ----------------------------------------------------------------------------
 // helpers
 
+/// Largest |a[i] − b[i]| of two flat vectors of the same size; a NaN
+/// anywhere is the largest difference there is: the result is NaN.
+double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b);
 /// Copies tensors (any devices) into one host vector, in order: (Σ numel,).
 std::vector<float> flatten(const std::vector<Tensor>& tensors);
 /// Copies consecutive slices of `flat` back into `tensors` (sizes must add up).
