@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "dpt/check.h"
+#include "dpt/gpu.h"
 
 namespace dpt {
 
@@ -23,6 +24,16 @@ std::mutex g_registry_mutex;
 std::map<std::pair<int, int>, std::unique_ptr<Device>>& registry() {
   static std::map<std::pair<int, int>, std::unique_ptr<Device>> devices;
   return devices;
+}
+
+// Fresh memory from the OS or the GPU driver; nullptr when there is none.
+void* raw_allocate(DeviceKind kind, int index, std::size_t rounded) {
+  if (kind == DeviceKind::Cuda) return gpu::allocate(index, rounded);
+  return std::aligned_alloc(64, rounded);
+}
+void raw_free(DeviceKind kind, int index, void* ptr) {
+  if (kind == DeviceKind::Cuda) gpu::free(index, ptr);
+  else std::free(ptr);
 }
 
 Device& lookup(DeviceKind kind, int index) {
@@ -53,8 +64,19 @@ Device& Device::get(const std::string& name) {
     DPT_FAIL("device '" << name << "' has no index: expected host, cpu:K or cuda:K");
   }
   if (kind == "cpu") return cpu(index);
-  if (kind == "cuda") return lookup(DeviceKind::Cuda, index);
+  if (kind == "cuda") return cuda(index);
   DPT_FAIL("unknown device kind '" << kind << "': expected host, cpu:K or cuda:K");
+}
+
+Device& Device::cuda(int index) {
+  DPT_CHECK(index >= 0, "device index must be >= 0, got " << index);
+  std::string reason = gpu::unavailable_reason();
+  DPT_CHECK(reason.empty(), "cuda:" << index << " is not available: " << reason);
+  int count = gpu::device_count();
+  DPT_CHECK(index < count, "cuda:" << index << " does not exist: this process sees " << count
+                                   << " GPU" << (count == 1 ? "" : "s")
+                                   << " (CUDA_VISIBLE_DEVICES decides which)");
+  return lookup(DeviceKind::Cuda, index);
 }
 
 std::string Device::name() const {
@@ -67,8 +89,6 @@ std::string Device::name() const {
 }
 
 void* Device::allocate(std::size_t bytes) {
-  DPT_CHECK(kind_ != DeviceKind::Cuda,
-            "device " << name() << ": CUDA memory is not built into this dpt");
   std::size_t now = current_.fetch_add(bytes) + bytes;
   std::size_t cap = capacity_.load();
   if (cap != 0 && now > cap) {
@@ -94,12 +114,20 @@ void* Device::allocate(std::size_t bytes) {
       return reused;
     }
   }
-  void* ptr = std::aligned_alloc(64, rounded);
+  void* ptr = raw_allocate(kind_, index_, rounded);
+  if (!ptr && kind_ == DeviceKind::Cuda) {
+    // The GPU is full of blocks we cache but do not use: give them back, retry.
+    empty_cache();
+    ptr = raw_allocate(kind_, index_, rounded);
+  }
   if (!ptr) {
     current_.fetch_sub(bytes);
-    throw OutOfMemory(detail::format_error(__FILE__, __LINE__,
-                                           "host allocation of " + format_bytes(double(bytes)) +
-                                               " for " + name() + " failed"));
+    throw OutOfMemory(detail::format_error(
+        __FILE__, __LINE__,
+        "out of memory on " + name() + ": asked for " + format_bytes(double(bytes)) + " with " +
+            format_bytes(double(current_.load())) + " in use by dpt, and " +
+            (kind_ == DeviceKind::Cuda ? "the GPU has no more room" : "the host allocation failed") +
+            " (while allocating " + memory_category_name(current_memory_category()) + ")"));
   }
   ledger_.on_allocate(ptr, bytes);
   return ptr;
@@ -118,13 +146,13 @@ void Device::release(void* ptr, std::size_t bytes) {
       return;
     }
   }
-  std::free(ptr);
+  raw_free(kind_, index_, ptr);
 }
 
 void Device::empty_cache() {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   for (auto& [size, blocks] : cache_)
-    for (void* block : blocks) std::free(block);
+    for (void* block : blocks) raw_free(kind_, index_, block);
   cache_.clear();
   cached_ = 0;
 }
@@ -136,9 +164,14 @@ std::size_t Device::cached_bytes() const {
 
 void copy_bytes(void* dst, const Device& to, const void* src, const Device& from,
                 std::size_t bytes) {
-  DPT_CHECK(to.is_host_memory() && from.is_host_memory(),
-            "copy " << from.name() << " -> " << to.name() << ": CUDA is not built into this dpt");
-  if (bytes) std::memcpy(dst, src, bytes);
+  if (bytes == 0) return;
+  if (to.is_host_memory() && from.is_host_memory()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  // Host↔GPU or GPU↔GPU: in order on the current stream of the GPU involved
+  // (the destination's when both are GPUs).
+  gpu::copy(dst, src, bytes, to.kind() == DeviceKind::Cuda ? to.index() : from.index());
 }
 
 std::string format_bytes(double bytes) {

@@ -39,6 +39,9 @@ class Device {
   static Device& host();
   /// Simulated device k: host memory, counted on its own.
   static Device& cpu(int index);
+  /// GPU k. Throws dpt::Error naming the reason when it is not there (no CUDA
+  /// in this build, no driver, fewer GPUs).
+  static Device& cuda(int index);
   /// Parses "host", "cpu:K" or "cuda:K". Throws dpt::Error on anything else.
   static Device& get(const std::string& name);
 
@@ -97,7 +100,9 @@ class Device {
   MemoryLedger ledger_;  // the same bytes as current_, by category
 };
 
-/// Copies `bytes` from `src` on device `from` to `dst` on device `to`.
+/// Copies `bytes` from `src` on device `from` to `dst` on device `to`. When
+/// either side is host memory the copy is complete on return; GPU to GPU it
+/// is queued in order on the current stream (gpu.h).
 void copy_bytes(void* dst, const Device& to, const void* src, const Device& from, std::size_t bytes);
 
 /// "1.50 MiB"-style text for a byte count.

@@ -1,0 +1,179 @@
+// gpu_runtime.cpp — gpu.h on the CUDA runtime: device queries, streams,
+// events, memory and copies. Built only when CMake found the CUDA toolkit
+// (common/cuda/none/ stands in otherwise).
+#include "dpt/gpu.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <map>
+
+#include "dpt/check.h"
+
+namespace dpt::gpu {
+
+namespace {
+// The calling thread's streams: the default one made on first use, and the
+// one a StreamGuard has put in front of it.
+struct ThreadStreams {
+  std::map<int, Stream*> own;      // made by current_stream(), freed at thread exit
+  std::map<int, Stream*> current;  // set by StreamGuard
+  ~ThreadStreams() {
+    for (auto& [device, stream] : own) delete stream;
+  }
+};
+thread_local ThreadStreams t_streams;
+
+cudaStream_t as_stream(void* handle) { return static_cast<cudaStream_t>(handle); }
+cudaEvent_t as_event(void* handle) { return static_cast<cudaEvent_t>(handle); }
+
+void check_device(int device) {
+  int count = device_count();
+  DPT_CHECK(device >= 0 && device < count,
+            "cuda:" << device << " does not exist: this process sees " << count << " GPU"
+                    << (count == 1 ? "" : "s") << (count == 0 ? " (" + unavailable_reason() + ")" : ""));
+}
+}  // namespace
+
+bool built_with_cuda() { return true; }
+
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error for later calls
+    return 0;
+  }
+  return count;
+}
+
+std::string unavailable_reason() {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no CUDA device: ") + cudaGetErrorString(status);
+  }
+  if (count == 0) return "no CUDA device: the driver reports 0 GPUs";
+  return "";
+}
+
+std::string device_description(int device) {
+  check_device(device);
+  cudaDeviceProp prop{};
+  DPT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  char memory[32];
+  std::snprintf(memory, sizeof memory, "%.1f GiB", double(prop.totalGlobalMem) / double(1 << 30));
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+         ", " + memory + ")";
+}
+
+void memory_info(int device, std::size_t& free_bytes, std::size_t& total_bytes) {
+  check_device(device);
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  DPT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+}
+
+// ----------------------------------------------------------------------------
+// streams and events
+
+Stream::Stream(int device) : device_(device) {
+  check_device(device);
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  DPT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  handle_ = stream;
+}
+
+Stream::~Stream() {
+  if (handle_) cudaStreamDestroy(as_stream(handle_));
+}
+
+void Stream::synchronize() const { DPT_CUDA_CHECK(cudaStreamSynchronize(as_stream(handle_))); }
+
+void Stream::wait(const Event& event) const {
+  DPT_CUDA_CHECK(cudaStreamWaitEvent(as_stream(handle_), as_event(event.handle()), 0));
+}
+
+Event::Event() {
+  cudaEvent_t event = nullptr;
+  DPT_CUDA_CHECK(cudaEventCreate(&event));
+  handle_ = event;
+}
+
+Event::~Event() {
+  if (handle_) cudaEventDestroy(as_event(handle_));
+}
+
+void Event::record(const Stream& stream) {
+  device_ = stream.device();
+  DPT_CUDA_CHECK(cudaEventRecord(as_event(handle_), as_stream(stream.handle())));
+}
+
+void Event::synchronize() const { DPT_CUDA_CHECK(cudaEventSynchronize(as_event(handle_))); }
+
+float Event::elapsed_ms_since(const Event& start) const {
+  float ms = 0.0f;
+  DPT_CUDA_CHECK(cudaEventElapsedTime(&ms, as_event(start.handle_), as_event(handle_)));
+  return ms;
+}
+
+Stream& current_stream(int device) {
+  auto set = t_streams.current.find(device);
+  if (set != t_streams.current.end() && set->second) return *set->second;
+  Stream*& own = t_streams.own[device];
+  if (!own) own = new Stream(device);
+  return *own;
+}
+
+StreamGuard::StreamGuard(Stream& stream) : device_(stream.device()) {
+  auto it = t_streams.current.find(device_);
+  previous_ = it == t_streams.current.end() ? nullptr : it->second;
+  t_streams.current[device_] = &stream;
+}
+
+StreamGuard::~StreamGuard() { t_streams.current[device_] = previous_; }
+
+// ----------------------------------------------------------------------------
+// memory
+
+void* allocate(int device, std::size_t bytes) {
+  check_device(device);
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  void* ptr = nullptr;
+  cudaError_t status = cudaMalloc(&ptr, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: the caller reports it as dpt::OutOfMemory
+    return nullptr;
+  }
+  DPT_CUDA_CHECK(status);
+  return ptr;
+}
+
+void free(int device, void* ptr) {
+  if (!ptr) return;
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  DPT_CUDA_CHECK(cudaFree(ptr));  // waits for queued work that may still use it
+}
+
+void copy(void* dst, const void* src, std::size_t bytes, int device) {
+  if (bytes == 0) return;
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  cudaPointerAttributes to{}, from{};
+  DPT_CUDA_CHECK(cudaPointerGetAttributes(&to, dst));
+  DPT_CUDA_CHECK(cudaPointerGetAttributes(&from, src));
+  Stream& stream = current_stream(device);
+  DPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream.handle())));
+  // Host memory on either side: the host may touch it as soon as we return.
+  bool host_side = to.type != cudaMemoryTypeDevice || from.type != cudaMemoryTypeDevice;
+  if (host_side) stream.synchronize();
+}
+
+void synchronize(int device) {
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  for (auto& [index, stream] : t_streams.own)
+    if (index == device) stream->synchronize();
+  for (auto& [index, stream] : t_streams.current)
+    if (index == device && stream) stream->synchronize();
+}
+
+}  // namespace dpt::gpu

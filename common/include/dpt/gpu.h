@@ -1,0 +1,124 @@
+/// @file gpu.h
+/// @brief The CUDA runtime as dpt uses it: which GPUs there are, streams and
+/// events, raw device memory and copies. No CUDA header leaks out of here.
+///
+/// A `cuda:k` `Device` (device.h) allocates through `allocate()` below and
+/// copies through `copy()`; ops launch their kernels on the calling thread's
+/// *current stream* for that GPU. Each thread gets its own stream per GPU on
+/// first use, so N rank threads sharing one GPU queue their work on N streams,
+/// as N processes would; chapter 05 makes a second, communication stream and
+/// orders it after the compute stream with an `Event`.
+///
+///     dpt::gpu::Stream comm(0);                    // a second queue on GPU 0
+///     dpt::gpu::Event ready;
+///     ready.record(dpt::gpu::current_stream(0));  // "the gradients are written"
+///     comm.wait(ready);                           // comm work starts after that
+///
+/// Built without CUDA (no toolkit when CMake ran), every function here says so
+/// in a sentence (`device_count()` is 0 and `unavailable_reason()` explains);
+/// nothing else in dpt branches on it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace dpt::gpu {
+
+/// True when this dpt was compiled with the CUDA toolkit.
+bool built_with_cuda();
+/// True when this dpt was compiled with NCCL (the `--comm nccl` communicator).
+bool built_with_nccl();
+/// GPUs this process can use (0 without CUDA, a driver or a device).
+int device_count();
+/// Why GPU work cannot run here ("dpt was built without CUDA …", "no CUDA
+/// device: …"), or "" when at least one GPU is usable.
+std::string unavailable_reason();
+/// "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" for GPU `device`.
+std::string device_description(int device);
+/// Free and total bytes of GPU `device`, as the driver reports them.
+void memory_info(int device, std::size_t& free_bytes, std::size_t& total_bytes);
+
+// ----------------------------------------------------------------------------
+// streams and events
+
+/// An ordered queue of GPU work on one device (a cudaStream_t that does not
+/// synchronise with the legacy default stream). Not copyable.
+class Stream {
+ public:
+  /// A new stream on GPU `device`.
+  explicit Stream(int device);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  /// The GPU this stream runs on.
+  int device() const { return device_; }
+  /// The cudaStream_t, as an opaque pointer (kernels and libraries cast it back).
+  void* handle() const { return handle_; }
+  /// Blocks the calling thread until all work queued so far has finished.
+  void synchronize() const;
+  /// Work queued on this stream after this call waits until `event` has happened.
+  void wait(const class Event& event) const;
+
+ private:
+  int device_;
+  void* handle_ = nullptr;
+};
+
+/// A marker in a stream: "everything queued before this point". Not copyable.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  /// Marks the current end of `stream`'s queue.
+  void record(const Stream& stream);
+  /// Blocks the calling thread until the recorded point has been reached.
+  void synchronize() const;
+  /// Milliseconds between `start` and this event (both recorded and reached).
+  float elapsed_ms_since(const Event& start) const;
+  /// The cudaEvent_t, as an opaque pointer.
+  void* handle() const { return handle_; }
+
+ private:
+  void* handle_ = nullptr;
+  int device_ = -1;
+};
+
+/// The calling thread's stream for GPU `device`: the one set with
+/// `StreamGuard`, else a stream of this thread's own, made on first use.
+Stream& current_stream(int device);
+
+/// Makes `stream` the calling thread's current stream for its device until the
+/// guard goes out of scope (RAII; guards nest).
+class StreamGuard {
+ public:
+  /// Work this thread queues on `stream.device()` goes to `stream` meanwhile.
+  explicit StreamGuard(Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  Stream* previous_;
+};
+
+// ----------------------------------------------------------------------------
+// memory (device.h's cuda:k devices allocate through these; use Tensor instead)
+
+/// `bytes` of memory on GPU `device`, or nullptr when the GPU has no room.
+void* allocate(int device, std::size_t bytes);
+/// Frees memory from allocate(). Waits for the GPU's queued work first.
+void free(int device, void* ptr);
+/// Copies `bytes` between any two of host memory and GPU memory (unified
+/// addressing tells which is which), in order on the calling thread's current
+/// stream of `device`. When `dst` or `src` is host memory the call returns
+/// only once the copy is complete, so the host may read or reuse it.
+void copy(void* dst, const void* src, std::size_t bytes, int device);
+/// Blocks until every stream of this thread on GPU `device` is idle.
+void synchronize(int device);
+
+}  // namespace dpt::gpu

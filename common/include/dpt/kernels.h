@@ -1,0 +1,122 @@
+/// @file kernels.h
+/// @brief The device line: the raw loops every op and optimizer runs, once for
+/// host memory (Eigen and plain loops) and once for a GPU (CUDA kernels and
+/// cuBLAS). Autograd, nn and optim sit above it and never see which.
+///
+/// Pointers are to the memory of the device the kernels were picked for
+/// (`kernels_for(device)`); all arrays are contiguous, row-major float32. A
+/// "scalar" argument given as a pointer (`const float* dloss`) is one float in
+/// that device's memory, so a backward pass never stops to copy a number to
+/// the host. The per-element math both sides run is written once, in
+/// kernel_math.h, as host-device functions: the CPU tests pin it, and the GPU
+/// tests compare the CUDA kernels with their CPU twins.
+///
+/// On a GPU, kernels are queued on the calling thread's current stream
+/// (gpu.h) and return before they finish; the functions that return a value to
+/// the host (`count_correct`, `max_abs_diff`) wait for it.
+#pragma once
+
+#include <cstdint>
+
+namespace dpt {
+
+class Device;
+
+/// Hyper-parameters of one Adam/AdamW step (PyTorch semantics).
+struct AdamStep {
+  float lr = 1e-3f;            ///< learning rate
+  float beta1 = 0.9f;          ///< first-moment decay
+  float beta2 = 0.999f;        ///< second-moment decay
+  float eps = 1e-8f;           ///< added to sqrt(v̂)
+  float weight_decay = 0.0f;   ///< L2 (Adam) or decoupled (AdamW) decay
+  bool decoupled = false;      ///< AdamW: decay the weight, not the gradient
+  float correction1 = 1.0f;    ///< 1 − beta1^t
+  float correction2 = 1.0f;    ///< 1 − beta2^t
+};
+
+/// One device kind's loops. Get one with `kernels_for(device)`.
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+
+  // ---- BLAS ----
+  /// c (m, n) = alpha · op(a) · op(b) + beta · c; op(a) is (m, k) — a is (k, m)
+  /// when `transpose_a` — and op(b) is (k, n) — b is (n, k) when `transpose_b`.
+  virtual void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, const float* b, float beta, float* c) = 0;
+  /// y += alpha · x, n elements.
+  virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;
+  /// x *= s, n elements.
+  virtual void scale(float* x, float s, int64_t n) = 0;
+  /// x = value, n elements.
+  virtual void fill(float* x, float value, int64_t n) = 0;
+
+  // ---- elementwise (out may alias an input) ----
+  /// out = a + b.
+  virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;
+  /// out = a − b.
+  virtual void sub(float* out, const float* a, const float* b, int64_t n) = 0;
+  /// out = a ⊙ b.
+  virtual void mul(float* out, const float* a, const float* b, int64_t n) = 0;
+  /// out = s · a.
+  virtual void scaled_copy(float* out, const float* a, float s, int64_t n) = 0;
+  /// out = factor · (*scalar) · a, with `scalar` one float on the device.
+  virtual void scale_by_scalar(float* out, const float* a, const float* scalar, float factor,
+                               int64_t n) = 0;
+  /// out = factor · (*scalar) everywhere.
+  virtual void fill_from_scalar(float* out, const float* scalar, float factor, int64_t n) = 0;
+  /// out = max(x, 0).
+  virtual void relu(float* out, const float* x, int64_t n) = 0;
+  /// dx = dout where x > 0, else 0 (relu'(0) = 0, as PyTorch).
+  virtual void relu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;
+
+  // ---- rows and columns ----
+  /// y (rows, cols) += bias (cols) on every row.
+  virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) = 0;
+  /// dbias (cols) = Σ over rows of dy (rows, cols).
+  virtual void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) = 0;
+
+  // ---- reductions to one float on the device ----
+  /// *out = Σ x.
+  virtual void sum(float* out, const float* x, int64_t n) = 0;
+  /// *out = Σ x².
+  virtual void sum_squares(float* out, const float* x, int64_t n) = 0;
+
+  // ---- loss ----
+  /// logits (rows, classes), labels (rows, host memory, each in [0, classes)):
+  /// probs = softmax(logits) row-wise, *loss = mean over rows of −log probs[label].
+  virtual void softmax_cross_entropy(float* probs, float* loss, const float* logits,
+                                     const int64_t* labels, int64_t rows, int64_t classes) = 0;
+  /// dlogits = (probs − onehot(labels)) · (*dloss) / rows.
+  virtual void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels,
+                                              const float* dloss, int64_t rows, int64_t classes) = 0;
+
+  // ---- optimizers (one step over n elements, in place) ----
+  /// p −= lr · (g + weight_decay · p).
+  virtual void sgd_step(float* p, const float* g, float lr, float weight_decay, int64_t n) = 0;
+  /// d = g + weight_decay · p; v = first ? d : momentum · v + d; p −= lr · v.
+  virtual void momentum_step(float* p, float* v, const float* g, float lr, float momentum,
+                             float weight_decay, bool first, int64_t n) = 0;
+  /// One Adam/AdamW step on p with moments m, v (see AdamStep).
+  virtual void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& step,
+                         int64_t n) = 0;
+
+  // ---- results for the host (these wait for the device) ----
+  /// Rows of logits (rows, classes) whose first largest entry is at the label.
+  virtual int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows,
+                                int64_t classes) = 0;
+  /// max |a − b|; NaN when any difference is NaN (a NaN is never "equal").
+  virtual float max_abs_diff(const float* a, const float* b, int64_t n) = 0;
+};
+
+/// The loops for memory on `device`: host and cpu:k share the CPU kernels;
+/// cuda:k gets the CUDA kernels (an error naming the reason when this dpt has
+/// no CUDA).
+Kernels& kernels_for(const Device& device);
+/// The CPU kernels (Eigen and plain loops over kernel_math.h).
+Kernels& cpu_kernels();
+/// The CUDA kernels for GPU `device` (kernel_math.h on the GPU, cuBLAS for
+/// gemm), queued on the calling thread's current stream of that GPU.
+Kernels& cuda_kernels(int device);
+
+}  // namespace dpt
