@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """test_gpu_compare.py — gpu_compare.py's goal verdicts on hand-made results
 (the numbers and the expected verdicts are written here, not computed by the
-code under test), and, given the bench_gpu_step program, the whole driver on
-this machine: without a GPU it must say so and exit 4, never claim a goal.
+code under test), and, on a machine without a GPU, the no-GPU answers of the
+real programs: given bench_gpu_step, the whole driver must say so and exit 4,
+never claim a goal; scripts/gpu-check must say "no GPU", build nothing and
+exit 1.
 
     python3 bench/test_gpu_compare.py [build/reference/bin/bench_gpu_step]
 """
@@ -10,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,6 +101,17 @@ class Driver(unittest.TestCase):
             self.assertIn("nothing to judge: bench_gpu_step skipped", proc.stdout)
             self.assertNotIn("✔", proc.stdout)
             self.assertIn("skipped", gpu_compare.load(os.path.join(out, "bench_gpu_step.json")))
+
+    def test_gpu_check_without_a_gpu_says_no_gpu_and_builds_nothing(self):
+        if shutil.which("nvidia-smi") or os.path.exists("/dev/nvidia0"):
+            self.skipTest("this machine may have a GPU: gpu-check would build and run everything")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "gpu-check")
+        with tempfile.TemporaryDirectory() as out:
+            proc = subprocess.run([script, os.path.join(out, "check")], capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertIn("gpu-check: no GPU:", proc.stdout)
+            self.assertIn("Nothing was built or run", proc.stdout)
+            self.assertFalse(os.path.exists(os.path.join(out, "check")))
 
 
 if __name__ == "__main__":
