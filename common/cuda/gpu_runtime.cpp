@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <exception>
 #include <map>
 
 #include "dpt/check.h"
@@ -132,6 +133,75 @@ StreamGuard::StreamGuard(Stream& stream) : device_(stream.device()) {
 }
 
 StreamGuard::~StreamGuard() { t_streams.current[device_] = previous_; }
+
+// ----------------------------------------------------------------------------
+// graphs
+
+namespace {
+// Takes `stream` out of capture mode whatever state the capture is in, and
+// throws away what it recorded. Returns the capture's status.
+cudaError_t end_capture(cudaStream_t stream, cudaGraph_t& graph) {
+  graph = nullptr;
+  cudaError_t status = cudaStreamEndCapture(stream, &graph);
+  if (status != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    graph = nullptr;
+    cudaGetLastError();  // a failed capture is not sticky: clear it for later calls
+  }
+  return status;
+}
+constexpr const char* kCaptureHint =
+    " (while capturing, work is recorded, not run: a call that waits for the GPU, such as a "
+    "copy to or from pageable host memory or a synchronize, cannot be captured)";
+}  // namespace
+
+Graph::~Graph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+
+void Graph::capture(Stream& stream, const std::function<void()>& record) {
+  DPT_CHECK(!graph_, "Graph::capture: this graph already holds a recording; capture into a new Graph");
+  DPT_CUDA_CHECK(cudaSetDevice(stream.device()));
+  cudaStream_t s = as_stream(stream.handle());
+  // Relaxed: a cudaMalloc on this thread (a cache miss in Device, cuBLAS's
+  // workspace) stays legal while capturing; it is not part of the recording.
+  DPT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  cudaGraph_t graph = nullptr;
+  try {
+    record();
+  } catch (const std::exception& e) {
+    end_capture(s, graph);
+    DPT_FAIL("capturing a CUDA graph on cuda:" << stream.device() << " failed: " << e.what() << kCaptureHint);
+  } catch (...) {
+    end_capture(s, graph);
+    throw;
+  }
+  cudaError_t status = end_capture(s, graph);
+  DPT_CHECK(status == cudaSuccess, "capturing a CUDA graph on cuda:" << stream.device() << " failed: "
+                                       << cudaGetErrorString(status) << kCaptureHint);
+  DPT_CHECK(graph, "capturing a CUDA graph on cuda:" << stream.device() << " recorded nothing");
+  graph_ = graph;
+  device_ = stream.device();
+  cudaGraphExec_t exec = nullptr;
+  DPT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  exec_ = exec;
+}
+
+void Graph::replay(const Stream& stream) const {
+  DPT_CHECK(exec_, "Graph::replay: nothing captured yet (call capture() first)");
+  DPT_CHECK(stream.device() == device_, "Graph::replay: the graph was captured on cuda:"
+                                            << device_ << ", the stream is on cuda:" << stream.device());
+  DPT_CUDA_CHECK(cudaSetDevice(device_));
+  DPT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_stream(stream.handle())));
+}
+
+std::size_t Graph::node_count() const {
+  if (!graph_) return 0;
+  std::size_t count = 0;
+  DPT_CUDA_CHECK(cudaGraphGetNodes(static_cast<cudaGraph_t>(graph_), nullptr, &count));
+  return count;
+}
 
 // ----------------------------------------------------------------------------
 // memory

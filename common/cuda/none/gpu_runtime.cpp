@@ -35,6 +35,11 @@ Stream& current_stream(int) { no_cuda("a CUDA stream"); }
 StreamGuard::StreamGuard(Stream& stream) : device_(stream.device()), previous_(nullptr) {}
 StreamGuard::~StreamGuard() = default;
 
+Graph::~Graph() = default;
+void Graph::capture(Stream&, const std::function<void()>&) { no_cuda("a CUDA graph"); }
+void Graph::replay(const Stream&) const { no_cuda("a CUDA graph"); }
+std::size_t Graph::node_count() const { return 0; }
+
 void* allocate(int, std::size_t) { no_cuda("GPU memory"); }
 void free(int, void*) {}
 void copy(void*, const void*, std::size_t, int) { no_cuda("a GPU copy"); }

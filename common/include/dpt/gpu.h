@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace dpt::gpu {
@@ -104,6 +105,54 @@ class StreamGuard {
  private:
   int device_;
   Stream* previous_;
+};
+
+// ----------------------------------------------------------------------------
+// graphs: record a stream's work once, replay it with one launch
+
+/// A CUDA graph: the kernels and copies some host code queues on a stream,
+/// recorded once and replayed with a single launch, so a training step of a
+/// few dozen small kernels costs one launch instead of a few dozen. Not
+/// copyable.
+///
+///     dpt::gpu::Graph graph;
+///     graph.capture(dpt::gpu::current_stream(0), [&] { step(); });  // records, runs nothing
+///     for (int i = 0; i < 1000; ++i) graph.replay(dpt::gpu::current_stream(0));
+///
+/// While capturing, work is recorded, not run, and a call that waits for the
+/// GPU (a copy to or from pageable host memory, `Stream::synchronize`,
+/// `Tensor::item`) fails the capture. A replay reads and writes exactly the
+/// addresses the capture saw and runs none of the host code: every buffer the
+/// captured work touches must stay allocated, and be handed to nobody else,
+/// for as long as the graph is replayed (see bench/bench_gpu_step.cpp).
+class Graph {
+ public:
+  /// An empty graph (nothing captured yet).
+  Graph() = default;
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  /// Runs `record()` with `stream` in capture mode (work queued on it is
+  /// recorded), then makes the recording replayable. Queue the work on
+  /// `stream`: ops use the calling thread's current stream, so pass
+  /// `current_stream(device)`. Throws dpt::Error with CUDA's reason when a
+  /// call in `record()` cannot be captured; the stream works normally again
+  /// afterwards. A graph is captured once.
+  void capture(Stream& stream, const std::function<void()>& record);
+  /// Queues one replay of the recorded work on `stream` (same GPU as the
+  /// capture; any stream of it).
+  void replay(const Stream& stream) const;
+  /// True once capture() has succeeded.
+  bool captured() const { return exec_ != nullptr; }
+  /// Nodes (kernels, copies, memsets) in the recording: the launches one
+  /// replay stands for.
+  std::size_t node_count() const;
+
+ private:
+  void* graph_ = nullptr;  // cudaGraph_t: the recording
+  void* exec_ = nullptr;   // cudaGraphExec_t: its replayable form
+  int device_ = -1;
 };
 
 // ----------------------------------------------------------------------------
