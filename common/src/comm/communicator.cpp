@@ -16,6 +16,7 @@
 
 #include "comm/async_queue.h"
 #include "comm/backend.h"
+#include "comm/gpu_floats.h"
 #include "dpt/trace.h"
 
 namespace dpt {
@@ -91,7 +92,7 @@ void Communicator::in_order(Body&& body) {
 std::shared_ptr<Work> Communicator::all_reduce_async(float* data, int64_t count, ReduceOp op) {
   DPT_CHECK(count >= 0, "all_reduce_async: count must be >= 0, got " << count);
   DPT_CHECK(count == 0 || data != nullptr, "all_reduce_async: null buffer for " << count << " floats");
-  return async([this, data, count, op] { all_reduce(data, count, op); });
+  return async(detail::after_queued_gpu_work(data, [this, data, count, op] { all_reduce(data, count, op); }));
 }
 
 // ----------------------------------------------------------------------------
