@@ -8,9 +8,10 @@
 // is exact (==).
 //
 // Rank threads only record what they saw (Catch2's assertions are not
-// thread-safe); the test thread checks after launch() returns. The NCCL cases
-// run this test program itself under mpirun, on a hidden case that only runs
-// when DPT_TEST_CHILD=nccl.
+// thread-safe); the test thread checks after launch() returns. The mpirun
+// cases run this test program itself under mpirun, on a hidden case that only
+// runs when DPT_TEST_CHILD names the communicator (nccl, or mpi: GPU buffers
+// staged through host memory).
 #include <unistd.h>
 
 #include <climits>
@@ -114,12 +115,13 @@ std::string self_path() {
   return got > 0 ? std::string(path, std::size_t(got)) : "dpt_gpu_tests";
 }
 
-// `mpirun -np np` on the hidden NCCL case below, with `env` (VAR=value ...)
-// exported to the ranks, under `timeout` so a hang fails instead of blocking.
-dpt_test::ProgramResult run_nccl_child(int np, const std::string& env) {
+// `mpirun -np np` on the hidden case below with --comm `comm`, and `env`
+// (VAR=value ...) exported to the ranks, under `timeout` so a hang fails
+// instead of blocking.
+dpt_test::ProgramResult run_child(const std::string& comm, int np, const std::string& env) {
   std::string mpiexec = DPT_MPIEXEC;
   std::string exports = " -x DPT_TEST_CHILD";
-  std::string command = "DPT_TEST_CHILD=nccl " + env + " timeout 300 " +
+  std::string command = "DPT_TEST_CHILD=" + comm + " " + env + " timeout 300 " +
                         (mpiexec.empty() ? std::string("mpirun") : mpiexec) +
                         " --allow-run-as-root --oversubscribe -np " + std::to_string(np);
   for (std::size_t at = 0; at < env.size();) {  // -x each VAR of env
@@ -128,7 +130,7 @@ dpt_test::ProgramResult run_nccl_child(int np, const std::string& env) {
     at = space == std::string::npos ? env.size() : space + 1;
   }
   return dpt_test::run_command(command + exports + " " + self_path() +
-                               " 'child: NCCL collectives on GPU buffers'");
+                               " 'child: collectives on GPU buffers under mpirun'");
 }
 
 void require_nccl() {
@@ -193,16 +195,17 @@ TEST_CASE("a threads reduction over GPU memory on one rank and host memory on an
 }
 
 // ----------------------------------------------------------------------------
-// NCCL under mpirun
+// NCCL and MPI under mpirun
 
 // Runs in each process that the mpirun cases below start (hidden by [.], and
-// inert unless DPT_TEST_CHILD=nccl): every collective on this rank's GPU, and
-// one all_reduce of host memory (staged through the GPU).
-TEST_CASE("child: NCCL collectives on GPU buffers", "[.]") {
+// inert unless DPT_TEST_CHILD is nccl or mpi): every collective on this
+// rank's GPU, and one all_reduce of host memory (under NCCL staged through
+// the GPU).
+TEST_CASE("child: collectives on GPU buffers under mpirun", "[.]") {
   const char* child = std::getenv("DPT_TEST_CHILD");
-  if (!child || std::string(child) != "nccl") return;
+  if (!child || (std::string(child) != "nccl" && std::string(child) != "mpi")) return;
   dpt::LaunchOptions o;
-  o.comm = "nccl";
+  o.comm = child;
   o.device = "cuda";
   o.timeout_s = 60;
   std::vector<std::string> wrong = {"did not run"};
@@ -227,12 +230,12 @@ TEST_CASE("child: NCCL collectives on GPU buffers", "[.]") {
   });
   INFO(joined(wrong));
   CHECK(wrong.empty());
-  std::printf("nccl child: rank %d of %d ok=%d\n", rank, world, int(wrong.empty()));
+  std::printf("%s child: rank %d of %d ok=%d\n", child, rank, world, int(wrong.empty()));
 }
 
 TEST_CASE("NCCL under mpirun -np 1: every collective on GPU and host buffers matches the oracle", "[gpu]") {
   require_nccl();
-  dpt_test::ProgramResult run = run_nccl_child(1, "");
+  dpt_test::ProgramResult run = run_child("nccl", 1, "");
   INFO(run.output);
   CHECK(run.exit_code == 0);
   CHECK(run.output.find("nccl child: rank 0 of 1 ok=1") != std::string::npos);
@@ -240,7 +243,7 @@ TEST_CASE("NCCL under mpirun -np 1: every collective on GPU and host buffers mat
 
 TEST_CASE("NCCL under mpirun -np 2 on one GPU is refused with one sentence naming both ranks, no hang", "[gpu]") {
   require_nccl();
-  dpt_test::ProgramResult run = run_nccl_child(2, "CUDA_VISIBLE_DEVICES=0");
+  dpt_test::ProgramResult run = run_child("nccl", 2, "CUDA_VISIBLE_DEVICES=0");
   INFO(run.output);
   CHECK(run.exit_code != 0);
   CHECK(run.exit_code != 124);  // timeout(1)'s code: it hung
@@ -253,11 +256,21 @@ TEST_CASE("NCCL under mpirun -np 2 on one GPU is refused with one sentence namin
 TEST_CASE("NCCL under mpirun -np 2 on two GPUs: every collective matches the oracle", "[gpu]") {
   require_nccl();
   if (dpt::gpu::device_count() < 2) DPT_SKIP("needs 2 GPUs for 2 NCCL ranks");
-  dpt_test::ProgramResult run = run_nccl_child(2, "");
+  dpt_test::ProgramResult run = run_child("nccl", 2, "");
   INFO(run.output);
   CHECK(run.exit_code == 0);
   CHECK(run.output.find("nccl child: rank 0 of 2 ok=1") != std::string::npos);
   CHECK(run.output.find("nccl child: rank 1 of 2 ok=1") != std::string::npos);
+}
+
+TEST_CASE("MPI under mpirun -np 2 on one GPU: GPU buffers staged through host memory match the oracle", "[gpu]") {
+  DPT_REQUIRE_GPU();
+  if (!dpt::mpi_available()) DPT_SKIP("this dpt was built without MPI");
+  dpt_test::ProgramResult run = run_child("mpi", 2, "");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("mpi child: rank 0 of 2 ok=1") != std::string::npos);
+  CHECK(run.output.find("mpi child: rank 1 of 2 ok=1") != std::string::npos);
 }
 
 TEST_CASE("a chapter runs under mpirun -np 1 --comm nccl, its host buffers staged through the GPU", "[gpu]") {

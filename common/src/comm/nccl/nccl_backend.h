@@ -5,7 +5,7 @@
 //   bootstrap.cpp       GPU check (one per rank), unique id over MPI, NCCL start and end
 //   collectives.cpp     all_reduce, reduce_scatter, all_gather, broadcast, barrier
 //   point_to_point.cpp  send, recv, sendrecv (ncclSend/ncclRecv)
-//   stream_wait.cpp     queueing after the caller's GPU work, and waiting with a timeout
+//   stream_wait.cpp     queueing after the caller's GPU work, waiting with a timeout, aborting
 //
 // Every call queues its NCCL work on the backend's own stream, after the
 // calling thread's queued GPU work (an event), then waits for it: the
@@ -66,7 +66,9 @@ class NcclBackend final : public Backend {
   }
   // ---- the failure protocol is MPI's ----
   void fail(const std::string& message, bool primary) override { control_->fail(message, primary); }
-  RankFailure finish() override { return control_->finish(); }
+  /// MPI's agreement; after a failure the NCCL communicator is aborted (a
+  /// local call, where destroying it might wait for peers that are gone).
+  RankFailure finish() override;
 
  private:
   // ---- stream_wait.cpp ----

@@ -24,6 +24,12 @@ void NcclBackend::abort() {
   ncclCommAbort(comm_);  // ends kernels still waiting for peers
 }
 
+RankFailure NcclBackend::finish() {
+  RankFailure failure = control_->finish();
+  if (failure.any()) abort();
+  return failure;
+}
+
 void NcclBackend::wait(const char* call, int peer, int tag, int64_t count) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_.handle());
   auto done = [&] {
