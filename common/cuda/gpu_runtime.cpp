@@ -122,6 +122,15 @@ void set_current_device(int device) {
   DPT_CUDA_CHECK(cudaSetDevice(device));
 }
 
+int current_device() {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
 Stream& current_stream(int device) {
   auto set = t_streams.current.find(device);
   if (set != t_streams.current.end() && set->second) return *set->second;

@@ -32,6 +32,7 @@ void Event::record(const Stream&) {}
 void Event::synchronize() const {}
 float Event::elapsed_ms_since(const Event&) const { return 0.0f; }
 void set_current_device(int) { no_cuda("choosing a GPU"); }
+int current_device() { return -1; }
 Stream& current_stream(int) { no_cuda("a CUDA stream"); }
 StreamGuard::StreamGuard(Stream& stream) : device_(stream.device()), previous_(nullptr) {}
 StreamGuard::~StreamGuard() = default;

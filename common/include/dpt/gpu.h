@@ -90,6 +90,9 @@ class Event {
 /// Makes GPU `device` the calling thread's current GPU, where an `Event`
 /// made next lives (record it only on that GPU's streams).
 void set_current_device(int device);
+/// The calling thread's current GPU (the last one a gpu.h call used), or -1
+/// without CUDA or a GPU.
+int current_device();
 
 /// The calling thread's stream for GPU `device`: the one set with
 /// `StreamGuard`, else a stream of this thread's own, made on first use.

@@ -23,8 +23,10 @@ void copy_floats(float* dst, const float* src, int64_t count) {
     return;
   }
   int device = to >= 0 ? to : from;
+  int before = gpu::current_device();  // a peer's GPU must not stay this thread's current one
   gpu::copy(dst, src, bytes, device);
   gpu::current_stream(device).synchronize();  // GPU to GPU copies return early
+  if (before >= 0 && before != device) gpu::set_current_device(before);
 }
 
 void finish_gpu_work(const void* ptr) {
