@@ -133,6 +133,17 @@ dpt_test::ProgramResult run_child(const std::string& comm, int np, const std::st
                                " 'child: collectives on GPU buffers under mpirun'");
 }
 
+// Runs the child with --comm `comm` on `np` ranks: each must report ok.
+void check_every_rank_ok(const std::string& comm, int np) {
+  dpt_test::ProgramResult run = run_child(comm, np, "");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  for (int r = 0; r < np; ++r) {
+    std::string line = comm + " child: rank " + std::to_string(r) + " of " + std::to_string(np) + " ok=1";
+    CHECK(run.output.find(line) != std::string::npos);
+  }
+}
+
 void require_nccl() {
   DPT_REQUIRE_GPU();
   if (!dpt::gpu::built_with_nccl()) DPT_SKIP("this dpt was built without the NCCL communicator");
@@ -235,10 +246,7 @@ TEST_CASE("child: collectives on GPU buffers under mpirun", "[.]") {
 
 TEST_CASE("NCCL under mpirun -np 1: every collective on GPU and host buffers matches the oracle", "[gpu]") {
   require_nccl();
-  dpt_test::ProgramResult run = run_child("nccl", 1, "");
-  INFO(run.output);
-  CHECK(run.exit_code == 0);
-  CHECK(run.output.find("nccl child: rank 0 of 1 ok=1") != std::string::npos);
+  check_every_rank_ok("nccl", 1);
 }
 
 TEST_CASE("NCCL under mpirun -np 2 on one GPU is refused with one sentence naming both ranks, no hang", "[gpu]") {
@@ -256,21 +264,13 @@ TEST_CASE("NCCL under mpirun -np 2 on one GPU is refused with one sentence namin
 TEST_CASE("NCCL under mpirun -np 2 on two GPUs: every collective matches the oracle", "[gpu]") {
   require_nccl();
   if (dpt::gpu::device_count() < 2) DPT_SKIP("needs 2 GPUs for 2 NCCL ranks");
-  dpt_test::ProgramResult run = run_child("nccl", 2, "");
-  INFO(run.output);
-  CHECK(run.exit_code == 0);
-  CHECK(run.output.find("nccl child: rank 0 of 2 ok=1") != std::string::npos);
-  CHECK(run.output.find("nccl child: rank 1 of 2 ok=1") != std::string::npos);
+  check_every_rank_ok("nccl", 2);
 }
 
 TEST_CASE("MPI under mpirun -np 2 on one GPU: GPU buffers staged through host memory match the oracle", "[gpu]") {
   DPT_REQUIRE_GPU();
   if (!dpt::mpi_available()) DPT_SKIP("this dpt was built without MPI");
-  dpt_test::ProgramResult run = run_child("mpi", 2, "");
-  INFO(run.output);
-  CHECK(run.exit_code == 0);
-  CHECK(run.output.find("mpi child: rank 0 of 2 ok=1") != std::string::npos);
-  CHECK(run.output.find("mpi child: rank 1 of 2 ok=1") != std::string::npos);
+  check_every_rank_ok("mpi", 2);
 }
 
 TEST_CASE("a chapter runs under mpirun -np 1 --comm nccl, its host buffers staged through the GPU", "[gpu]") {
