@@ -64,7 +64,7 @@ NcclBackend::NcclBackend(std::unique_ptr<mpi::MpiBackend> control, ncclComm_t co
     : control_(std::move(control)),
       comm_(comm),
       device_(device),
-      stream_(device),       // makes `device` current, so the event below lives there
+      stream_(device),
       barrier_scratch_(device, 1) {}
 
 NcclBackend::~NcclBackend() {

@@ -5,11 +5,11 @@
 //   bootstrap.cpp       GPU check (one per rank), unique id over MPI, NCCL start and end
 //   collectives.cpp     all_reduce, reduce_scatter, all_gather, broadcast, barrier
 //   point_to_point.cpp  send, recv, sendrecv (ncclSend/ncclRecv)
-//   stream_wait.cpp     queueing after the caller's GPU work, waiting with a timeout, aborting
+//   stream_wait.cpp     waiting with a timeout, aborting
 //
-// Every call queues its NCCL work on the backend's own stream, after the
-// calling thread's queued GPU work (an event), then waits for it: the
-// Communicator contract is blocking. The wait polls the stream, so a rank
+// Every call queues its NCCL work on the backend's own stream (the caller's
+// queued GPU work on its buffers is already finished: communicator.cpp),
+// then waits for it: the Communicator contract is blocking. The wait polls the stream, so a rank
 // can time out or learn that a peer has failed (MPI's abort protocol,
 // mpi/failure.cpp); it then aborts the NCCL communicator (ncclCommAbort), the
 // only way to stop a kernel waiting for a peer that will never come.
@@ -72,8 +72,8 @@ class NcclBackend final : public Backend {
 
  private:
   // ---- stream_wait.cpp ----
-  // Runs enqueue(stream) after the caller's queued GPU work, then waits for
-  // the stream: returns when done, throws Timeout/PeerFailed after aborting.
+  // Runs enqueue(stream) on the backend's stream, then waits for it: returns
+  // when done, throws Timeout/PeerFailed after aborting.
   template <class Enqueue>
   void run(const char* call, int peer, int tag, int64_t count, Enqueue&& enqueue) {
     cudaStream_t stream = begin();
@@ -88,7 +88,6 @@ class NcclBackend final : public Backend {
   ncclComm_t comm_;
   const int device_;
   gpu::Stream stream_;         // where NCCL's work is queued
-  gpu::Event caller_done_;     // the caller's queued work, which NCCL's waits for
   GpuFloats barrier_scratch_;  // one float that barrier() all-reduces
   bool aborted_ = false;
 };

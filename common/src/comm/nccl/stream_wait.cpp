@@ -1,6 +1,7 @@
-// stream_wait.cpp — how every NCCL call is queued and waited for: after the
-// caller's queued GPU work, then polled until done, a timeout, or a peer's
-// failure, so no rank hangs on a GPU kernel waiting for a peer that is gone.
+// stream_wait.cpp — how every NCCL call is waited for: the stream is polled
+// until done, a timeout, or a peer's failure, so no rank hangs on a GPU
+// kernel waiting for a peer that is gone; then the NCCL communicator is
+// aborted, the only way to end such a kernel.
 #include "comm/nccl/nccl_backend.h"
 
 namespace dpt {
@@ -11,10 +12,6 @@ cudaStream_t NcclBackend::begin() {
   DPT_CHECK(!aborted_, "the NCCL communicator was aborted after an earlier failure or timeout; "
                        "no call can use it any more");
   DPT_CUDA_CHECK(cudaSetDevice(device_));
-  // NCCL's stream waits for what the calling thread queued before this call
-  // (the kernels writing our buffers), on whichever thread that was.
-  caller_done_.record(gpu::current_stream(device_));
-  stream_.wait(caller_done_);
   return static_cast<cudaStream_t>(stream_.handle());
 }
 

@@ -10,8 +10,8 @@
 // path, at n times the work. Reduce-scatter needs no change of plan: rank r
 // reduces row r of everyone's input, straight into its output.
 //
-// Before a rank posts its slot, its own stream has finished writing the
-// buffers (ThreadsBackend called finish_gpu_work): peers read them from their
+// Before a rank posts its slot, its own streams have finished writing the
+// buffers (Communicator called finish_gpu_work): peers read them from their
 // own streams.
 #include "comm/gpu_floats.h"
 #include "comm/threads/world.h"

@@ -1,10 +1,9 @@
 // threads_backend.cpp — the threads Backend: one per rank, all pointing at the
 // same World (world.h), and make_threads_world that builds them.
 //
-// GPU buffers: before a call, the rank's own GPU work on its buffers is
-// finished (finish_gpu_work), because peers read and write them from their
-// own threads and streams; the World's copies are complete when they return.
-#include "comm/gpu_floats.h"
+// GPU buffers: Communicator has finished the rank's queued GPU work on them
+// (peers read and write them from their own threads and streams); the
+// World's copies are complete when they return.
 #include "comm/threads/world.h"
 
 namespace dpt {
@@ -18,37 +17,25 @@ class ThreadsBackend final : public Backend {
 
   const char* name() const override { return "threads"; }
   void send(const float* data, int64_t count, int dst, int tag) override {
-    finish_gpu_work(data);
     world_->send(me_, data, count, dst, tag);
   }
   void recv(float* data, int64_t count, int src, int tag) override {
-    finish_gpu_work(data);
     world_->recv(me_, data, count, src, tag);
   }
   void sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
                 int64_t recv_count, int src, int tag) override {
-    finish_gpu_work(send_buf);
-    finish_gpu_work(recv_buf);
     world_->sendrecv(me_, send_buf, send_count, dst, recv_buf, recv_count, src, tag);
   }
   void all_reduce(float* data, int64_t count, ReduceOp op) override {
-    finish_gpu_work(data);
     world_->all_reduce(me_, data, count, op);
   }
   void reduce_scatter(const float* send_buf, float* recv_buf, int64_t recv_count, ReduceOp op) override {
-    finish_gpu_work(send_buf);
-    finish_gpu_work(recv_buf);
     world_->reduce_scatter(me_, send_buf, recv_buf, recv_count, op);
   }
   void all_gather(const float* send_buf, float* recv_buf, int64_t send_count) override {
-    finish_gpu_work(send_buf);
-    finish_gpu_work(recv_buf);
     world_->all_gather(me_, send_buf, recv_buf, send_count);
   }
-  void broadcast(float* data, int64_t count, int root) override {
-    finish_gpu_work(data);
-    world_->broadcast(me_, data, count, root);
-  }
+  void broadcast(float* data, int64_t count, int root) override { world_->broadcast(me_, data, count, root); }
   void barrier() override { world_->barrier(me_); }
   void all_gather_bytes(const void* send, void* recv, int64_t bytes) override {
     world_->all_gather_bytes(me_, send, recv, bytes);
