@@ -118,6 +118,20 @@ float Event::elapsed_ms_since(const Event& start) const {
   return ms;
 }
 
+void set_current_device(int device) {
+  check_device(device);
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+}
+
+int current_device() {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
 Stream& current_stream(int device) {
   auto set = t_streams.current.find(device);
   if (set != t_streams.current.end() && set->second) return *set->second;
@@ -244,6 +258,29 @@ void synchronize(int device) {
     if (index == device) stream->synchronize();
   for (auto& [index, stream] : t_streams.current)
     if (index == device && stream) stream->synchronize();
+}
+
+// ----------------------------------------------------------------------------
+// pointers and identity
+
+int device_of_pointer(const void* ptr) {
+  static const bool any_gpu = device_count() > 0;  // no GPU: no runtime call per message
+  if (!ptr || !any_gpu) return -1;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    cudaGetLastError();  // not a pointer CUDA knows: host memory
+    return -1;
+  }
+  return attributes.type == cudaMemoryTypeDevice ? attributes.device : -1;
+}
+
+bool is_device_pointer(const void* ptr) { return device_of_pointer(ptr) >= 0; }
+
+std::string pci_bus_id(int device) {
+  check_device(device);
+  char id[32] = {};
+  DPT_CUDA_CHECK(cudaDeviceGetPCIBusId(id, int(sizeof id), device));
+  return id;
 }
 
 }  // namespace dpt::gpu

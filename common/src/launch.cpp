@@ -4,8 +4,8 @@
 // work, report a failure to the peers (comm.fail), then wait for every rank
 // (comm.finish) so each learns whether anyone failed. Only what is around that
 // differs: threads start N threads and rethrow the first failure's original
-// exception; MPI runs once in this process and rethrows its own error, or a
-// PeerFailed naming the rank that failed first.
+// exception; MPI (and NCCL, bootstrapped over MPI) runs once in this process
+// and rethrows its own error, or a PeerFailed naming the rank that failed first.
 #include "dpt/launch.h"
 
 #include <cerrno>
@@ -18,6 +18,7 @@
 
 #include "comm/backend.h"
 #include "dpt/check.h"
+#include "dpt/gpu.h"
 #include "dpt/options.h"
 
 namespace dpt {
@@ -54,6 +55,17 @@ CLI::Validator integer_between(int64_t lo, int64_t hi, const char* what) {
       },
       "INT");
 }
+
+// --device cuda where no GPU is usable: refused at parse time, saying why.
+CLI::Validator usable_device() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::string reason = v == "cuda" ? gpu::unavailable_reason() : "";
+        if (reason.empty()) return "";
+        return "cuda needs a usable GPU, and " + reason + " (use --device cpu)";
+      },
+      "");
+}
 }  // namespace
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
@@ -62,8 +74,16 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
       ->check(integer_between(1, kMaxRanks, "a rank count"))
       ->each([&o](const std::string&) { o.ranks_given = true; })
       ->capture_default_str();
-  app.add_option("--comm", o.comm, "Ranks as threads of this process, or one per MPI process (mpirun)")
-      ->check(CLI::IsMember({"threads", "mpi"}))
+  app.add_option("--comm", o.comm,
+                 "Ranks as threads of this process, or one per process under mpirun (mpi; nccl: "
+                 "one GPU each)")
+      ->check(CLI::IsMember({"threads", "mpi", "nccl"}))
+      ->capture_default_str();
+  app.add_option("--device", o.device,
+                 "Where each rank computes: cpu (a simulated device per rank) or cuda (rank r on "
+                 "GPU r % GPUs; under mpirun, by local rank)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(usable_device())
       ->capture_default_str();
   app.add_option("--comm-timeout", o.timeout_s,
                  "Seconds a rank may wait on a peer before it reports a deadlock")
@@ -128,12 +148,25 @@ ProcessEnvironment detect_process_environment() {
     env.rank = parse_env_int(p.rank, rank);
     env.world = parse_env_int(p.world, world);
     env.source = std::string(p.rank) + "/" + p.world;
+    env.local_rank = env.rank;
+    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
+      if (const char* local = std::getenv(name)) {
+        env.local_rank = parse_env_int(name, local);
+        break;
+      }
+    }
     DPT_CHECK(env.world >= 1 && env.rank < env.world,
               env.source << " say rank " << env.rank << " of " << env.world
                          << " processes: the rank must be below the count");
     return env;
   }
   return {};
+}
+
+int gpu_for_rank(int local_rank) {
+  std::string reason = gpu::unavailable_reason();
+  DPT_CHECK(reason.empty(), "--device cuda needs a usable GPU, and " << reason << " (use --device cpu)");
+  return local_rank % gpu::device_count();
 }
 
 // ----------------------------------------------------------------------------
@@ -147,8 +180,10 @@ void validate(const LaunchOptions& o) {
   DPT_CHECK(o.timeout_s > 0 && std::isfinite(o.timeout_s),
             "--comm-timeout must be a finite number of seconds > 0, got " << o.timeout_s);
   DPT_CHECK(o.eager_limit_bytes >= 0, "--eager-limit must be >= 0 bytes, got " << o.eager_limit_bytes);
-  DPT_CHECK(o.comm == "threads" || o.comm == "mpi",
-            "--comm must be threads or mpi, got '" << o.comm << "'");
+  DPT_CHECK(o.comm == "threads" || o.comm == "mpi" || o.comm == "nccl",
+            "--comm must be threads, mpi or nccl, got '" << o.comm << "'");
+  DPT_CHECK(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda, got '" << o.device << "'");
+  if (o.device == "cuda") gpu_for_rank(0);  // throws, saying why, where no GPU is usable
   DPT_CHECK(o.link.gbps >= 0 && o.link.latency_us >= 0 && std::isfinite(o.link.gbps) &&
                 std::isfinite(o.link.latency_us),
             "--link-gbps and --link-latency-us must be finite and >= 0, got " << o.link.gbps << " and "
@@ -184,9 +219,14 @@ struct RankOutcome {
   RankFailure failure;       // the root cause, the same on every rank
 };
 
-RankOutcome run_rank(Communicator& comm, Tracer& tracer, const LaunchOptions& options,
+// The rank's device: its simulated cpu:rank, or under --device cuda its GPU.
+Device& rank_device(const LaunchOptions& o, int rank, int local_rank) {
+  return o.device == "cuda" ? Device::cuda(gpu_for_rank(local_rank)) : Device::cpu(rank);
+}
+
+RankOutcome run_rank(Communicator& comm, Device& device, Tracer& tracer, const LaunchOptions& options,
                      const std::function<void(Context&)>& fn) {
-  Context ctx{comm.rank(), comm.size(), comm, Device::cpu(comm.rank()), tracer, options};
+  Context ctx{comm.rank(), comm.size(), comm, device, tracer, options};
   RankOutcome out;
   try {
     fn(ctx);
@@ -227,7 +267,7 @@ void launch_threads(const LaunchOptions& o, const std::function<void(Context&)>&
   for (int r = 0; r < o.ranks; ++r) {
     threads.emplace_back([&, r] {
       set_error_rank(r);
-      outcomes[r] = run_rank(*comms[r], *tracers[r], o, fn);
+      outcomes[r] = run_rank(*comms[r], rank_device(o, r, r), *tracers[r], o, fn);
     });
   }
   for (auto& t : threads) t.join();
@@ -244,25 +284,26 @@ void launch_threads(const LaunchOptions& o, const std::function<void(Context&)>&
   DPT_FAIL(failure.message);  // e.g. messages nobody received
 }
 
-void launch_mpi(const LaunchOptions& o, const std::function<void(Context&)>& fn) {
-  DPT_CHECK(mpi_available(),
-            "--comm mpi: this dpt was built without MPI. Install Open MPI (e.g. apt install "
-            "libopenmpi-dev openmpi-bin), reconfigure (cmake --preset reference), or use --comm threads");
+// One rank per process, under mpirun: --comm mpi or --comm nccl.
+void launch_processes(const LaunchOptions& o, const std::function<void(Context&)>& fn) {
   DPT_CHECK(!effective_link(o).enabled(),
             "--link/--link-gbps/--link-latency-us simulate a network for --comm threads; under "
-            "--comm mpi the real network is measured, so drop them");
+            "--comm " << o.comm << " the real network is measured, so drop them");
+  ProcessEnvironment env = detect_process_environment();
   // Collective: every process gets here, and it ends with a barrier, so the
   // clocks read just after agree to within the barrier's exit skew.
-  std::unique_ptr<Communicator> comm = detail::make_mpi_communicator(o.timeout_s);
+  std::unique_ptr<Communicator> comm = o.comm == "nccl"
+                                           ? detail::make_nccl_communicator(o.timeout_s, env.local_rank)
+                                           : detail::make_mpi_communicator(o.timeout_s);
   TraceClock::time_point origin = TraceClock::now();
   set_error_rank(comm->rank());
   DPT_CHECK(!(o.ranks_given || o.ranks != 1) || o.ranks == comm->size(),
             "--ranks " << o.ranks << " but " << comm->size() << " MPI process(es) were started: "
                        << "under --comm mpi every process is one rank, so start it with mpirun -np "
-                       << o.ranks << " ... --comm mpi (or drop --ranks)");
+                       << o.ranks << " ... --comm " << o.comm << " (or drop --ranks)");
   Tracer tracer(comm->rank(), !o.trace_path.empty(), origin);
   CommAccess::set_tracer(*comm, &tracer);
-  RankOutcome out = run_rank(*comm, tracer, o, fn);
+  RankOutcome out = run_rank(*comm, rank_device(o, comm->rank(), env.local_rank), tracer, o, fn);
   CommAccess::set_tracer(*comm, nullptr);
   if (!out.failure.any() && !o.trace_path.empty()) gather_and_write_trace(*comm, tracer, o.trace_path);
   if (out.error) std::rethrow_exception(out.error);
@@ -273,8 +314,8 @@ void launch_mpi(const LaunchOptions& o, const std::function<void(Context&)>& fn)
 
 void launch(const LaunchOptions& options, const std::function<void(Context&)>& fn) {
   validate(options);
-  if (options.comm == "mpi") launch_mpi(options, fn);
-  else launch_threads(options, fn);
+  if (options.comm == "threads") launch_threads(options, fn);
+  else launch_processes(options, fn);
 }
 
 int run_lecture(const std::string& program, const LaunchOptions& options,

@@ -12,8 +12,10 @@
 #include <unistd.h>
 #include <vector>
 
+#include "dpt/gpu.h"
 #include "dpt/launch.h"
 #include "dpt/options.h"
+#include "support/run_program.h"
 
 using dpt::Context;
 
@@ -22,7 +24,9 @@ namespace {
 const char* const kLauncherVariables[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                                           "PMI_RANK",             "PMI_SIZE",
                                           "SLURM_PROCID",         "SLURM_NTASKS",
-                                          "RANK",                 "WORLD_SIZE"};
+                                          "RANK",                 "WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                                          "LOCAL_RANK"};
 
 // Clears every launcher variable for the test's duration, then restores them.
 class CleanEnvironment {
@@ -99,6 +103,21 @@ TEST_CASE("each launcher's variables are detected, Open MPI's first") {
   setenv("OMPI_COMM_WORLD_SIZE", "6", 1);
   p = dpt::detect_process_environment();
   CHECK((p.rank == 5 && p.world == 6 && p.source == "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"));
+}
+
+TEST_CASE("the local rank (which picks the GPU) comes from the launcher, else the rank") {
+  CleanEnvironment env;
+  setenv("RANK", "5", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  CHECK(dpt::detect_process_environment().local_rank == 5);  // one node: local = global
+  setenv("LOCAL_RANK", "1", 1);
+  CHECK(dpt::detect_process_environment().local_rank == 1);
+  setenv("SLURM_LOCALID", "2", 1);
+  CHECK(dpt::detect_process_environment().local_rank == 2);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);  // Open MPI's wins
+  CHECK(dpt::detect_process_environment().local_rank == 3);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);
+  CHECK_THROWS_WITH(dpt::detect_process_environment(), contains_text("OMPI_COMM_WORLD_LOCAL_RANK='x'"));
 }
 
 TEST_CASE("half a variable pair is ignored") {

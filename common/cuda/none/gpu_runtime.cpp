@@ -31,6 +31,8 @@ Event::~Event() = default;
 void Event::record(const Stream&) {}
 void Event::synchronize() const {}
 float Event::elapsed_ms_since(const Event&) const { return 0.0f; }
+void set_current_device(int) { no_cuda("choosing a GPU"); }
+int current_device() { return -1; }
 Stream& current_stream(int) { no_cuda("a CUDA stream"); }
 StreamGuard::StreamGuard(Stream& stream) : device_(stream.device()), previous_(nullptr) {}
 StreamGuard::~StreamGuard() = default;
@@ -44,5 +46,9 @@ void* allocate(int, std::size_t) { no_cuda("GPU memory"); }
 void free(int, void*) {}
 void copy(void*, const void*, std::size_t, int) { no_cuda("a GPU copy"); }
 void synchronize(int) {}
+
+int device_of_pointer(const void*) { return -1; }
+bool is_device_pointer(const void*) { return false; }
+std::string pci_bus_id(int) { no_cuda("a GPU's PCI bus id"); }
 
 }  // namespace dpt::gpu

@@ -88,6 +88,13 @@ class Event {
   int device_ = -1;
 };
 
+/// Makes GPU `device` the calling thread's current GPU, where an `Event`
+/// made next lives (record it only on that GPU's streams).
+void set_current_device(int device);
+/// The calling thread's current GPU (the last one a gpu.h call used), or -1
+/// without CUDA or a GPU.
+int current_device();
+
 /// The calling thread's stream for GPU `device`: the one set with
 /// `StreamGuard`, else a stream of this thread's own, made on first use.
 Stream& current_stream(int device);
@@ -169,5 +176,18 @@ void free(int device, void* ptr);
 void copy(void* dst, const void* src, std::size_t bytes, int device);
 /// Blocks until every stream of this thread on GPU `device` is idle.
 void synchronize(int device);
+
+// ----------------------------------------------------------------------------
+// pointers and identity (the communicators ask where a buffer lives)
+
+/// The GPU whose memory `ptr` points into, or -1 for host memory (pageable,
+/// pinned or managed: the host may read it). Always -1 without CUDA or a GPU,
+/// where it costs one branch.
+int device_of_pointer(const void* ptr);
+/// True when `ptr` points into GPU memory: `device_of_pointer(ptr) >= 0`.
+bool is_device_pointer(const void* ptr);
+/// PCI bus id of GPU `device`, e.g. "0000:1b:00.0": the same physical GPU has
+/// the same id in every process, whatever CUDA_VISIBLE_DEVICES numbers it.
+std::string pci_bus_id(int device);
 
 }  // namespace dpt::gpu

@@ -1,7 +1,12 @@
 /// @file launch.h
 /// @brief `dpt::launch(options, fn)`: runs `fn(Context&)` once per rank — on N
 /// threads of this process (`--comm threads`, the default) or once in every
-/// process that mpirun/srun started (`--comm mpi`).
+/// process that mpirun/srun started (`--comm mpi`, or `--comm nccl` on GPUs).
+///
+/// `--device cuda` puts each rank on a GPU: under threads rank r gets
+/// cuda:(r % GPUs), so several ranks may share one GPU, each thread queuing on
+/// its own stream; under mpirun the process's local rank on its node
+/// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or LOCAL_RANK) picks the GPU.
 ///
 ///     int main(int argc, char** argv) {
 ///       CLI::App app{"ch04: ring all-reduce"};
@@ -18,6 +23,8 @@
 ///
 ///     build/bin/ch04 --ranks 4 --link ethernet --trace ring.json   # 4 threads
 ///     mpirun -np 4 build/bin/ch04 --comm mpi                       # 4 processes
+///     build/bin/ch04 --ranks 4 --device cuda                       # 4 threads on the GPUs
+///     mpirun -np 8 build/bin/ch04 --comm nccl --device cuda        # 8 GPUs, NCCL
 ///
 /// Errors. If any rank's function throws, the other ranks are stopped (a rank
 /// blocked on it throws dpt::PeerFailed instead of hanging) and launch()
@@ -28,7 +35,7 @@
 /// ..."); main() prints it and exits non-zero, and MPI still finalises cleanly.
 ///
 /// Left out: elastic membership, restarting failed ranks, several ranks per
-/// MPI process.
+/// MPI process, choosing GPUs other than round-robin.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -45,7 +52,8 @@ namespace dpt {
 struct LaunchOptions {
   int ranks = 1;                     ///< --ranks N (>= 1); under mpi, must match the process count
   bool ranks_given = false;          ///< set when --ranks was on the command line
-  std::string comm = "threads";      ///< --comm threads | mpi
+  std::string comm = "threads";      ///< --comm threads | mpi | nccl
+  std::string device = "cpu";        ///< --device cpu | cuda: where each rank's tensors live
   double timeout_s = 30;             ///< --comm-timeout SECONDS (> 0, finite)
   /// --eager-limit BYTES: under threads, a send of more bytes waits until its
   /// receive is posted (rendezvous), a smaller one is buffered (eager). 65536
@@ -63,7 +71,7 @@ struct Context {
   int rank;                      ///< 0 <= rank < world
   int world;                     ///< number of ranks
   Communicator& comm;            ///< this rank's endpoint
-  Device& device;                ///< Device::cpu(rank): this rank's simulated device
+  Device& device;                ///< cpu:rank (simulated), or the rank's GPU under --device cuda
   Tracer& trace;                 ///< this rank's timeline and seconds per category
   const LaunchOptions& options;  ///< what launch() was called with
   /// Rank 0 prints, writes files, and reports.
@@ -73,9 +81,14 @@ struct Context {
 /// The most ranks --ranks accepts (threads are cheap, but not free).
 constexpr int kMaxRanks = 4096;
 
-/// Registers --ranks, --comm, --comm-timeout, --eager-limit, --link,
+/// The GPU of a rank under --device cuda: `local_rank % gpu::device_count()`.
+/// Throws dpt::Error naming gpu::unavailable_reason() when no GPU is usable.
+int gpu_for_rank(int local_rank);
+
+/// Registers --ranks, --comm, --device, --comm-timeout, --eager-limit, --link,
 /// --link-gbps, --link-latency-us and --trace on `app`, writing into `options` (which must
-/// outlive parsing). A bad value is a CLI::ValidationError naming the flag.
+/// outlive parsing). A bad value is a CLI::ValidationError naming the flag;
+/// so is `--device cuda` where no GPU is usable (it says why).
 void add_launch_flags(CLI::App& app, LaunchOptions& options);
 
 /// The link model launch() simulates: the preset, with the explicitly set
@@ -83,8 +96,8 @@ void add_launch_flags(CLI::App& app, LaunchOptions& options);
 LinkModel effective_link(const LaunchOptions& options);
 
 /// Runs `fn` once per rank and returns when every rank has returned. Threads:
-/// `options.ranks` threads, each with set_error_rank(rank). MPI: once in this
-/// process, as its MPI rank. Writes options.trace_path at the end, if set.
+/// `options.ranks` threads, each with set_error_rank(rank). MPI and NCCL: once
+/// in this process, as its MPI rank. Writes options.trace_path at the end, if set.
 /// Throws dpt::Error on bad options (a sentence saying what to do), and
 /// rethrows a failing rank's error as described in the file comment.
 void launch(const LaunchOptions& options, const std::function<void(Context&)>& fn);
@@ -101,13 +114,15 @@ struct ProcessEnvironment {
   bool under_launcher = false;  ///< true when one of the variable pairs below is set
   int rank = 0;                 ///< this process's rank, 0 <= rank < world
   int world = 1;                ///< number of processes started
+  int local_rank = 0;           ///< this process's rank on its node (picks its GPU); `rank` if not given
   std::string source;           ///< e.g. "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"; "" if none
 };
 
 /// Reads, first match wins: OMPI_COMM_WORLD_RANK/SIZE (Open MPI's mpirun),
 /// PMI_RANK/PMI_SIZE (MPICH, Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun),
 /// RANK/WORLD_SIZE (torchrun style). Both variables of a pair must be set.
-/// Throws dpt::Error when a value is not a number or rank >= world.
+/// The local rank: OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or LOCAL_RANK,
+/// first set wins. Throws dpt::Error when a value is not a number or rank >= world.
 ProcessEnvironment detect_process_environment();
 
 }  // namespace dpt

@@ -5,8 +5,9 @@
 // One level of virtual dispatch: Communicator's public calls (communicator.cpp)
 // check arguments, keep order with async work, trace and log, then call one
 // Backend function. A backend is only the data movement and the failure
-// protocol: threads/ (ranks as threads) and mpi/ (one rank per process).
-// Which backends exist is decided in factory_{mpi,nompi}.cpp and CMake only.
+// protocol: threads/ (ranks as threads), mpi/ (one rank per process) and
+// nccl/ (one rank per process and GPU). Which backends exist is decided in
+// factory_{mpi,nompi,nccl,nonccl}.cpp and CMake only.
 #pragma once
 
 #include <cstdint>
@@ -97,10 +98,20 @@ struct ThreadsWorldOptions {
 std::vector<std::unique_ptr<Communicator>> make_threads_world(int size,
                                                               const ThreadsWorldOptions& options);
 
+/// Wraps a backend that moves host memory only (MPI, which may not be
+/// CUDA-aware) so GPU buffers reach it through host copies (host_staging.cpp).
+/// `size` is the number of ranks.
+std::unique_ptr<Backend> stage_gpu_buffers(std::unique_ptr<Backend> inner, int size);
+
 /// This process's MPI communicator (initialises MPI on first use, with
 /// MPI_THREAD_MULTIPLE when the library offers it; finalises at exit).
 /// Collective over all processes. Throws dpt::Error without MPI.
 std::unique_ptr<Communicator> make_mpi_communicator(double timeout_s);
+
+/// This process's NCCL communicator on GPU `local_rank % GPUs`, bootstrapped
+/// over MPI (factory_nccl.cpp, nccl/). Collective over all processes. Throws
+/// dpt::Error, saying how to get it, in a build without NCCL or with no GPU.
+std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s, int local_rank);
 
 }  // namespace detail
 }  // namespace dpt

@@ -49,6 +49,12 @@ std::string mismatch(const std::vector<CollectiveCall>& calls) {
       out << "): every rank must pass the same op";
       return out.str();
     }
+    if (c.gpu_memory != first.gpu_memory) {
+      out << what << ": ranks passed buffers in different memories (";
+      list([](const CollectiveCall& t) { return t.gpu_memory ? "GPU" : "host"; });
+      out << "): every rank must pass GPU memory, or every rank host memory";
+      return out.str();
+    }
   }
   return "";
 }

@@ -24,6 +24,9 @@ struct CollectiveCall {
   int64_t count = 0;                      ///< floats (bytes for GatherBytes)
   int root = 0;                           ///< broadcast's root (0 otherwise)
   ReduceOp op = ReduceOp::Sum;            ///< reductions' op (Sum otherwise)
+  /// Threads reductions: the buffers are GPU memory. Every rank must agree (a
+  /// host loop cannot read a peer's GPU buffer); MPI leaves it false.
+  bool gpu_memory = false;
 };
 
 /// "" when every rank's call agrees; otherwise one sentence naming each rank's

@@ -16,6 +16,7 @@
 
 #include "comm/async_queue.h"
 #include "comm/backend.h"
+#include "comm/gpu_floats.h"
 #include "dpt/trace.h"
 
 namespace dpt {
@@ -91,11 +92,16 @@ void Communicator::in_order(Body&& body) {
 std::shared_ptr<Work> Communicator::all_reduce_async(float* data, int64_t count, ReduceOp op) {
   DPT_CHECK(count >= 0, "all_reduce_async: count must be >= 0, got " << count);
   DPT_CHECK(count == 0 || data != nullptr, "all_reduce_async: null buffer for " << count << " floats");
-  return async([this, data, count, op] { all_reduce(data, count, op); });
+  return async(detail::after_queued_gpu_work(data, [this, data, count, op] { all_reduce(data, count, op); }));
 }
 
 // ----------------------------------------------------------------------------
 // point-to-point and collectives: check, order, trace, dispatch, record
+//
+// GPU buffers: the calling thread's queued work on them is finished first,
+// here on the calling thread (a call may run on the progress thread, whose
+// streams know nothing of this thread's kernels), so every backend reads
+// inputs that are written and overwrites outputs nobody still reads.
 
 namespace {
 void check_count(int64_t count, const void* data, const char* call) {
@@ -117,6 +123,7 @@ void Communicator::send(const float* data, int64_t count, int dst, int tag) {
   check_count(count, data, "send");
   check_peer(dst, size_, "send");
   check_tag(tag, "send");
+  detail::finish_gpu_work(data);
   in_order([&] {
     TraceSpan span(tracer_, "send", "comm", {{"bytes", 4.0 * count}, {"peer", double(dst)}});
     backend_->send(data, count, dst, tag);
@@ -128,6 +135,7 @@ void Communicator::recv(float* data, int64_t count, int src, int tag) {
   check_count(count, data, "recv");
   check_peer(src, size_, "recv");
   check_tag(tag, "recv");
+  detail::finish_gpu_work(data);
   in_order([&] {
     TraceSpan span(tracer_, "recv", "comm", {{"bytes", 4.0 * count}, {"peer", double(src)}});
     backend_->recv(data, count, src, tag);
@@ -141,6 +149,8 @@ void Communicator::sendrecv(const float* send_buf, int64_t send_count, int dst, 
   check_peer(dst, size_, "sendrecv");
   check_peer(src, size_, "sendrecv");
   check_tag(tag, "sendrecv");
+  detail::finish_gpu_work(send_buf);
+  detail::finish_gpu_work(recv_buf);
   in_order([&] {
     TraceSpan span(tracer_, "sendrecv", "comm",
                    {{"bytes", 4.0 * send_count}, {"peer", double(dst)}, {"from", double(src)}});
@@ -151,6 +161,7 @@ void Communicator::sendrecv(const float* send_buf, int64_t send_count, int dst, 
 
 void Communicator::all_reduce(float* data, int64_t count, ReduceOp op) {
   check_count(count, data, "all_reduce");
+  detail::finish_gpu_work(data);
   in_order([&] {
     TraceSpan span(tracer_, "all_reduce", "comm", {{"bytes", 4.0 * count}});
     backend_->all_reduce(data, count, op);
@@ -162,6 +173,8 @@ void Communicator::reduce_scatter(const float* send_buf, float* recv_buf, int64_
                                   ReduceOp op) {
   check_count(recv_count, recv_buf, "reduce_scatter");
   check_count(recv_count * size_, send_buf, "reduce_scatter");
+  detail::finish_gpu_work(send_buf);
+  detail::finish_gpu_work(recv_buf);
   in_order([&] {
     TraceSpan span(tracer_, "reduce_scatter", "comm", {{"bytes", 4.0 * recv_count * size_}});
     backend_->reduce_scatter(send_buf, recv_buf, recv_count, op);
@@ -172,6 +185,8 @@ void Communicator::reduce_scatter(const float* send_buf, float* recv_buf, int64_
 void Communicator::all_gather(const float* send_buf, float* recv_buf, int64_t send_count) {
   check_count(send_count, send_buf, "all_gather");
   check_count(send_count * size_, recv_buf, "all_gather");
+  detail::finish_gpu_work(send_buf);
+  detail::finish_gpu_work(recv_buf);
   in_order([&] {
     TraceSpan span(tracer_, "all_gather", "comm", {{"bytes", 4.0 * send_count}});
     backend_->all_gather(send_buf, recv_buf, send_count);
@@ -182,6 +197,7 @@ void Communicator::all_gather(const float* send_buf, float* recv_buf, int64_t se
 void Communicator::broadcast(float* data, int64_t count, int root) {
   check_count(count, data, "broadcast");
   check_peer(root, size_, "broadcast");
+  detail::finish_gpu_work(data);
   in_order([&] {
     TraceSpan span(tracer_, "broadcast", "comm", {{"bytes", 4.0 * count}, {"root", double(root)}});
     backend_->broadcast(data, count, root);

@@ -34,8 +34,16 @@
 ///    the same bits as a serial loop), in MPI's order under MPI. Avg is Sum
 ///    divided by size().
 ///
+/// Buffers may be host memory or GPU memory (a cuda:k tensor's data()), in
+/// every backend: threads copies with cudaMemcpy and reduces with the CUDA
+/// kernels, MPI stages GPU buffers through host memory, NCCL (`--comm nccl`)
+/// takes them directly (and stages host buffers through the GPU). A call on GPU
+/// buffers first waits for the calling thread's queued GPU work on them, and
+/// returns when its results are in place. Under threads, every rank of a
+/// reduction must pass the same kind of memory.
+///
 /// Left out: datatypes other than float32, any-source/any-tag receives,
-/// sub-communicators, and device (CUDA) memory: every pointer is host memory.
+/// sub-communicators.
 #pragma once
 
 #include <cstdint>
@@ -75,7 +83,7 @@ class PeerFailed : public Error {
 // ----------------------------------------------------------------------------
 // the communicator
 
-/// One rank's endpoint. All pointers are host memory; counts are in floats.
+/// One rank's endpoint. Pointers are host or GPU memory; counts are in floats.
 /// Calls block until done unless named *_async.
 class Communicator {
  public:
@@ -123,14 +131,17 @@ class Communicator {
   /// Runs `op` on this rank's progress thread after earlier async work and
   /// returns at once. `op` may call this communicator (e.g. a ring all-reduce
   /// built from sendrecv), but must not wait() for work issued after it.
-  /// Buffers it uses must stay alive until wait().
+  /// Buffers it uses must stay alive until wait(). `op` runs on another
+  /// thread, with its own GPU streams: GPU work it depends on must be ordered
+  /// by the caller (record a gpu::Event, synchronize it in `op`).
   std::shared_ptr<Work> async(std::function<void()> op);
   /// all_reduce on the progress thread; data must stay alive until wait().
+  /// GPU data: it starts after the GPU work this thread queued before the call.
   std::shared_ptr<Work> all_reduce_async(float* data, int64_t count, ReduceOp op);
   /// Waits for all async work; rethrows the first error nobody wait()ed for.
   void synchronize();
 
-  // ---- Tensor conveniences (host-memory tensors; output handles are views) ----
+  // ---- Tensor conveniences (any device; output handles are views) ----
   /// send(t.data(), t.numel(), dst, tag).
   void send(const Tensor& tensor, int dst, int tag = 0);
   /// Receives tensor.numel() floats into `tensor` (a handle: views work).

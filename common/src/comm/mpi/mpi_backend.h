@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -44,6 +45,8 @@ int int_count(int64_t count, const char* call);
 /// Busy-polls for ~100 us, then yields, then sleeps: fast for the common case,
 /// kind to an oversubscribed machine (4 ranks on 2 cores) when waits are long.
 void back_off(Clock::duration waited);
+/// Starts MPI if nobody has (MPI_THREAD_MULTIPLE asked; finalised at exit).
+void ensure_mpi_initialised();
 /// The timeout sentence (without the file:line prefix).
 std::string timeout_message(int rank, double timeout_s, const char* call, int peer, int tag, int64_t count);
 
@@ -74,18 +77,16 @@ class MpiBackend final : public Backend {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
- private:
-  bool test(MPI_Request& request);
-  bool probe(int src, int tag, MPI_Message* message, MPI_Status* status);
-  MPI_Request receive_matched(MPI_Message* message, const MPI_Status& status, float* data,
-                              int64_t count, int src, int tag);
+  // ---- also the NCCL backend's control plane (nccl/) ----
+  /// All-gathers every rank's call and throws the mismatch sentence if they
+  /// differ (collectives.cpp); returns once every rank has made the call.
   void preflight(const CollectiveCall& call);
-  void wait_collective(const CollectiveCall& call, MPI_Request& request);
+  /// Non-empty when this rank must stop: it failed, or a peer did (failure.cpp).
   std::string stop_reason();
 
-  // Calls try_complete() until it returns true. Between tries: stop if this
-  // rank or a peer has failed, give up at the deadline (give_up() releases
-  // what MPI still holds), back off.
+  /// Calls try_complete() until it returns true. Between tries: stop if this
+  /// rank or a peer has failed (PeerFailed), give up at the deadline
+  /// (Timeout); give_up() first releases what the library still holds. Backs off.
   template <class Try, class GiveUp>
   void wait_for(const char* call, int peer, int tag, int64_t count, Try&& try_complete,
                 GiveUp&& give_up) {
@@ -109,6 +110,13 @@ class MpiBackend final : public Backend {
     }
   }
 
+ private:
+  bool test(MPI_Request& request);
+  bool probe(int src, int tag, MPI_Message* message, MPI_Status* status);
+  MPI_Request receive_matched(MPI_Message* message, const MPI_Status& status, float* data,
+                              int64_t count, int src, int tag);
+  void wait_collective(const CollectiveCall& call, MPI_Request& request);
+
   const double timeout_s_;  // how long a wait may last
   MPI_Comm data_, control_;
   int rank_ = 0, size_ = 1;
@@ -122,6 +130,10 @@ class MpiBackend final : public Backend {
   std::string own_message_;  // 'P'/'S' + our error, what we send to peers
   std::vector<MPI_Request> abort_sends_;
 };
+
+/// A backend on two fresh duplicates of MPI_COMM_WORLD (starts MPI first).
+/// Collective over all processes.
+std::unique_ptr<MpiBackend> make_backend(double timeout_s);
 
 /// Tag and size of abort messages on control_.
 constexpr int kAbortTag = 1;

@@ -26,6 +26,8 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
+}  // namespace
+
 void ensure_mpi_initialised() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -43,7 +45,6 @@ void ensure_mpi_initialised() {
     std::atexit(finalize_at_exit);
   });
 }
-}  // namespace
 
 int thread_level() { return g_thread_level; }
 
@@ -97,22 +98,27 @@ MpiBackend::~MpiBackend() {
   MPI_Comm_free(&control_);
 }
 
-}  // namespace mpi
-
-// Called by factory_mpi.cpp.
-std::unique_ptr<Communicator> new_mpi_communicator(double timeout_s) {
-  mpi::ensure_mpi_initialised();
+std::unique_ptr<MpiBackend> make_backend(double timeout_s) {
+  ensure_mpi_initialised();
   MPI_Comm data, control;
   DPT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &data));
   DPT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control));
   // Errors come back as return codes, which DPT_MPI_CHECK turns into dpt::Error.
   DPT_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));
   DPT_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
-  auto backend = std::make_unique<mpi::MpiBackend>(data, control, timeout_s);
+  return std::make_unique<MpiBackend>(data, control, timeout_s);
+}
+
+}  // namespace mpi
+
+// Called by factory_mpi.cpp.
+std::unique_ptr<Communicator> new_mpi_communicator(double timeout_s) {
+  std::unique_ptr<mpi::MpiBackend> backend = mpi::make_backend(timeout_s);
   int rank = backend->rank(), size = backend->size();
-  auto comm = CommAccess::wrap(std::move(backend), rank, size, timeout_s, TrafficLog(size).view(rank));
+  auto comm = CommAccess::wrap(stage_gpu_buffers(std::move(backend), size), rank, size, timeout_s,
+                               TrafficLog(size).view(rank));
   // Every process leaves here together (launch() reads its clock next).
-  DPT_MPI_CHECK(MPI_Barrier(control));
+  DPT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   return comm;
 }
 

@@ -13,9 +13,13 @@
 // With a link model, each call then sleeps until the time the matching
 // bandwidth-optimal algorithm would take (link_clock.cpp). Left out: any
 // message-passing algorithm — chapter 04 builds those from sendrecv.
+//
+// GPU buffers: copies go through copy_floats (gpu_floats.h), and the two
+// reductions take their own path (gpu_collectives.cpp).
 #include <algorithm>
 #include <cstring>
 
+#include "comm/gpu_floats.h"
 #include "comm/threads/world.h"
 
 namespace dpt {
@@ -60,7 +64,8 @@ void World::collective(int me, const Slot& slot, const Share& share,
     std::vector<CollectiveCall> calls;
     for (const Slot& s : slots_) calls.push_back(s.call);
     collective_error_ = mismatch(calls);
-    if (collective_error_.empty() && slot.call.kind == Collective::AllReduce) scratch_.resize(slot.call.count);
+    if (collective_error_.empty() && slot.call.kind == Collective::AllReduce && !slot.call.gpu_memory)
+      scratch_.resize(slot.call.count);
     collective_start_ = Clock::now();
     arrived_count_ = 0;
     std::fill(arrived_.begin(), arrived_.end(), false);
@@ -124,6 +129,8 @@ void World::collective(int me, const Slot& slot, const Share& share,
 // the collectives
 
 void World::all_reduce(int me, float* data, int64_t count, ReduceOp op) {
+  int device = gpu_of(data);
+  if (device >= 0) return all_reduce_on_gpu(me, data, count, op, device);
   // Rank r reduces elements [r*chunk, (r+1)*chunk) into the shared scratch;
   // after phase B every rank copies the whole result out (so all agree bit
   // for bit, and nobody overwrites its input while a peer still reads it).
@@ -142,6 +149,8 @@ void World::all_reduce(int me, float* data, int64_t count, ReduceOp op) {
 
 void World::reduce_scatter(int me, const float* send_buf, float* recv_buf, int64_t recv_count,
                            ReduceOp op) {
+  int device = gpu_of(send_buf);
+  if (device >= 0) return reduce_scatter_on_gpu(me, send_buf, recv_buf, recv_count, op, device);
   // Write straight into recv_buf unless it overlaps our send_buf, which peers
   // are reading until phase B.
   bool direct = !overlaps(recv_buf, recv_count * 4, send_buf, recv_count * 4 * size_);
@@ -169,10 +178,11 @@ void World::all_gather(int me, const float* send_buf, float* recv_buf, int64_t s
       me, slot,
       [&](const std::vector<Slot>& slots) {
         for (int k = 0; k < size_; ++k)
-          if (row && !(in_place && k == me)) std::memcpy(out + k * send_count, slots[k].send, row);
+          if (!(in_place && k == me))
+            copy_floats(out + k * send_count, static_cast<const float*>(slots[k].send), send_count);
       },
       [&] {
-        if (!direct && row) std::memcpy(recv_buf, out, row * size_);
+        if (!direct) copy_floats(recv_buf, out, send_count * size_);
       });
 }
 
@@ -181,7 +191,7 @@ void World::broadcast(int me, float* data, int64_t count, int root) {
   collective(
       me, slot,
       [&](const std::vector<Slot>& slots) {
-        if (me != root && count) std::memcpy(data, slots[root].send, count * sizeof(float));
+        if (me != root) copy_floats(data, static_cast<const float*>(slots[root].send), count);
       },
       [] {});
 }

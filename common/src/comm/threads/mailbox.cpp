@@ -33,10 +33,14 @@
 //
 // Before a rank throws it withdraws what of its own a peer could still reach
 // (withdraw()). Eager copies live in pooled buffers (buffer_pool.cpp).
+//
+// Buffers may be GPU memory: every copy goes through copy_floats (a memcpy
+// for host memory, gpu_floats.h), so an eager GPU message waits in a host
+// buffer, and a rendezvous one is copied GPU to GPU by its receiver.
 #include <algorithm>
-#include <cstring>
 #include <sstream>
 
+#include "comm/gpu_floats.h"
 #include "comm/threads/world.h"
 
 namespace dpt {
@@ -64,7 +68,7 @@ void World::copy_to_posted(std::unique_lock<std::mutex>& lock, Mailbox& mb, cons
   }
   r->state = PostedRecv::Claimed;
   lock.unlock();
-  if (count) std::memcpy(r->buffer, data, count * sizeof(float));
+  copy_floats(r->buffer, data, count);
   lock.lock();
   r->state = PostedRecv::Done;
   r->arrival = arrival;
@@ -78,7 +82,7 @@ void World::queue_eager(std::unique_lock<std::mutex>& lock, Mailbox& mb, const f
                         int64_t count, int dst, Clock::time_point arrival) {
   Message m = take_buffer(count);
   lock.unlock();
-  if (count) std::memcpy(m.owned.get(), data, count * sizeof(float));
+  copy_floats(m.owned.get(), data, count);
   m.count = count;
   m.arrival = arrival;
   lock.lock();
@@ -158,8 +162,8 @@ void World::copy_out(int me, PostedRecv& r, int src, int tag) {
         << "), but rank " << src << " sent " << m.count
         << " floats: a recv must name exactly the count of its send";
     error = msg.str();
-  } else if (r.count) {
-    std::memcpy(r.buffer, m.data(), r.count * sizeof(float));
+  } else {
+    copy_floats(r.buffer, m.data(), r.count);
   }
   r.arrival = m.arrival;
   {

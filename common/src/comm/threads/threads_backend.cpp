@@ -1,5 +1,9 @@
 // threads_backend.cpp — the threads Backend: one per rank, all pointing at the
 // same World (world.h), and make_threads_world that builds them.
+//
+// GPU buffers: Communicator has finished the rank's queued GPU work on them
+// (peers read and write them from their own threads and streams); the
+// World's copies are complete when they return.
 #include "comm/threads/world.h"
 
 namespace dpt {

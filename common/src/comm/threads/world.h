@@ -5,6 +5,7 @@
 //                    sendrecv's lent buffers — where a message is copied
 //   buffer_pool.cpp  the reused buffers eager copies live in
 //   collectives.cpp  all_reduce, reduce_scatter, ... through shared slots
+//   gpu_collectives.cpp  the reductions when the buffers are GPU memory
 //   link_clock.cpp   the simulated network (alpha-beta ports, sleeps)
 //   wait_report.cpp  what a timeout says: every rank's wait (deadlock report)
 //   lifecycle.cpp    a rank failing, a rank finishing its function
@@ -127,6 +128,10 @@ class World {
 
  private:
   using Share = std::function<void(const std::vector<Slot>&)>;
+  // ---- gpu_collectives.cpp: reductions over buffers on GPU `device` ----
+  void all_reduce_on_gpu(int me, float* data, int64_t count, ReduceOp op, int device);
+  void reduce_scatter_on_gpu(int me, const float* send_buf, float* recv_buf, int64_t recv_count,
+                             ReduceOp op, int device);
   // ---- collectives.cpp: `share` is this rank's part of the work, between
   // phases A and B; `after` runs once every rank's share is done ----
   void collective(int me, const Slot& slot, const Share& share, const std::function<void()>& after);

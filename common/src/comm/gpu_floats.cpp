@@ -1,0 +1,112 @@
+// gpu_floats.cpp — copies, scratch and reductions for communicator buffers
+// that may be GPU memory (gpu_floats.h).
+#include "comm/gpu_floats.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "dpt/gpu.h"
+#include "dpt/kernels.h"
+
+namespace dpt {
+namespace detail {
+
+int gpu_of(const void* ptr) { return gpu::device_of_pointer(ptr); }
+
+void copy_floats(float* dst, const float* src, int64_t count) {
+  if (count == 0) return;
+  const std::size_t bytes = std::size_t(count) * sizeof(float);
+  int to = gpu_of(dst), from = gpu_of(src);
+  if (to < 0 && from < 0) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int device = to >= 0 ? to : from;
+  int before = gpu::current_device();  // a peer's GPU must not stay this thread's current one
+  gpu::copy(dst, src, bytes, device);
+  gpu::current_stream(device).synchronize();  // GPU to GPU copies return early
+  if (before >= 0 && before != device) gpu::set_current_device(before);
+}
+
+void finish_gpu_work(const void* ptr) {
+  int device = gpu_of(ptr);
+  if (device >= 0) gpu::synchronize(device);
+}
+
+std::function<void()> after_queued_gpu_work(const void* data, std::function<void()> op) {
+  int device = gpu_of(data);
+  if (device < 0) return op;
+  gpu::set_current_device(device);               // the event lives on data's GPU
+  auto queued = std::make_shared<gpu::Event>();  // "this thread's work so far"
+  queued->record(gpu::current_stream(device));
+  return [queued, op = std::move(op)] {
+    queued->synchronize();
+    op();
+  };
+}
+
+GpuFloats::GpuFloats(int device, int64_t count) : device_(device) {
+  if (count == 0) return;
+  data_ = static_cast<float*>(gpu::allocate(device, std::size_t(count) * sizeof(float)));
+  DPT_CHECK(data_ != nullptr, "the communicator needs " << count << " floats (" << 4 * count
+                                                        << " bytes) of scratch on cuda:" << device
+                                                        << ", and the GPU has no room left");
+}
+
+GpuFloats::~GpuFloats() {
+  try {
+    gpu::free(device_, data_);
+  } catch (...) {  // a destructor must not throw; the error already surfaced elsewhere
+  }
+}
+
+StagedFloats::StagedFloats(int home, const float* buffer, int64_t count, bool read)
+    : buffer_(const_cast<float*>(buffer)), count_(count), data_(buffer_) {
+  if (gpu_of(buffer) == home) return;
+  if (home < 0) {
+    host_.resize(std::size_t(count));
+    data_ = host_.data();
+  } else {
+    gpu_ = std::make_unique<GpuFloats>(home, count);
+    data_ = gpu_->data();
+  }
+  if (read) copy_floats(data_, buffer, count);
+}
+
+StagedFloats::~StagedFloats() = default;
+
+void StagedFloats::write_back() {
+  if (data_ != buffer_) copy_floats(buffer_, data_, count_);
+}
+
+namespace {
+// out = max(out, in) elementwise, through host memory.
+void max_through_host(float* out, const float* in, int64_t count) {
+  std::vector<float> a(count), b(count);
+  copy_floats(a.data(), out, count);
+  copy_floats(b.data(), in, count);
+  for (int64_t i = 0; i < count; ++i) a[i] = b[i] > a[i] ? b[i] : a[i];
+  copy_floats(out, a.data(), count);
+}
+}  // namespace
+
+void reduce_on_gpu(int device, float* out, const float* const* inputs, int n, int64_t count,
+                   ReduceOp op, float* staging) {
+  if (count == 0) return;
+  Kernels& kernels = cuda_kernels(device);
+  copy_floats(out, inputs[0], count);
+  for (int k = 1; k < n; ++k) {
+    if (op == ReduceOp::Max) {
+      max_through_host(out, inputs[k], count);
+      continue;
+    }
+    copy_floats(staging, inputs[k], count);     // in order on this thread's stream:
+    kernels.add(out, out, staging, count);      // the next copy waits for this add
+  }
+  if (op == ReduceOp::Avg) kernels.scale(out, 1.0f / float(n), count);
+  gpu::current_stream(device).synchronize();
+}
+
+}  // namespace detail
+}  // namespace dpt

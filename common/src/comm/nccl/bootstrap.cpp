@@ -1,0 +1,103 @@
+// bootstrap.cpp — how an NCCL world starts and ends.
+//
+//   1. MPI starts (an MpiBackend: the control plane for the whole run).
+//   2. Every rank all-gathers its GPU's PCI bus id and its host name over MPI.
+//      Two ranks on one GPU are refused, on every rank alike (so nobody
+//      hangs): NCCL needs one GPU per rank (--comm threads shares GPUs).
+//   3. Rank 0 makes the ncclUniqueId; every rank gets it over MPI (rank 0's
+//      row of an all-gather).
+//   4. ncclCommInitRank on every rank. It blocks until all ranks join; step 3
+//      has just shown that they are all alive and here.
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "comm/nccl/nccl_backend.h"
+
+namespace dpt {
+namespace detail {
+namespace nccl {
+
+namespace {
+constexpr std::size_t kIdentityBytes = 256;  // "<bus id>\0<host>\0", zero-padded
+
+std::string host_name() {
+  char name[kIdentityBytes / 2] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+
+// Step 2: "" when every rank has a GPU of its own, else the sentence.
+std::string shared_gpu(mpi::MpiBackend& control, int device) {
+  std::vector<char> mine(kIdentityBytes, '\0'), all(kIdentityBytes * control.size());
+  std::string bus = gpu::pci_bus_id(device), host = host_name();
+  std::memcpy(mine.data(), bus.c_str(), std::min(bus.size(), kIdentityBytes / 2 - 1));
+  std::memcpy(mine.data() + kIdentityBytes / 2, host.c_str(), std::min(host.size(), kIdentityBytes / 2 - 1));
+  control.all_gather_bytes(mine.data(), all.data(), int64_t(kIdentityBytes));
+  auto bus_of = [&](int r) { return std::string(all.data() + r * kIdentityBytes); };
+  auto host_of = [&](int r) { return std::string(all.data() + r * kIdentityBytes + kIdentityBytes / 2); };
+  for (int a = 0; a < control.size(); ++a)
+    for (int b = a + 1; b < control.size(); ++b)
+      if (bus_of(a) == bus_of(b) && host_of(a) == host_of(b)) {
+        std::ostringstream msg;
+        msg << "ranks " << a << " and " << b << " both got GPU " << bus_of(a) << " on host " << host_of(a)
+            << ": NCCL needs one GPU per rank; run -np <= number of GPUs, or use --comm threads "
+               "for several ranks on one GPU";
+        return msg.str();
+      }
+  return "";
+}
+
+// Step 3: rank 0's unique id, on every rank.
+ncclUniqueId shared_unique_id(mpi::MpiBackend& control) {
+  ncclUniqueId mine{};
+  if (control.rank() == 0) DPT_NCCL_CHECK(ncclGetUniqueId(&mine));
+  std::vector<ncclUniqueId> all(control.size());
+  control.all_gather_bytes(&mine, all.data(), int64_t(sizeof(ncclUniqueId)));
+  return all[0];
+}
+}  // namespace
+
+NcclBackend::NcclBackend(std::unique_ptr<mpi::MpiBackend> control, ncclComm_t comm, int device)
+    : control_(std::move(control)),
+      comm_(comm),
+      device_(device),
+      stream_(device),
+      barrier_scratch_(device, 1) {}
+
+NcclBackend::~NcclBackend() {
+  if (aborted_) return;  // ncclCommAbort freed it
+  cudaSetDevice(device_);
+  ncclCommDestroy(comm_);  // no throw from a destructor; errors here change nothing
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+  }
+  return ncclSum;
+}
+
+}  // namespace nccl
+
+// Called by factory_nccl.cpp, with the GPU this process's local rank picked.
+std::unique_ptr<Communicator> new_nccl_communicator(double timeout_s, int device) {
+  std::unique_ptr<mpi::MpiBackend> control = mpi::make_backend(timeout_s);
+  int rank = control->rank(), size = control->size();
+  std::string shared = nccl::shared_gpu(*control, device);
+  DPT_CHECK(shared.empty(), shared);
+  ncclUniqueId id = nccl::shared_unique_id(*control);
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  ncclComm_t comm = nullptr;
+  DPT_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
+  auto backend = std::make_unique<nccl::NcclBackend>(std::move(control), comm, device);
+  backend->barrier();  // every process leaves here together (launch() reads its clock next)
+  return CommAccess::wrap(std::move(backend), rank, size, timeout_s, TrafficLog(size).view(rank));
+}
+
+}  // namespace detail
+}  // namespace dpt

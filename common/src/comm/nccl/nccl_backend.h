@@ -1,0 +1,100 @@
+// nccl_backend.h — the NCCL backend: one rank per process, one GPU per rank,
+// NCCL moving the data and MPI (an MpiBackend) as its control plane. Private
+// to libdpt; built only when CMake found CUDA, NCCL and MPI.
+//
+//   bootstrap.cpp       GPU check (one per rank), unique id over MPI, NCCL start and end
+//   collectives.cpp     all_reduce, reduce_scatter, all_gather, broadcast, barrier
+//   point_to_point.cpp  send, recv, sendrecv (ncclSend/ncclRecv)
+//   stream_wait.cpp     waiting with a timeout, aborting
+//
+// Every call queues its NCCL work on the backend's own stream (the caller's
+// queued GPU work on its buffers is already finished: communicator.cpp),
+// then waits for it: the Communicator contract is blocking. The wait polls the stream, so a rank
+// can time out or learn that a peer has failed (MPI's abort protocol,
+// mpi/failure.cpp); it then aborts the NCCL communicator (ncclCommAbort), the
+// only way to stop a kernel waiting for a peer that will never come.
+//
+// Collectives first agree over MPI (preflight: the same collective, count,
+// root and op on every rank), so a mismatch is a sentence and a peer that
+// failed earlier is noticed before any GPU waits for it.
+//
+// Host buffers are staged through this GPU (StagedFloats), so every chapter
+// runs under --comm nccl even where it hands the communicator host memory.
+//
+// Limits: NCCL has no tags and does not check counts: messages between two
+// ranks match in the order they were sent, whatever their tags, and a recv
+// naming another count than its send waits until the timeout. After an abort
+// the communicator is gone: the program is expected to end.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <memory>
+
+#include "comm/gpu_floats.h"
+#include "comm/mpi/mpi_backend.h"
+#include "dpt/gpu.h"
+
+namespace dpt {
+namespace detail {
+namespace nccl {
+
+class NcclBackend final : public Backend {
+ public:
+  /// Takes over `control` (bootstrapped: same world) and NCCL communicator
+  /// `comm` on GPU `device`.
+  NcclBackend(std::unique_ptr<mpi::MpiBackend> control, ncclComm_t comm, int device);
+  ~NcclBackend() override;
+
+  const char* name() const override { return "nccl"; }
+  bool thread_safe() const override { return control_->thread_safe(); }
+  // ---- point_to_point.cpp ----
+  void send(const float* data, int64_t count, int dst, int tag) override;
+  void recv(float* data, int64_t count, int src, int tag) override;
+  void sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
+                int64_t recv_count, int src, int tag) override;
+  // ---- collectives.cpp ----
+  void all_reduce(float* data, int64_t count, ReduceOp op) override;
+  void reduce_scatter(const float* send_buf, float* recv_buf, int64_t recv_count, ReduceOp op) override;
+  void all_gather(const float* send_buf, float* recv_buf, int64_t send_count) override;
+  void broadcast(float* data, int64_t count, int root) override;
+  void barrier() override;
+  /// Over MPI: launch's plumbing moves host bytes.
+  void all_gather_bytes(const void* send, void* recv, int64_t bytes) override {
+    control_->all_gather_bytes(send, recv, bytes);
+  }
+  // ---- the failure protocol is MPI's ----
+  void fail(const std::string& message, bool primary) override { control_->fail(message, primary); }
+  /// MPI's agreement; after a failure the NCCL communicator is aborted (a
+  /// local call, where destroying it might wait for peers that are gone).
+  RankFailure finish() override;
+
+ private:
+  // ---- stream_wait.cpp ----
+  // Runs enqueue(stream) on the backend's stream, then waits for it: returns
+  // when done, throws Timeout/PeerFailed after aborting.
+  template <class Enqueue>
+  void run(const char* call, int peer, int tag, int64_t count, Enqueue&& enqueue) {
+    cudaStream_t stream = begin();
+    enqueue(stream);
+    wait(call, peer, tag, count);
+  }
+  cudaStream_t begin();
+  void wait(const char* call, int peer, int tag, int64_t count);
+  void abort();
+
+  std::unique_ptr<mpi::MpiBackend> control_;
+  ncclComm_t comm_;
+  const int device_;
+  gpu::Stream stream_;         // where NCCL's work is queued
+  GpuFloats barrier_scratch_;  // one float that barrier() all-reduces
+  bool aborted_ = false;
+};
+
+/// NCCL's reduction for `op` (Avg is ncclAvg: NCCL divides by the rank count).
+ncclRedOp_t nccl_op(ReduceOp op);
+
+}  // namespace nccl
+}  // namespace detail
+}  // namespace dpt
