@@ -23,6 +23,7 @@
 #include <iostream>
 
 #include "ch02.h"
+#include "dpt/launch.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/options.h"
@@ -47,7 +48,7 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr
 // ----------------------------------------------------------------------------
 // the lecture
 
-int lecture(const Options& o) {
+int lecture(const Options& o, Device& device) {
   Narrator say(!o.quiet);
 
   // --------------------------------------------------------------------------
@@ -55,7 +56,6 @@ int lecture(const Options& o) {
   say.section("1. Set-up");
   Dataset data = load_dataset(o);
   HeldOut held_out = load_held_out(o, data);  // scored once, at the end; never trained on
-  Device& device = Device::cpu(0);
   MLP model = build_model(o, device);
   const int64_t k = o.batch;
   say.say("data: " + std::to_string(data.size()) + " samples; model: MLP " + o.model + "; K = --batch " +
@@ -204,9 +204,11 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr
 int main(int argc, char** argv) {
   CLI::App app{"ch02_batching — per-sample updates vs mini-batches", "ch02_batching"};
   Options options;
+  std::string device = "cpu";
   add_common_flags(app, options);
+  add_device_flag(app, device);
   parse_flags(app, argc, argv);
   int verdict = 0;
-  int error = run_guarded("ch02_batching", [&] { verdict = lecture(options); });
+  int error = run_guarded("ch02_batching", [&] { verdict = lecture(options, single_device(device)); });
   return error != 0 ? error : verdict;
 }

@@ -68,6 +68,17 @@ CLI::Validator usable_device() {
 }
 }  // namespace
 
+void add_device_flag(CLI::App& app, std::string& device, const std::string& help) {
+  app.add_option("--device", device, help)
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(usable_device())
+      ->capture_default_str();
+}
+
+Device& single_device(const std::string& device) {
+  return device == "cuda" ? Device::cuda(gpu_for_rank(0)) : Device::cpu(0);
+}
+
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("--ranks", o.ranks, "Number of ranks (under --comm mpi: the mpirun -np count)")
       ->check(positive_integer())
@@ -79,12 +90,9 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
                  "one GPU each)")
       ->check(CLI::IsMember({"threads", "mpi", "nccl"}))
       ->capture_default_str();
-  app.add_option("--device", o.device,
-                 "Where each rank computes: cpu (a simulated device per rank) or cuda (rank r on "
-                 "GPU r % GPUs; under mpirun, by local rank)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->check(usable_device())
-      ->capture_default_str();
+  add_device_flag(app, o.device,
+                  "Where each rank computes: cpu (a simulated device per rank) or cuda (rank r on "
+                  "GPU r % GPUs; under mpirun, by local rank)");
   app.add_option("--comm-timeout", o.timeout_s,
                  "Seconds a rank may wait on a peer before it reports a deadlock")
       ->check(finite_number(true))

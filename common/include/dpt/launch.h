@@ -81,6 +81,14 @@ struct Context {
 /// The most ranks --ranks accepts (threads are cheap, but not free).
 constexpr int kMaxRanks = 4096;
 
+/// Registers `--device cpu|cuda` into `device` with `help`; `cuda` where no
+/// GPU is usable is refused at parse time, saying why. add_launch_flags()
+/// registers it for the ranks; the one-device chapters (01, 02) call it alone.
+void add_device_flag(CLI::App& app, std::string& device,
+                     const std::string& help = "Where the model computes: cpu (a simulated device) or cuda (GPU 0)");
+/// A one-device chapter's device: cpu:0, or cuda:0 for "cuda".
+Device& single_device(const std::string& device);
+
 /// The GPU of a rank under --device cuda: `local_rank % gpu::device_count()`.
 /// Throws dpt::Error naming gpu::unavailable_reason() when no GPU is usable.
 int gpu_for_rank(int local_rank);
