@@ -75,10 +75,10 @@ DPT_HOST_DEVICE inline float softmax_cross_entropy_grad(float prob, bool is_labe
 /// |a − b|.
 DPT_HOST_DEVICE inline float abs_diff(float a, float b) { return ::fabsf(a - b); }
 
-/// The larger of two partial maxima, where a NaN beats everything (so a NaN
-/// anywhere survives any reduction order; std::max would drop it).
+/// The larger of two partial maxima, where a NaN beats everything, on either
+/// side (so a NaN anywhere survives any reduction order; std::max would drop
+/// one on the right). A NaN `worst` stays, as `d > NaN` is false.
 DPT_HOST_DEVICE inline float nan_aware_max(float worst, float d) {
-  if (worst != worst) return worst;
   if (d != d) return d;
   return d > worst ? d : worst;
 }
