@@ -119,6 +119,7 @@ __global__ void adam_kernel(float* p, float* m, float* v, const float* g, AdamSt
 // ----------------------------------------------------------------------------
 // per (thread, GPU) state
 
+namespace {
 // Blocks for n elements: enough to fill an H100 (132 SMs), capped so the
 // grid-stride loops do the rest; at least 1 so reductions of 0 elements still
 // write their identity.
@@ -137,8 +138,14 @@ struct ThreadState {
   cudaStream_t last_stream = nullptr;
 
   // Return codes are ignored: at process exit the driver may be gone already.
+  // The handle is pointed back at the default stream first: this thread's
+  // streams (gpu_runtime.cpp) may already be destroyed.
   ~ThreadState() {
-    if (blas) cublasDestroy(blas);
+    cudaSetDevice(device);
+    if (blas) {
+      cublasSetStream(blas, nullptr);
+      cublasDestroy(blas);
+    }
     if (labels) cudaFree(labels);
     if (partials) cudaFree(partials);
     if (last_use) cudaEventDestroy(last_use);
@@ -149,17 +156,18 @@ thread_local std::map<int, std::unique_ptr<ThreadState>> t_states;
 
 ThreadState& thread_state(int device) {
   auto& slot = t_states[device];
-  if (!slot) {
-    DPT_CUDA_CHECK(cudaSetDevice(device));  // the event and the handle belong to this GPU
-    slot = std::make_unique<ThreadState>();
-    slot->device = device;
-    DPT_CUDA_CHECK(cudaEventCreateWithFlags(&slot->last_use, cudaEventDisableTiming));
-    slot->partials = gpu::allocate(device, (kMaxPartials + 1) * 8);
-    DPT_CHECK(slot->partials, "cuda:" << device << ": no room for " << (kMaxPartials + 1) * 8
-                                      << " bytes of reduction scratch");
-  }
+  if (slot) return *slot;
+  DPT_CUDA_CHECK(cudaSetDevice(device));  // the event belongs to this GPU
+  auto state = std::make_unique<ThreadState>();  // freed again if a step below throws
+  state->device = device;
+  DPT_CUDA_CHECK(cudaEventCreateWithFlags(&state->last_use, cudaEventDisableTiming));
+  state->partials = gpu::allocate(device, (kMaxPartials + 1) * 8);
+  DPT_CHECK(state->partials, "cuda:" << device << ": no room for " << (kMaxPartials + 1) * 8
+                                     << " bytes of reduction scratch");
+  slot = std::move(state);
   return *slot;
 }
+}  // namespace
 
 }  // namespace cuda
 

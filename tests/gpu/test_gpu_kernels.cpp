@@ -7,10 +7,12 @@
 //   bias add): both sides round the same exact result, so equal bit for bit;
 // - a multiply feeding an add (axpy, optimizer updates): nvcc fuses it into
 //   an FMA (one rounding), the CPU may not: ≤ a few ulp, so 1e-6 relative;
-// - sums of n terms in another order (reductions, sum_rows): the difference
-//   is a random walk of n roundings of partial sums, ~√n·2⁻²⁴ of Σ|x|; checked
-//   against 1e-6·Σ|x| for n ≈ 10⁶ (√n·2⁻²⁴ ≈ 6e-5 of the partial sums, which
-//   are ~√n, not n, times an element: well under);
+// - sums of n terms in another order (reductions, sum_rows): each side's
+//   error is a random walk of roundings of its partial sums. The GPU's tree
+//   keeps partials small; the CPU's Eigen sum runs a few vector lanes of n/16
+//   terms each, ~√(n/16)·2⁻²⁴/√3 ≈ 1e-6 of Σ|x| for n = 10⁶ when every term is
+//   positive (Σ x²): checked against 1e-5·Σ|x|. Signed terms (Σ x) keep the
+//   partial sums near √n·|x|, so 1e-6·Σ|x| is already loose;
 // - max |a − b| and argmax counts: exact (no rounding at all).
 #include <cmath>
 #include <limits>
@@ -31,7 +33,9 @@ namespace {
 constexpr int64_t kN = 100003;  // not a multiple of the block size, > one block
 Kernels& cpu_side() { return cpu_kernels(); }
 Kernels& gpu_side() { return cuda_kernels(0); }
-Twin empty_twin(const Shape& shape) { return {Tensor::zeros(shape, Device::cpu(0)), Tensor::zeros(shape, Device::cuda(0))}; }
+Twin zeros_twin(const Shape& shape) {
+  return {Tensor::zeros(shape, Device::cpu(0)), Tensor::zeros(shape, Device::cuda(0))};
+}
 double abs_sum(const Tensor& t) {
   double s = 0;
   for (float v : t.to_vector()) s += std::fabs(v);
@@ -47,7 +51,7 @@ TEST_CASE("kernels_for(cuda:0) is the CUDA kernels of GPU 0", "[gpu]") {
 
 TEST_CASE("cuda elementwise kernels equal their CPU twins bit for bit", "[gpu]") {
   DPT_REQUIRE_GPU();
-  Twin a = twin({kN}, 1), b = twin({kN}, 2), out = empty_twin({kN});
+  Twin a = twin({kN}, 1), b = twin({kN}, 2), out = zeros_twin({kN});
   auto same = [&](const char* what) {
     INFO(what);
     CHECK(relative_diff(out.gpu, out.cpu) == 0.0);
@@ -92,7 +96,7 @@ TEST_CASE("cuda elementwise kernels equal their CPU twins bit for bit", "[gpu]")
 TEST_CASE("cuda add_bias equals the CPU's, sum_rows matches it to summation order", "[gpu]") {
   DPT_REQUIRE_GPU();
   const int64_t rows = 1000, cols = 301;
-  Twin y = twin({rows, cols}, 4), bias = twin({cols}, 5), dbias = empty_twin({cols});
+  Twin y = twin({rows, cols}, 4), bias = twin({cols}, 5), dbias = zeros_twin({cols});
   cpu_side().add_bias(y.cpu.data(), bias.cpu.data(), rows, cols);
   gpu_side().add_bias(y.gpu.data(), bias.gpu.data(), rows, cols);
   CHECK(relative_diff(y.gpu, y.cpu) == 0.0);
@@ -106,14 +110,14 @@ TEST_CASE("cuda add_bias equals the CPU's, sum_rows matches it to summation orde
 TEST_CASE("cuda sum and sum_squares match the CPU to summation order, also over a million elements", "[gpu]") {
   DPT_REQUIRE_GPU();
   for (int64_t n : {int64_t(1), int64_t(255), int64_t(257), kN, int64_t(1000003)}) {
-    Twin x = twin({n}, 6), out = empty_twin({});
+    Twin x = twin({n}, 6), out = zeros_twin({});
     INFO(n << " elements");
     cpu_side().sum(out.cpu.data(), x.cpu.data(), n);
     gpu_side().sum(out.gpu.data(), x.gpu.data(), n);
     CHECK(std::fabs(out.gpu.item() - out.cpu.item()) <= 1e-6 * abs_sum(x.cpu));
     cpu_side().sum_squares(out.cpu.data(), x.cpu.data(), n);
     gpu_side().sum_squares(out.gpu.data(), x.gpu.data(), n);
-    CHECK(std::fabs(out.gpu.item() - out.cpu.item()) <= 1e-6 * out.cpu.item());  // all terms ≥ 0
+    CHECK(std::fabs(out.gpu.item() - out.cpu.item()) <= 1e-5 * out.cpu.item());  // all terms ≥ 0
   }
 }
 
@@ -131,8 +135,8 @@ TEST_CASE("cuda kernels over 0 elements write nothing, and their reductions give
 TEST_CASE("cuda softmax-cross-entropy and its backward match the CPU's double-precision rows", "[gpu]") {
   DPT_REQUIRE_GPU();
   const int64_t rows = 3000, classes = 10;  // several blocks of rows
-  Twin logits = twin({rows, classes}, 9, 20.0f), probs = empty_twin({rows, classes});
-  Twin loss = empty_twin({}), dlogits = empty_twin({rows, classes}), dloss = twin({}, 10);
+  Twin logits = twin({rows, classes}, 9, 20.0f), probs = zeros_twin({rows, classes});
+  Twin loss = zeros_twin({}), dlogits = zeros_twin({rows, classes}), dloss = twin({}, 10);
   std::vector<int64_t> labels(rows);
   for (int64_t i = 0; i < rows; ++i) labels[std::size_t(i)] = (i * 7) % classes;
   cpu_side().softmax_cross_entropy(probs.cpu.data(), loss.cpu.data(), logits.cpu.data(), labels.data(), rows, classes);
@@ -200,7 +204,8 @@ TEST_CASE("cuda max_abs_diff equals the CPU's and reports a NaN in any block as 
   DPT_REQUIRE_GPU();
   const int64_t n = 1000003;
   Twin a = twin({n}, 16), b = twin({n}, 17);
-  CHECK(gpu_side().max_abs_diff(a.gpu.data(), b.gpu.data(), n) == cpu_side().max_abs_diff(a.cpu.data(), b.cpu.data(), n));
+  float expected = cpu_side().max_abs_diff(a.cpu.data(), b.cpu.data(), n);
+  CHECK(gpu_side().max_abs_diff(a.gpu.data(), b.gpu.data(), n) == expected);
   for (int64_t where : {int64_t(0), n / 2, n - 1}) {  // first block, a middle one, the grid-stride tail
     std::vector<float> values = a.cpu.to_vector();
     values[std::size_t(where)] = std::numeric_limits<float>::quiet_NaN();

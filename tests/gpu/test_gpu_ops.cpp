@@ -136,8 +136,7 @@ TEST_CASE("every optimizer over 5 steps on cuda:0 matches cpu:0", "[gpu]") {
   DPT_REQUIRE_GPU();
   for (const char* name : {"sgd", "momentum", "adam", "adamw"}) {
     Twin p = twin({1000, 17}, 20), q = twin({17}, 21);
-    p.cpu.set_requires_grad(true), p.gpu.set_requires_grad(true);
-    q.cpu.set_requires_grad(true), q.gpu.set_requires_grad(true);
+    for (Tensor* t : {&p.cpu, &p.gpu, &q.cpu, &q.gpu}) t->set_requires_grad(true);
     auto on_cpu = make_optimizer(name, {p.cpu, q.cpu}, 0.01f);
     auto on_gpu = make_optimizer(name, {p.gpu, q.gpu}, 0.01f);
     for (int step = 0; step < 5; ++step) {
@@ -145,8 +144,10 @@ TEST_CASE("every optimizer over 5 steps on cuda:0 matches cpu:0", "[gpu]") {
       // (an FMA here and there, ≤ 1 ulp a step). Adam's m̂/√v̂ would magnify a
       // gradient difference where g ≈ 0, so gradients are not recomputed here.
       Twin gp = twin({1000, 17}, 30 + step), gq = twin({17}, 40 + step);
-      p.cpu.set_grad(gp.cpu), p.gpu.set_grad(gp.gpu);
-      q.cpu.set_grad(gq.cpu), q.gpu.set_grad(gq.gpu);
+      p.cpu.set_grad(gp.cpu);
+      p.gpu.set_grad(gp.gpu);
+      q.cpu.set_grad(gq.cpu);
+      q.gpu.set_grad(gq.gpu);
       on_cpu->step();
       on_gpu->step();
     }
