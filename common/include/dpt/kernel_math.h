@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+/// `__host__ __device__` under nvcc, nothing under the C++ compiler.
 #ifdef __CUDACC__
 #define DPT_HOST_DEVICE __host__ __device__
 #else
