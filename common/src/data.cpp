@@ -116,18 +116,25 @@ std::vector<int64_t> BatchSampler::indices(int64_t step) {
   return out;
 }
 
+// Rows are gathered in host memory (the data set lives there); a batch for a
+// GPU is gathered into a host staging tensor and sent in one copy, not one
+// small copy per row.
 Batch gather_batch(const Dataset& data, const std::vector<int64_t>& indices, Device& device) {
+  DPT_CHECK(data.x.device().is_host_memory(), "gather_batch: the data set must be in host memory, it is on "
+                                                  << data.x.device().name());
   int64_t features = data.features();
+  Device& staging = device.is_host_memory() ? device : Device::host();
   Batch batch;
-  batch.x = Tensor::empty({int64_t(indices.size()), features}, device);
+  batch.x = Tensor::empty({int64_t(indices.size()), features}, staging);
   batch.y.resize(indices.size());
   for (std::size_t i = 0; i < indices.size(); ++i) {
     DPT_CHECK(indices[i] >= 0 && indices[i] < data.size(),
               "sample index " << indices[i] << " outside a data set of " << data.size());
-    copy_bytes(batch.x.data() + i * features, device, data.x.data() + indices[i] * features,
+    copy_bytes(batch.x.data() + i * features, staging, data.x.data() + indices[i] * features,
                data.x.device(), features * sizeof(float));
     batch.y[i] = data.y[indices[i]];
   }
+  if (&staging != &device) batch.x = batch.x.to(device);
   return batch;
 }
 

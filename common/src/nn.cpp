@@ -60,10 +60,14 @@ Linear::Linear(int64_t in_features, int64_t out_features, Device& device, Rng& r
   DPT_CHECK(in_features > 0 && out_features > 0,
             "Linear(" << in_features << ", " << out_features << "): sizes must be positive");
   float bound = 1.0f / std::sqrt(float(in_features));
-  weight = Tensor::empty({out_features, in_features}, device);
-  bias = Tensor::empty({out_features}, device);
-  for (int64_t i = 0; i < weight.numel(); ++i) weight.data()[i] = rng.uniform(-bound, bound);
-  for (int64_t i = 0; i < bias.numel(); ++i) bias.data()[i] = rng.uniform(-bound, bound);
+  // Drawn on the host (weights first, then biases), then copied to `device`:
+  // a model on cuda:0 starts from the same numbers as one on cpu:0.
+  std::vector<float> w(static_cast<std::size_t>(out_features * in_features));
+  std::vector<float> b(static_cast<std::size_t>(out_features));
+  for (float& value : w) value = rng.uniform(-bound, bound);
+  for (float& value : b) value = rng.uniform(-bound, bound);
+  weight = Tensor::from_vector({out_features, in_features}, w, device);
+  bias = Tensor::from_vector({out_features}, b, device);
   weight.set_requires_grad(true);
   bias.set_requires_grad(true);
 }

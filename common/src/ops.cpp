@@ -2,29 +2,21 @@
 //
 // Convention: `dout` is d(loss)/d(output); a backward closure returns
 // d(loss)/d(input) for each input in order, undefined where not needed.
+// Every loop runs on the tensors' device through kernels.h (`K(t)`): this file
+// checks shapes and builds the graph, and never reads a device pointer itself.
+// A backward closure hands `dout`'s device pointer to the kernel rather than
+// `dout.item()`, so a GPU backward pass never waits for the host.
 #include "dpt/ops.h"
-
-#include <Eigen/Core>
-#include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
+#include "dpt/kernels.h"
 
 namespace dpt {
 
 namespace {
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using VectorMap = Eigen::Map<Eigen::VectorXf>;
-using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
-
-ConstMatrixMap as_matrix(const Tensor& t) { return {t.data(), t.size(0), t.size(1)}; }
-MatrixMap as_matrix(Tensor& t) { return {t.data(), t.size(0), t.size(1)}; }
-ConstVectorMap as_vector(const Tensor& t) { return {t.data(), t.numel()}; }
-VectorMap as_vector(Tensor& t) { return {t.data(), t.numel()}; }
+// The loops for t's memory.
+Kernels& K(const Tensor& t) { return kernels_for(t.device()); }
 
 void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
   DPT_CHECK(a.shape() == b.shape(),
@@ -53,27 +45,20 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
   DPT_CHECK(k == kb && c.size(0) == m && c.size(1) == n,
             "gemm: op(a) is (" << m << ", " << k << "), op(b) is (" << kb << ", " << n
                                << "), c is " << shape_str(c.shape()));
-  auto A = as_matrix(a);
-  auto B = as_matrix(b);
-  auto C = as_matrix(c);
-  if (beta == 0.0f) C.setZero();
-  else if (beta != 1.0f) C *= beta;
-  if (m == 0 || n == 0 || k == 0) return;
-  // Four spellings so Eigen sees the transposes and picks its packed kernels.
-  if (!transpose_a && !transpose_b) C.noalias() += alpha * A * B;
-  else if (!transpose_a && transpose_b) C.noalias() += alpha * A * B.transpose();
-  else if (transpose_a && !transpose_b) C.noalias() += alpha * A.transpose() * B;
-  else C.noalias() += alpha * A.transpose() * B.transpose();
+  check_same_device("gemm", a, b);
+  check_same_device("gemm", a, c);
+  K(c).gemm(transpose_a, transpose_b, m, n, k, alpha, a.data(), b.data(), beta, c.data());
 }
 
 void axpy_(Tensor& y, float alpha, const Tensor& x) {
   DPT_CHECK(y.numel() == x.numel(), "axpy_: " << y.numel() << " vs " << x.numel() << " elements");
-  as_vector(y) += alpha * as_vector(x);
+  check_same_device("axpy_", y, x);
+  K(y).axpy(y.data(), alpha, x.data(), y.numel());
 }
 
-void scale_(Tensor& t, float s) { as_vector(t) *= s; }
+void scale_(Tensor& t, float s) { K(t).scale(t.data(), s, t.numel()); }
 
-void fill_(Tensor& t, float value) { as_vector(t).setConstant(value); }
+void fill_(Tensor& t, float value) { K(t).fill(t.data(), value, t.numel()); }
 
 // ----------------------------------------------------------------------------
 // matmul: a (M, K) · b (K, N) → (M, N);  da = dout · bᵀ,  db = aᵀ · dout
@@ -112,12 +97,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                                                           << shape_str(weight.shape()) << " expects "
                                                           << weight.size(1));
   int64_t out_features = weight.size(0);
-  if (bias.defined())
+  if (bias.defined()) {
     DPT_CHECK(bias.dim() == 1 && bias.size(0) == out_features,
               "linear: bias " << shape_str(bias.shape()) << " for " << out_features << " outputs");
+    check_same_device("linear", x, bias);
+  }
   Tensor y = Tensor::empty({x.size(0), out_features}, x.device());
   gemm(x, false, weight, true, y);
-  if (bias.defined()) as_matrix(y).rowwise() += as_vector(bias).transpose();
+  if (bias.defined()) K(y).add_bias(y.data(), bias.data(), y.size(0), out_features);
   return record(y, "linear", {x, weight, bias}, [x, weight, bias](const Tensor& dy) -> std::vector<Tensor> {
     Tensor dx, dweight, dbias;
     if (x.requires_grad()) {
@@ -130,7 +117,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     }
     if (bias.defined() && bias.requires_grad()) {
       dbias = Tensor::empty(bias.shape(), bias.device());
-      as_vector(dbias) = as_matrix(dy).colwise().sum().transpose();
+      K(dy).sum_rows(dbias.data(), dy.data(), dy.size(0), dy.size(1));
     }
     return {dx, dweight, dbias};
   });
@@ -143,7 +130,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   check_same_shape("add", a, b);
   check_same_device("add", a, b);
   Tensor out = Tensor::empty(a.shape(), a.device());
-  as_vector(out) = as_vector(a) + as_vector(b);
+  K(a).add(out.data(), a.data(), b.data(), a.numel());
   return record(out, "add", {a, b}, [](const Tensor& dout) -> std::vector<Tensor> {
     return {dout, dout};
   });
@@ -153,16 +140,16 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   check_same_shape("mul", a, b);
   check_same_device("mul", a, b);
   Tensor out = Tensor::empty(a.shape(), a.device());
-  as_vector(out) = as_vector(a).cwiseProduct(as_vector(b));
+  K(a).mul(out.data(), a.data(), b.data(), a.numel());
   return record(out, "mul", {a, b}, [a, b](const Tensor& dout) -> std::vector<Tensor> {
     Tensor da, db;  // d(a·b)/da = b, d(a·b)/db = a
     if (a.requires_grad()) {
       da = Tensor::empty(a.shape(), a.device());
-      as_vector(da) = as_vector(dout).cwiseProduct(as_vector(b));
+      K(a).mul(da.data(), dout.data(), b.data(), a.numel());
     }
     if (b.requires_grad()) {
       db = Tensor::empty(b.shape(), b.device());
-      as_vector(db) = as_vector(dout).cwiseProduct(as_vector(a));
+      K(b).mul(db.data(), dout.data(), a.data(), b.numel());
     }
     return {da, db};
   });
@@ -170,24 +157,21 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor scale(const Tensor& a, float s) {
   Tensor out = Tensor::empty(a.shape(), a.device());
-  as_vector(out) = s * as_vector(a);
+  K(a).scaled_copy(out.data(), a.data(), s, a.numel());
   return record(out, "scale", {a}, [s](const Tensor& dout) -> std::vector<Tensor> {
     Tensor da = Tensor::empty(dout.shape(), dout.device());
-    as_vector(da) = s * as_vector(dout);
+    K(dout).scaled_copy(da.data(), dout.data(), s, dout.numel());
     return {da};
   });
 }
 
 Tensor relu(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.device());
-  as_vector(out) = as_vector(x).cwiseMax(0.0f);
+  K(x).relu(out.data(), x.data(), x.numel());
   return record(out, "relu", {x}, [x](const Tensor& dout) -> std::vector<Tensor> {
     // The gradient passes where the input was positive (0 at exactly 0, as PyTorch).
     Tensor dx = Tensor::empty(x.shape(), x.device());
-    const float* in = x.data();
-    const float* g = dout.data();
-    float* d = dx.data();
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) d[i] = in[i] > 0.0f ? g[i] : 0.0f;
+    K(x).relu_backward(dx.data(), x.data(), dout.data(), x.numel());
     return {dx};
   });
 }
@@ -196,9 +180,12 @@ Tensor relu(const Tensor& x) {
 // reductions: sum, mean → scalar
 
 Tensor sum(const Tensor& x) {
-  Tensor out = Tensor::scalar(as_vector(x).sum(), x.device());
+  Tensor out = Tensor::empty({}, x.device());
+  K(x).sum(out.data(), x.data(), x.numel());
   return record(out, "sum", {x}, [x](const Tensor& dout) -> std::vector<Tensor> {
-    return {Tensor::full(x.shape(), dout.item(), x.device())};
+    Tensor dx = Tensor::empty(x.shape(), x.device());  // dout everywhere
+    K(x).fill_from_scalar(dx.data(), dout.data(), 1.0f, 1.0f, x.numel());
+    return {dx};
   });
 }
 
@@ -218,28 +205,18 @@ Tensor softmax_cross_entropy(const Tensor& logits, const std::vector<int64_t>& l
   DPT_CHECK(batch > 0, "softmax_cross_entropy: empty batch");
   DPT_CHECK(static_cast<int64_t>(labels.size()) == batch,
             "softmax_cross_entropy: " << batch << " rows of logits but " << labels.size() << " labels");
+  for (int64_t i = 0; i < batch; ++i)  // the kernel reads logits[i][label]: check on the host first
+    DPT_CHECK(labels[i] >= 0 && labels[i] < classes, "softmax_cross_entropy: label " << labels[i] << " at row "
+                                                                                     << i << " outside [0, "
+                                                                                     << classes << ")");
   Tensor probs = Tensor::empty(logits.shape(), logits.device());
-  const float* z = logits.data();
-  float* p = probs.data();
-  double total = 0.0;
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t label = labels[i];
-    DPT_CHECK(label >= 0 && label < classes,
-              "softmax_cross_entropy: label " << label << " at row " << i << " outside [0, " << classes << ")");
-    const float* row = z + i * classes;
-    float max = *std::max_element(row, row + classes);  // subtract the max: exp never overflows
-    double denom = 0.0;
-    for (int64_t c = 0; c < classes; ++c) denom += std::exp(double(row[c] - max));
-    for (int64_t c = 0; c < classes; ++c) p[i * classes + c] = float(std::exp(double(row[c] - max)) / denom);
-    total += std::log(denom) + max - row[label];
-  }
-  Tensor loss = Tensor::scalar(float(total / batch), logits.device());
+  Tensor loss = Tensor::empty({}, logits.device());
+  K(logits).softmax_cross_entropy(probs.data(), loss.data(), logits.data(), labels.data(), batch, classes);
   return record(loss, "softmax_cross_entropy", {logits},
                 [probs, labels, batch, classes](const Tensor& dout) -> std::vector<Tensor> {
-                  Tensor dz = probs.clone();
-                  float* d = dz.data();
-                  for (int64_t i = 0; i < batch; ++i) d[i * classes + labels[i]] -= 1.0f;
-                  scale_(dz, dout.item() / static_cast<float>(batch));
+                  Tensor dz = Tensor::empty(probs.shape(), probs.device());
+                  K(probs).softmax_cross_entropy_backward(dz.data(), probs.data(), labels.data(), dout.data(),
+                                                          batch, classes);
                   return {dz};
                 });
 }
@@ -247,14 +224,19 @@ Tensor softmax_cross_entropy(const Tensor& logits, const std::vector<int64_t>& l
 // loss = (1/N) Σ (pred − target)²;  dpred = 2 (pred − target) / N · dloss
 Tensor mse_loss(const Tensor& pred, const Tensor& target) {
   check_same_shape("mse_loss", pred, target);
+  check_same_device("mse_loss", pred, target);
   DPT_CHECK(pred.numel() > 0, "mse_loss of empty tensors");
+  Kernels& k = K(pred);
   Tensor diff = Tensor::empty(pred.shape(), pred.device());
-  as_vector(diff) = as_vector(pred) - as_vector(target);
+  k.sub(diff.data(), pred.data(), target.data(), pred.numel());
   float n = static_cast<float>(pred.numel());
-  Tensor loss = Tensor::scalar(as_vector(diff).squaredNorm() / n, pred.device());
+  Tensor squares = Tensor::empty({}, pred.device());  // Σ diff², then / N into the loss
+  k.sum_squares(squares.data(), diff.data(), diff.numel());
+  Tensor loss = Tensor::empty({}, pred.device());
+  k.fill_from_scalar(loss.data(), squares.data(), 1.0f, n, 1);
   return record(loss, "mse_loss", {pred}, [diff, n](const Tensor& dout) -> std::vector<Tensor> {
-    Tensor dpred = diff.clone();
-    scale_(dpred, 2.0f * dout.item() / n);
+    Tensor dpred = Tensor::empty(diff.shape(), diff.device());
+    K(diff).scale_by_scalar(dpred.data(), diff.data(), dout.data(), 2.0f, n, diff.numel());
     return {dpred};
   });
 }
@@ -267,27 +249,17 @@ double accuracy(const Tensor& logits, const std::vector<int64_t>& labels) {
   int64_t batch = logits.size(0), classes = logits.size(1);
   DPT_CHECK(static_cast<int64_t>(labels.size()) == batch, "accuracy: rows and labels differ");
   if (batch == 0) return 0.0;
-  int64_t correct = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    const float* row = logits.data() + i * classes;
-    correct += (std::max_element(row, row + classes) - row) == labels[i];
-  }
+  if (classes == 0) return 0.0;  // no class to pick: no row is right
+  int64_t correct = K(logits).count_correct(logits.data(), labels.data(), batch, classes);
   return double(correct) / double(batch);
 }
 
 float max_abs_diff(const Tensor& a, const Tensor& b) {
   DPT_CHECK(a.numel() == b.numel(), "max_abs_diff: " << a.numel() << " vs " << b.numel() << " elements");
-  // A NaN is the largest difference there is: Eigen's maxCoeff (like
-  // std::max) would drop it and report a NaN run as equal.
-  float worst = 0.0f;
-  const float* x = a.data();
-  const float* y = b.data();
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    float d = std::fabs(x[i] - y[i]);
-    if (!(d <= worst)) worst = std::isnan(d) ? std::numeric_limits<float>::quiet_NaN() : d;
-    if (std::isnan(worst)) break;
-  }
-  return worst;
+  // Tensors on two devices (a GPU result against its CPU twin) meet on the host.
+  if (&a.device() != &b.device())
+    return max_abs_diff(a.to(Device::host()), b.to(Device::host()));
+  return K(a).max_abs_diff(a.data(), b.data(), a.numel());
 }
 
 }  // namespace dpt

@@ -1,9 +1,12 @@
-// optim.cpp — SGD and Adam update rules (PyTorch semantics).
+// optim.cpp — SGD and Adam update rules (PyTorch semantics). The per-element
+// arithmetic is kernel_math.h's, run on the parameters' device (kernels.h).
 #include "dpt/optim.h"
 
 #include <cmath>
 
 #include "dpt/check.h"
+#include "dpt/device.h"
+#include "dpt/kernels.h"
 
 namespace dpt {
 
@@ -15,6 +18,9 @@ void Optimizer::step() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor grad = params_[i].grad();
     if (!grad.defined()) continue;
+    DPT_CHECK(&grad.device() == &params_[i].device(),
+              name() << ": parameter " << i << " is on " << params_[i].device().name() << " but its gradient on "
+                     << grad.device().name());
     update(i, params_[i], grad);
   }
 }
@@ -57,20 +63,14 @@ SGD::SGD(std::vector<Tensor> params, float learning_rate, float momentum, float 
 }
 
 void SGD::update(std::size_t index, Tensor& param, const Tensor& grad) {
-  float* p = param.data();
-  const float* g = grad.data();
-  int64_t n = param.numel();
+  Kernels& kernels = kernels_for(param.device());
   if (momentum_ == 0.0f) {
-    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + weight_decay_ * p[i]);
+    kernels.sgd_step(param.data(), grad.data(), lr, weight_decay_, param.numel());
     return;
   }
   bool first = index >= velocity_.size() || !velocity_[index].defined();
   float* v = state(velocity_, index).data();
-  for (int64_t i = 0; i < n; ++i) {
-    float d = g[i] + weight_decay_ * p[i];
-    v[i] = first ? d : momentum_ * v[i] + d;
-    p[i] -= lr * v[i];
-  }
+  kernels.momentum_step(param.data(), v, grad.data(), lr, momentum_, weight_decay_, first, param.numel());
 }
 
 // ----------------------------------------------------------------------------
@@ -88,23 +88,19 @@ Adam::Adam(std::vector<Tensor> params, float learning_rate, float beta1, float b
 }
 
 void Adam::update(std::size_t index, Tensor& param, const Tensor& grad) {
-  float* p = param.data();
-  const float* g = grad.data();
   float* m = state(m_, index).data();
   float* v = state(v_, index).data();
+  AdamStep step;
+  step.lr = lr;
+  step.beta1 = beta1_;
+  step.beta2 = beta2_;
+  step.eps = eps_;
+  step.weight_decay = weight_decay_;
+  step.decoupled = decoupled_;
   // steps_ was incremented before this step's updates: t = 1 on the first step.
-  float correction1 = 1.0f - std::pow(beta1_, float(steps_));
-  float correction2 = 1.0f - std::pow(beta2_, float(steps_));
-  for (int64_t i = 0, n = param.numel(); i < n; ++i) {
-    float d = g[i];
-    if (decoupled_) p[i] *= 1.0f - lr * weight_decay_;
-    else d += weight_decay_ * p[i];
-    m[i] = beta1_ * m[i] + (1.0f - beta1_) * d;
-    v[i] = beta2_ * v[i] + (1.0f - beta2_) * d * d;
-    float m_hat = m[i] / correction1;
-    float v_hat = v[i] / correction2;
-    p[i] -= lr * m_hat / (std::sqrt(v_hat) + eps_);
-  }
+  step.correction1 = 1.0f - std::pow(beta1_, float(steps_));
+  step.correction2 = 1.0f - std::pow(beta2_, float(steps_));
+  kernels_for(param.device()).adam_step(param.data(), m, v, grad.data(), step, param.numel());
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, float lr) {

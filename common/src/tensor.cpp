@@ -5,6 +5,7 @@
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
+#include "dpt/kernels.h"
 
 namespace dpt {
 
@@ -41,8 +42,7 @@ Tensor Tensor::empty(const Shape& shape, Device& device) {
 
 Tensor Tensor::full(const Shape& shape, float value, Device& device) {
   Tensor t = empty(shape, device);
-  float* p = t.data();
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = value;
+  kernels_for(device).fill(t.data(), value, t.numel());
   return t;
 }
 

@@ -9,7 +9,9 @@
 /// that device's memory, so a backward pass never stops to copy a number to
 /// the host. The per-element math both sides run is written once, in
 /// kernel_math.h, as host-device functions: the CPU tests pin it, and the GPU
-/// tests compare the CUDA kernels with their CPU twins.
+/// tests compare the CUDA kernels with their CPU twins. Class labels are the
+/// exception: they are host memory (a std::vector's data), which the GPU side
+/// copies to a buffer of its own before launching.
 ///
 /// On a GPU, kernels are queued on the calling thread's current stream
 /// (gpu.h) and return before they finish; the functions that return a value to
@@ -42,6 +44,7 @@ class Kernels {
   // ---- BLAS ----
   /// c (m, n) = alpha · op(a) · op(b) + beta · c; op(a) is (m, k) — a is (k, m)
   /// when `transpose_a` — and op(b) is (k, n) — b is (n, k) when `transpose_b`.
+  /// With beta = 0, c is only written (a NaN already in c does not survive).
   virtual void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, const float* b, float beta, float* c) = 0;
   /// y += alpha · x, n elements.
@@ -60,11 +63,13 @@ class Kernels {
   virtual void mul(float* out, const float* a, const float* b, int64_t n) = 0;
   /// out = s · a.
   virtual void scaled_copy(float* out, const float* a, float s, int64_t n) = 0;
-  /// out = factor · (*scalar) · a, with `scalar` one float on the device.
-  virtual void scale_by_scalar(float* out, const float* a, const float* scalar, float factor,
-                               int64_t n) = 0;
-  /// out = factor · (*scalar) everywhere.
-  virtual void fill_from_scalar(float* out, const float* scalar, float factor, int64_t n) = 0;
+  /// out = a · f with f = (*scalar) · multiplier / divisor (kernel_math.h's
+  /// scalar_factor), `scalar` one float on the device; out must not overlap it.
+  virtual void scale_by_scalar(float* out, const float* a, const float* scalar, float multiplier,
+                               float divisor, int64_t n) = 0;
+  /// out = (*scalar) · multiplier / divisor everywhere; out must not overlap `scalar`.
+  virtual void fill_from_scalar(float* out, const float* scalar, float multiplier, float divisor,
+                                int64_t n) = 0;
   /// out = max(x, 0).
   virtual void relu(float* out, const float* x, int64_t n) = 0;
   /// dx = dout where x > 0, else 0 (relu'(0) = 0, as PyTorch).
@@ -87,7 +92,8 @@ class Kernels {
   /// probs = softmax(logits) row-wise, *loss = mean over rows of −log probs[label].
   virtual void softmax_cross_entropy(float* probs, float* loss, const float* logits,
                                      const int64_t* labels, int64_t rows, int64_t classes) = 0;
-  /// dlogits = (probs − onehot(labels)) · (*dloss) / rows.
+  /// dlogits (rows, classes) = (probs − onehot(labels)) · (*dloss) / rows; labels
+  /// on the host, as in the forward.
   virtual void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels,
                                               const float* dloss, int64_t rows, int64_t classes) = 0;
 
@@ -102,12 +108,21 @@ class Kernels {
                          int64_t n) = 0;
 
   // ---- results for the host (these wait for the device) ----
-  /// Rows of logits (rows, classes) whose first largest entry is at the label.
+  /// Rows of logits (rows, classes) whose first largest entry is at the label
+  /// (labels on the host; one outside [0, classes) never matches).
   virtual int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows,
                                 int64_t classes) = 0;
   /// max |a − b|; NaN when any difference is NaN (a NaN is never "equal").
   virtual float max_abs_diff(const float* a, const float* b, int64_t n) = 0;
 };
+
+/// Lets cuBLAS round GEMM inputs to TF32 on tensor cores (sm_80+: ~8× the
+/// fp32 rate, ~1e-3 relative error per product). Off by default, so a GPU run
+/// matches the CPU to fp32 rounding; applies to GEMMs queued after the call,
+/// on every thread. The CPU kernels ignore it.
+void set_tf32(bool on);
+/// Whether GEMMs on a GPU may use TF32 (see set_tf32); false unless set.
+bool tf32();
 
 /// The loops for memory on `device`: host and cpu:k share the CPU kernels;
 /// cuda:k gets the CUDA kernels (an error naming the reason when this dpt has

@@ -3,9 +3,12 @@
 /// ops.cpp) and a few in-place kernels for optimizers and communication.
 ///
 /// Shapes follow PyTorch: a batch of B samples with D features is (B, D); a
-/// Linear layer's weight is (out, in) and computes y = x · Wᵀ + b. GEMMs run on
-/// Eigen (single-threaded: ranks are the parallelism). Ops are on host memory
-/// (host or simulated cpu:k devices); inputs must share a device.
+/// Linear layer's weight is (out, in) and computes y = x · Wᵀ + b. Every op
+/// runs on its inputs' device through the device line (kernels.h): on host
+/// memory (host, simulated cpu:k) GEMMs run on Eigen, single-threaded (ranks
+/// are the parallelism); on cuda:k on cuBLAS, queued on the calling thread's
+/// stream, with the rest as CUDA kernels. Inputs must share a device; class
+/// labels are always a host std::vector.
 ///
 /// Left out: broadcasting (bias add is part of `linear`), strided views,
 /// in-place ops on tensors that autograd is tracking.
@@ -64,7 +67,8 @@ void fill_(Tensor& t, float value);
 /// Fraction of rows of logits (B, C) whose argmax equals the label.
 double accuracy(const Tensor& logits, const std::vector<int64_t>& labels);
 /// Largest |a_i − b_i| (same numel); NaN when any difference is NaN (a NaN is
-/// the largest difference, never 0).
+/// the largest difference, never 0). On two different devices, both are
+/// copied to the host first (a GPU result against its CPU twin).
 float max_abs_diff(const Tensor& a, const Tensor& b);
 
 }  // namespace dpt

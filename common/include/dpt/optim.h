@@ -8,7 +8,9 @@
 /// parameter, momentum 1, plain SGD 0).
 ///
 /// Each `step()` reads every parameter's `grad()` (a parameter without one is
-/// skipped, as in PyTorch) and updates the parameter in place.
+/// skipped, as in PyTorch; one on another device than its parameter is an
+/// error) and updates the parameter in place, on the parameter's device: the
+/// per-element update is kernel_math.h's, as a CPU loop or one CUDA kernel.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,392 @@
+// cuda_kernels.cu — kernels.h on a GPU: cuBLAS SGEMM for gemm, one plain
+// grid-stride kernel per elementwise loop (the per-element math is
+// kernel_math.h's, shared with the CPU), and the reductions of
+// cuda_reductions.cuh. One CudaKernels per GPU; everything is queued on the
+// calling thread's current stream for that GPU (gpu.h) and returns at once,
+// except count_correct and max_abs_diff, whose answer the host waits for.
+//
+// Per (thread, GPU) state: a cuBLAS handle (a handle is not meant to be
+// shared by threads), the buffer host labels are copied into, and the
+// reductions' partials. Rank threads sharing a GPU thus never write into each
+// other's buffers; a thread's own uses of its buffers are ordered by its
+// stream (and by an event when a StreamGuard moved it to another stream).
+//
+// Left out: fusion beyond the Adam step, vectorised loads, TF32 by default.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "cuda_reductions.cuh"
+#include "dpt/check.h"
+#include "dpt/gpu.h"
+#include "dpt/kernel_math.h"
+#include "dpt/kernels.h"
+
+/// Checks a cuBLAS return code.
+#define DPT_CUBLAS_CHECK(call)                                                               \
+  do {                                                                                       \
+    cublasStatus_t dpt_cublas_rc_ = (call);                                                  \
+    DPT_CHECK(dpt_cublas_rc_ == CUBLAS_STATUS_SUCCESS,                                       \
+              #call << " failed: " << cublasGetStatusString(dpt_cublas_rc_));                \
+  } while (0)
+
+namespace dpt {
+namespace cuda {
+
+// ----------------------------------------------------------------------------
+// elementwise kernels: one thread per element, grid-stride, n may exceed 2^31
+
+__global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
+}
+__global__ void scale_kernel(float* x, float s, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] *= s;
+}
+__global__ void fill_kernel(float* x, float value, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = value;
+}
+__global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+}
+__global__ void sub_kernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] - b[i];
+}
+__global__ void mul_kernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] * b[i];
+}
+__global__ void scaled_copy_kernel(float* out, const float* a, float s, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = s * a[i];
+}
+__global__ void scale_by_scalar_kernel(float* out, const float* a, const float* scalar, float multiplier,
+                                       float divisor, int64_t n) {
+  float f = math::scalar_factor(*scalar, multiplier, divisor);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] * f;
+}
+__global__ void fill_from_scalar_kernel(float* out, const float* scalar, float multiplier, float divisor,
+                                        int64_t n) {
+  float f = math::scalar_factor(*scalar, multiplier, divisor);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = f;
+}
+__global__ void relu_kernel(float* out, const float* x, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = math::relu(x[i]);
+}
+__global__ void relu_backward_kernel(float* dx, const float* x, const float* dout, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) dx[i] = math::relu_backward(x[i], dout[i]);
+}
+
+// y (rows, cols) += bias on every row; i runs over all rows·cols elements.
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t i = first_index(); i < rows * cols; i += grid_stride()) y[i] += bias[i % cols];
+}
+// dbias[c] = Σ_r dy[r, c], one thread per column, rows in order (as the CPU):
+// neighbouring threads read neighbouring columns, so each row is one coalesced read.
+__global__ void sum_rows_kernel(float* dbias, const float* dy, int64_t rows, int64_t cols) {
+  for (int64_t c = first_index(); c < cols; c += grid_stride()) {
+    float acc = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) acc += dy[r * cols + c];
+    dbias[c] = acc;
+  }
+}
+// dlogits (rows, classes) = (probs − onehot(labels)) · (*dloss) / rows.
+__global__ void softmax_cross_entropy_backward_kernel(float* dlogits, const float* probs, const int64_t* labels,
+                                                      const float* dloss, int64_t rows, int64_t classes) {
+  float factor = math::scalar_factor(*dloss, 1.0f, float(rows));
+  for (int64_t i = first_index(); i < rows * classes; i += grid_stride())
+    dlogits[i] = math::softmax_cross_entropy_grad(probs[i], i % classes == labels[i / classes], factor);
+}
+
+// ---- optimizers ----
+
+__global__ void sgd_kernel(float* p, const float* g, float lr, float weight_decay, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) math::sgd_update(p[i], g[i], lr, weight_decay);
+}
+__global__ void momentum_kernel(float* p, float* v, const float* g, float lr, float momentum, float weight_decay,
+                                bool first, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    math::momentum_update(p[i], v[i], g[i], lr, momentum, weight_decay, first);
+}
+__global__ void adam_kernel(float* p, float* m, float* v, const float* g, AdamStep s, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    math::adam_update(p[i], m[i], v[i], g[i], s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled,
+                      s.correction1, s.correction2);
+}
+
+// ----------------------------------------------------------------------------
+// per (thread, GPU) state
+
+namespace {
+// Blocks for n elements: enough to fill an H100 (132 SMs), capped so the
+// grid-stride loops do the rest; at least 1 so reductions of 0 elements still
+// write their identity.
+int blocks_for(int64_t n, int cap) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  return int(std::max<int64_t>(1, std::min<int64_t>(blocks, cap)));
+}
+
+struct ThreadState {
+  int device = -1;
+  cublasHandle_t blas = nullptr;
+  int64_t* labels = nullptr;  // device copy of the last host labels
+  std::size_t label_capacity = 0;
+  void* partials = nullptr;  // kMaxPartials 8-byte partials, then one 8-byte result
+  cudaEvent_t last_use = nullptr;
+  cudaStream_t last_stream = nullptr;
+
+  // Return codes are ignored: at process exit the driver may be gone already.
+  // The handle is pointed back at the default stream first: this thread's
+  // streams (gpu_runtime.cpp) may already be destroyed.
+  ~ThreadState() {
+    cudaSetDevice(device);
+    if (blas) {
+      cublasSetStream(blas, nullptr);
+      cublasDestroy(blas);
+    }
+    if (labels) cudaFree(labels);
+    if (partials) cudaFree(partials);
+    if (last_use) cudaEventDestroy(last_use);
+  }
+};
+
+thread_local std::map<int, std::unique_ptr<ThreadState>> t_states;
+
+ThreadState& thread_state(int device) {
+  auto& slot = t_states[device];
+  if (slot) return *slot;
+  DPT_CUDA_CHECK(cudaSetDevice(device));  // the event belongs to this GPU
+  auto state = std::make_unique<ThreadState>();  // freed again if a step below throws
+  state->device = device;
+  DPT_CUDA_CHECK(cudaEventCreateWithFlags(&state->last_use, cudaEventDisableTiming));
+  state->partials = gpu::allocate(device, (kMaxPartials + 1) * 8);
+  DPT_CHECK(state->partials, "cuda:" << device << ": no room for " << (kMaxPartials + 1) * 8
+                                     << " bytes of reduction scratch");
+  slot = std::move(state);
+  return *slot;
+}
+}  // namespace
+
+}  // namespace cuda
+
+// ----------------------------------------------------------------------------
+// the Kernels
+
+namespace {
+using namespace cuda;
+
+class CudaKernels final : public Kernels {
+ public:
+  explicit CudaKernels(int device) : device_(device) {}
+
+  // ---- BLAS ----
+
+  // Row-major c (m, n) is column-major cᵀ (n, m), and cᵀ = op(b)ᵀ · op(a)ᵀ:
+  // so cuBLAS gets b first, each with its own transpose flag and its stored
+  // row length as leading dimension.
+  void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+            const float* b, float beta, float* c) override {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {  // cuBLAS wants leading dimensions ≥ 1; c = beta · c by hand
+      if (beta == 0.0f) fill(c, 0.0f, m * n);
+      else if (beta != 1.0f) scale(c, beta, m * n);
+      return;
+    }
+    DPT_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX,
+              "gemm on cuda:" << device_ << ": sizes (" << m << ", " << n << ", " << k << ") exceed cuBLAS's int");
+    cudaStream_t stream = current();
+    cublasHandle_t blas = blas_handle();
+    DPT_CUBLAS_CHECK(cublasSetStream(blas, stream));
+    DPT_CUBLAS_CHECK(cublasSetMathMode(blas, tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    DPT_CUBLAS_CHECK(cublasSgemm(blas, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 int(n), int(m), int(k), &alpha, b, int(transpose_b ? k : n), a,
+                                 int(transpose_a ? m : k), &beta, c, int(n)));
+  }
+  void axpy(float* y, float alpha, const float* x, int64_t n) override { launch(axpy_kernel, n, y, alpha, x, n); }
+  void scale(float* x, float s, int64_t n) override { launch(scale_kernel, n, x, s, n); }
+  void fill(float* x, float value, int64_t n) override { launch(fill_kernel, n, x, value, n); }
+
+  // ---- elementwise ----
+
+  void add(float* out, const float* a, const float* b, int64_t n) override { launch(add_kernel, n, out, a, b, n); }
+  void sub(float* out, const float* a, const float* b, int64_t n) override { launch(sub_kernel, n, out, a, b, n); }
+  void mul(float* out, const float* a, const float* b, int64_t n) override { launch(mul_kernel, n, out, a, b, n); }
+  void scaled_copy(float* out, const float* a, float s, int64_t n) override {
+    launch(scaled_copy_kernel, n, out, a, s, n);
+  }
+  void scale_by_scalar(float* out, const float* a, const float* scalar, float multiplier, float divisor,
+                       int64_t n) override {
+    launch(scale_by_scalar_kernel, n, out, a, scalar, multiplier, divisor, n);
+  }
+  void fill_from_scalar(float* out, const float* scalar, float multiplier, float divisor, int64_t n) override {
+    launch(fill_from_scalar_kernel, n, out, scalar, multiplier, divisor, n);
+  }
+  void relu(float* out, const float* x, int64_t n) override { launch(relu_kernel, n, out, x, n); }
+  void relu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    launch(relu_backward_kernel, n, dx, x, dout, n);
+  }
+
+  // ---- rows and columns ----
+
+  void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
+    launch(add_bias_kernel, rows * cols, y, bias, rows, cols);
+  }
+  void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
+    launch(sum_rows_kernel, cols, dbias, dy, rows, cols);
+  }
+
+  // ---- reductions ----
+
+  void sum(float* out, const float* x, int64_t n) override { reduce(LoadValue{x}, Add{}, n, out); }
+  void sum_squares(float* out, const float* x, int64_t n) override { reduce(LoadSquare{x}, Add{}, n, out); }
+
+  // ---- loss ----
+
+  void softmax_cross_entropy(float* probs, float* loss, const float* logits, const int64_t* labels, int64_t rows,
+                             int64_t classes) override {
+    ThreadState& state = acquire();
+    const int64_t* device_labels = upload_labels(state, labels, rows);
+    int blocks = blocks_for(rows, kMaxPartials);
+    auto* partials = static_cast<double*>(state.partials);
+    softmax_cross_entropy_kernel<<<blocks, kThreads, 0, current()>>>(probs, logits, device_labels, rows, classes,
+                                                                      partials);
+    DPT_CUDA_CHECK(cudaGetLastError());
+    softmax_cross_entropy_finish_kernel<<<1, kThreads, 0, current()>>>(partials, blocks, rows, loss);
+    DPT_CUDA_CHECK(cudaGetLastError());
+    release(state);
+  }
+  void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels, const float* dloss,
+                                      int64_t rows, int64_t classes) override {
+    ThreadState& state = acquire();
+    const int64_t* device_labels = upload_labels(state, labels, rows);
+    launch(softmax_cross_entropy_backward_kernel, rows * classes, dlogits, probs, device_labels, dloss, rows,
+           classes);
+    release(state);
+  }
+
+  // ---- optimizers ----
+
+  void sgd_step(float* p, const float* g, float lr, float weight_decay, int64_t n) override {
+    launch(sgd_kernel, n, p, g, lr, weight_decay, n);
+  }
+  void momentum_step(float* p, float* v, const float* g, float lr, float momentum, float weight_decay, bool first,
+                     int64_t n) override {
+    launch(momentum_kernel, n, p, v, g, lr, momentum, weight_decay, first, n);
+  }
+  void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& step, int64_t n) override {
+    launch(adam_kernel, n, p, m, v, g, step, n);
+  }
+
+  // ---- results for the host ----
+
+  int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows, int64_t classes) override {
+    if (rows == 0 || classes == 0) return 0;
+    ThreadState& state = acquire();
+    const int64_t* device_labels = upload_labels(state, labels, rows);
+    int blocks = blocks_for(rows, kMaxPartials);
+    auto* partials = static_cast<unsigned long long*>(state.partials);
+    count_correct_kernel<<<blocks, kThreads, 0, current()>>>(logits, device_labels, rows, classes, partials);
+    DPT_CUDA_CHECK(cudaGetLastError());
+    finish_kernel<<<1, kThreads, 0, current()>>>(partials, blocks, Add{}, partials + kMaxPartials);
+    DPT_CUDA_CHECK(cudaGetLastError());
+    unsigned long long correct = 0;
+    gpu::copy(&correct, partials + kMaxPartials, sizeof correct, device_);  // waits for the kernels
+    release(state);
+    return int64_t(correct);
+  }
+  float max_abs_diff(const float* a, const float* b, int64_t n) override {
+    ThreadState& state = acquire();
+    float* result = static_cast<float*>(state.partials) + 2 * kMaxPartials;  // the 8-byte result slot
+    reduce(LoadAbsDiff{a, b}, NanAwareMax{}, n, result);
+    float worst = 0.0f;
+    gpu::copy(&worst, result, sizeof worst, device_);  // waits for the kernels
+    release(state);
+    return worst;
+  }
+
+ private:
+  // The calling thread's current stream on this GPU, with this GPU made current.
+  cudaStream_t current() {
+    DPT_CUDA_CHECK(cudaSetDevice(device_));
+    return static_cast<cudaStream_t>(gpu::current_stream(device_).handle());
+  }
+
+  // Queues kernel(args...) over n elements; nothing for n = 0.
+  template <typename... Params, typename... Args>
+  void launch(void (*kernel)(Params...), int64_t n, Args... args) {
+    if (n <= 0) return;
+    kernel<<<blocks_for(n, 8192), kThreads, 0, current()>>>(args...);
+    DPT_CUDA_CHECK(cudaGetLastError());
+  }
+
+  // *out = combine over load(0 .. n), two launches through the partials.
+  template <typename Load, typename Combine>
+  void reduce(Load load, Combine combine, int64_t n, float* out) {
+    ThreadState& state = acquire();
+    int blocks = blocks_for(n, kMaxPartials);
+    auto* partials = static_cast<float*>(state.partials);
+    reduce_kernel<<<blocks, kThreads, 0, current()>>>(load, combine, n, partials);
+    DPT_CUDA_CHECK(cudaGetLastError());
+    finish_kernel<<<1, kThreads, 0, current()>>>(static_cast<const float*>(partials), blocks, combine, out);
+    DPT_CUDA_CHECK(cudaGetLastError());
+    release(state);
+  }
+
+  // This thread's state on this GPU, with its earlier uses from another
+  // stream (a StreamGuard switched it) ordered before what comes next.
+  ThreadState& acquire() {
+    ThreadState& state = thread_state(device_);
+    cudaStream_t stream = current();
+    if (state.last_stream && state.last_stream != stream)
+      DPT_CUDA_CHECK(cudaStreamWaitEvent(stream, state.last_use, 0));
+    return state;
+  }
+  void release(ThreadState& state) {
+    state.last_stream = current();
+    DPT_CUDA_CHECK(cudaEventRecord(state.last_use, state.last_stream));
+  }
+
+  // Copies rows host labels into the thread's device buffer (grow-only; a
+  // grow frees the old one, which waits for the GPU first).
+  const int64_t* upload_labels(ThreadState& state, const int64_t* labels, int64_t rows) {
+    std::size_t bytes = std::size_t(rows) * sizeof(int64_t);
+    if (bytes > state.label_capacity) {
+      if (state.labels) gpu::free(device_, state.labels);
+      state.labels = nullptr;
+      state.label_capacity = 0;
+      state.labels = static_cast<int64_t*>(gpu::allocate(device_, bytes));
+      DPT_CHECK(state.labels, "cuda:" << device_ << ": no room for " << rows << " labels");
+      state.label_capacity = bytes;
+    }
+    gpu::copy(state.labels, labels, bytes, device_);  // on this stream, after earlier readers
+    return state.labels;
+  }
+
+  cublasHandle_t blas_handle() {
+    ThreadState& state = thread_state(device_);
+    if (!state.blas) DPT_CUBLAS_CHECK(cublasCreate(&state.blas));  // on device_, made current by current()
+    return state.blas;
+  }
+
+  int device_;
+};
+}  // namespace
+
+Kernels& cuda_kernels(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<CudaKernels>> instances;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = instances[device];
+  if (!slot) {
+    int count = gpu::device_count();
+    if (count == 0) DPT_FAIL("kernels for cuda:" << device << ": " << gpu::unavailable_reason());
+    DPT_CHECK(device >= 0 && device < count,
+              "kernels for cuda:" << device << ": this process sees " << count << " GPU" << (count == 1 ? "" : "s"));
+    slot = std::make_unique<CudaKernels>(device);
+  }
+  return *slot;
+}
+
+}  // namespace dpt

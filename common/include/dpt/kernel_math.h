@@ -1,0 +1,120 @@
+/// @file kernel_math.h
+/// @brief The per-element math of the device line, written once: the CPU loops
+/// (cpu_kernels.cpp) and the CUDA kernels (common/cuda/) call these same
+/// inline functions, so the two can differ only in summation order and in the
+/// compiler's fused multiply-adds, never in the formula.
+///
+/// Each function is one element's (or one row's) worth of work and touches no
+/// memory but what it is handed. Compiled by nvcc they are `__host__
+/// __device__`; by the C++ compiler, plain inline functions.
+///
+/// Left out: the loops themselves, the GEMM (Eigen / cuBLAS), plain sums
+/// (Eigen's vectorised order on the CPU, a tree on the GPU).
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+/// `__host__ __device__` under nvcc, nothing under the C++ compiler.
+#ifdef __CUDACC__
+#define DPT_HOST_DEVICE __host__ __device__
+#else
+#define DPT_HOST_DEVICE
+#endif
+
+namespace dpt::math {
+
+// ----------------------------------------------------------------------------
+// activations
+
+/// max(x, 0) with std::max's tie and NaN rules: −0 stays −0, NaN stays NaN.
+DPT_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
+
+/// d(relu)/dx · dout: the gradient passes where x > 0 (0 at exactly 0, as PyTorch).
+DPT_HOST_DEVICE inline float relu_backward(float x, float dout) { return x > 0.0f ? dout : 0.0f; }
+
+/// The factor (*scalar) · multiplier / divisor, in that order (what the ops
+/// computed on the host as `dout.item() * m / d` before there were devices).
+DPT_HOST_DEVICE inline float scalar_factor(float scalar, float multiplier, float divisor) {
+  return scalar * multiplier / divisor;
+}
+
+// ----------------------------------------------------------------------------
+// rows: argmax and softmax-cross-entropy
+
+/// Index of the first largest entry of row[0 .. classes) (std::max_element's
+/// rule: a later entry wins only when strictly larger). classes ≥ 1.
+DPT_HOST_DEVICE inline int64_t row_argmax(const float* row, int64_t classes) {
+  int64_t best = 0;
+  for (int64_t c = 1; c < classes; ++c)
+    if (row[best] < row[c]) best = c;
+  return best;
+}
+
+/// One row of softmax-cross-entropy: probs[c] = softmax(row)[c] for c in
+/// [0, classes), returns −log probs[label] = logsumexp(row) − row[label].
+/// Subtracting the max keeps exp from overflowing; the sum and the logs are
+/// in double so a row of 10⁵ classes loses nothing. label in [0, classes).
+DPT_HOST_DEVICE inline double softmax_cross_entropy_row(float* probs, const float* row, int64_t classes,
+                                                        int64_t label) {
+  float max = row[row_argmax(row, classes)];
+  double denom = 0.0;
+  for (int64_t c = 0; c < classes; ++c) denom += ::exp(double(row[c] - max));
+  for (int64_t c = 0; c < classes; ++c) probs[c] = float(::exp(double(row[c] - max)) / denom);
+  return ::log(denom) + max - row[label];
+}
+
+/// d(loss)/d(logit) for one element: (prob − [c is the label]) · factor.
+DPT_HOST_DEVICE inline float softmax_cross_entropy_grad(float prob, bool is_label, float factor) {
+  return (is_label ? prob - 1.0f : prob) * factor;
+}
+
+// ----------------------------------------------------------------------------
+// NaN-aware maximum of |a − b|
+
+/// |a − b|.
+DPT_HOST_DEVICE inline float abs_diff(float a, float b) { return ::fabsf(a - b); }
+
+/// The larger of two partial maxima, where a NaN beats everything, on either
+/// side (so a NaN anywhere survives any reduction order; std::max would drop
+/// one on the right). A NaN `worst` stays, as `d > NaN` is false.
+DPT_HOST_DEVICE inline float nan_aware_max(float worst, float d) {
+  if (d != d) return d;
+  return d > worst ? d : worst;
+}
+
+// ----------------------------------------------------------------------------
+// optimizer updates, one element in place (PyTorch's torch.optim arithmetic)
+
+/// SGD: p ← p − lr · (g + λ p).
+DPT_HOST_DEVICE inline void sgd_update(float& p, float g, float lr, float weight_decay) {
+  p -= lr * (g + weight_decay * p);
+}
+
+/// SGD with momentum μ: d = g + λ p; v ← d on the first step, else μ v + d;
+/// p ← p − lr · v.
+DPT_HOST_DEVICE inline void momentum_update(float& p, float& v, float g, float lr, float momentum,
+                                            float weight_decay, bool first) {
+  float d = g + weight_decay * p;
+  v = first ? d : momentum * v + d;
+  p -= lr * v;
+}
+
+/// Adam (decoupled = false: λ p joins the gradient) or AdamW (decoupled: p is
+/// scaled by 1 − lr λ first) with bias corrections c1 = 1 − β1ᵗ, c2 = 1 − β2ᵗ:
+/// m ← β1 m + (1 − β1) d, v ← β2 v + (1 − β2) d², p ← p − lr m̂ / (√v̂ + ε).
+DPT_HOST_DEVICE inline void adam_update(float& p, float& m, float& v, float g, float lr, float beta1,
+                                        float beta2, float eps, float weight_decay, bool decoupled,
+                                        float correction1, float correction2) {
+  float d = g;
+  if (decoupled) p *= 1.0f - lr * weight_decay;
+  else d += weight_decay * p;
+  m = beta1 * m + (1.0f - beta1) * d;
+  v = beta2 * v + (1.0f - beta2) * d * d;
+  float m_hat = m / correction1;
+  float v_hat = v / correction2;
+  p -= lr * m_hat / (::sqrtf(v_hat) + eps);
+}
+
+}  // namespace dpt::math

@@ -1,0 +1,144 @@
+// cpu_kernels.cpp — kernels.h for host memory (host and the simulated cpu:k
+// devices): Eigen for the GEMM, the sums and the vector arithmetic it already
+// vectorises, plain loops over kernel_math.h for everything with a formula.
+//
+// Single-threaded on purpose: ranks are the parallelism. The results are the
+// reference the CUDA kernels are tested against.
+#include <Eigen/Core>
+
+#include "dpt/kernel_math.h"
+#include "dpt/kernels.h"
+
+namespace dpt {
+
+namespace {
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixMap = Eigen::Map<RowMatrix>;
+using ConstMatrixMap = Eigen::Map<const RowMatrix>;
+using VectorMap = Eigen::Map<Eigen::VectorXf>;
+using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
+
+class CpuKernels final : public Kernels {
+ public:
+  // ---- BLAS ----
+
+  void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+            const float* b, float beta, float* c) override {
+    MatrixMap C(c, m, n);
+    if (beta == 0.0f) C.setZero();
+    else if (beta != 1.0f) C *= beta;
+    if (m == 0 || n == 0 || k == 0) return;
+    // a is stored (m, k), or (k, m) when transposed; b (k, n), or (n, k).
+    ConstMatrixMap A(a, transpose_a ? k : m, transpose_a ? m : k);
+    ConstMatrixMap B(b, transpose_b ? n : k, transpose_b ? k : n);
+    // Four spellings so Eigen sees the transposes and picks its packed kernels.
+    if (!transpose_a && !transpose_b) C.noalias() += alpha * A * B;
+    else if (!transpose_a && transpose_b) C.noalias() += alpha * A * B.transpose();
+    else if (transpose_a && !transpose_b) C.noalias() += alpha * A.transpose() * B;
+    else C.noalias() += alpha * A.transpose() * B.transpose();
+  }
+
+  void axpy(float* y, float alpha, const float* x, int64_t n) override {
+    VectorMap(y, n) += alpha * ConstVectorMap(x, n);
+  }
+  void scale(float* x, float s, int64_t n) override { VectorMap(x, n) *= s; }
+  void fill(float* x, float value, int64_t n) override { VectorMap(x, n).setConstant(value); }
+
+  // ---- elementwise ----
+
+  void add(float* out, const float* a, const float* b, int64_t n) override {
+    VectorMap(out, n) = ConstVectorMap(a, n) + ConstVectorMap(b, n);
+  }
+  void sub(float* out, const float* a, const float* b, int64_t n) override {
+    VectorMap(out, n) = ConstVectorMap(a, n) - ConstVectorMap(b, n);
+  }
+  void mul(float* out, const float* a, const float* b, int64_t n) override {
+    VectorMap(out, n) = ConstVectorMap(a, n).cwiseProduct(ConstVectorMap(b, n));
+  }
+  void scaled_copy(float* out, const float* a, float s, int64_t n) override {
+    VectorMap(out, n) = s * ConstVectorMap(a, n);
+  }
+  void scale_by_scalar(float* out, const float* a, const float* scalar, float multiplier, float divisor,
+                       int64_t n) override {
+    float f = math::scalar_factor(*scalar, multiplier, divisor);
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] * f;
+  }
+  void fill_from_scalar(float* out, const float* scalar, float multiplier, float divisor, int64_t n) override {
+    fill(out, math::scalar_factor(*scalar, multiplier, divisor), n);
+  }
+  void relu(float* out, const float* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) out[i] = math::relu(x[i]);
+  }
+  void relu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) dx[i] = math::relu_backward(x[i], dout[i]);
+  }
+
+  // ---- rows and columns ----
+
+  void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
+    MatrixMap(y, rows, cols).rowwise() += ConstVectorMap(bias, cols).transpose();
+  }
+  void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
+    VectorMap(dbias, cols) = ConstMatrixMap(dy, rows, cols).colwise().sum().transpose();
+  }
+
+  // ---- reductions ----
+
+  void sum(float* out, const float* x, int64_t n) override { *out = ConstVectorMap(x, n).sum(); }
+  void sum_squares(float* out, const float* x, int64_t n) override {
+    *out = ConstVectorMap(x, n).squaredNorm();
+  }
+
+  // ---- loss ----
+
+  void softmax_cross_entropy(float* probs, float* loss, const float* logits, const int64_t* labels,
+                             int64_t rows, int64_t classes) override {
+    double total = 0.0;
+    for (int64_t i = 0; i < rows; ++i)
+      total += math::softmax_cross_entropy_row(probs + i * classes, logits + i * classes, classes, labels[i]);
+    *loss = float(total / double(rows));
+  }
+  void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels,
+                                      const float* dloss, int64_t rows, int64_t classes) override {
+    float factor = math::scalar_factor(*dloss, 1.0f, float(rows));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < classes; ++c)
+        dlogits[i * classes + c] = math::softmax_cross_entropy_grad(probs[i * classes + c], c == labels[i], factor);
+  }
+
+  // ---- optimizers ----
+
+  void sgd_step(float* p, const float* g, float lr, float weight_decay, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) math::sgd_update(p[i], g[i], lr, weight_decay);
+  }
+  void momentum_step(float* p, float* v, const float* g, float lr, float momentum, float weight_decay, bool first,
+                     int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) math::momentum_update(p[i], v[i], g[i], lr, momentum, weight_decay, first);
+  }
+  void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& s, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      math::adam_update(p[i], m[i], v[i], g[i], s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled,
+                        s.correction1, s.correction2);
+  }
+
+  // ---- results for the host ----
+
+  int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows, int64_t classes) override {
+    int64_t correct = 0;
+    for (int64_t i = 0; i < rows; ++i) correct += math::row_argmax(logits + i * classes, classes) == labels[i];
+    return correct;
+  }
+  float max_abs_diff(const float* a, const float* b, int64_t n) override {
+    float worst = 0.0f;
+    for (int64_t i = 0; i < n; ++i) worst = math::nan_aware_max(worst, math::abs_diff(a[i], b[i]));
+    return worst;
+  }
+};
+}  // namespace
+
+Kernels& cpu_kernels() {
+  static CpuKernels kernels;
+  return kernels;
+}
+
+}  // namespace dpt
