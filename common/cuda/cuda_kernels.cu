@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -133,6 +134,9 @@ struct ThreadState {
   cublasHandle_t blas = nullptr;
   int64_t* labels = nullptr;  // device copy of the last host labels
   std::size_t label_capacity = 0;
+  int64_t* staged = nullptr;     // pinned host copy of them: an asynchronous copy's source
+  int64_t staged_rows = -1;      // how many (-1: none yet)
+  cudaEvent_t staged_copied = nullptr;  // recorded after the copy out of `staged`
   void* partials = nullptr;  // kMaxPartials 8-byte partials, then one 8-byte result
   cudaEvent_t last_use = nullptr;
   cudaStream_t last_stream = nullptr;
@@ -147,6 +151,8 @@ struct ThreadState {
       cublasDestroy(blas);
     }
     if (labels) cudaFree(labels);
+    if (staged) cudaFreeHost(staged);
+    if (staged_copied) cudaEventDestroy(staged_copied);
     if (partials) cudaFree(partials);
     if (last_use) cudaEventDestroy(last_use);
   }
@@ -161,6 +167,7 @@ ThreadState& thread_state(int device) {
   auto state = std::make_unique<ThreadState>();  // freed again if a step below throws
   state->device = device;
   DPT_CUDA_CHECK(cudaEventCreateWithFlags(&state->last_use, cudaEventDisableTiming));
+  DPT_CUDA_CHECK(cudaEventCreateWithFlags(&state->staged_copied, cudaEventDisableTiming));
   state->partials = gpu::allocate(device, (kMaxPartials + 1) * 8);
   DPT_CHECK(state->partials, "cuda:" << device << ": no room for " << (kMaxPartials + 1) * 8
                                      << " bytes of reduction scratch");
@@ -348,19 +355,34 @@ class CudaKernels final : public Kernels {
     DPT_CUDA_CHECK(cudaEventRecord(state.last_use, state.last_stream));
   }
 
-  // Copies rows host labels into the thread's device buffer (grow-only; a
-  // grow frees the old one, which waits for the GPU first).
+  // The thread's device copy of `rows` host labels. A training step asks
+  // twice (forward, backward) for the same labels: the second time they are
+  // already there and nothing is copied. Otherwise they go through pinned
+  // host memory with an asynchronous copy on this stream (after earlier
+  // readers of the device buffer), so the host never waits for the GPU here
+  // and the copy can be captured in a CUDA graph. Before the pinned buffer is
+  // rewritten, the previous copy out of it must have run: its event.
   const int64_t* upload_labels(ThreadState& state, const int64_t* labels, int64_t rows) {
+    if (rows <= 0) return state.labels;  // nothing to read
     std::size_t bytes = std::size_t(rows) * sizeof(int64_t);
-    if (bytes > state.label_capacity) {
+    if (rows == state.staged_rows && std::memcmp(state.staged, labels, bytes) == 0) return state.labels;
+    DPT_CUDA_CHECK(cudaEventSynchronize(state.staged_copied));  // never recorded: returns at once
+    if (bytes > state.label_capacity) {  // grow-only; the frees wait for the GPU
       if (state.labels) gpu::free(device_, state.labels);
-      state.labels = nullptr;
-      state.label_capacity = 0;
+      if (state.staged) DPT_CUDA_CHECK(cudaFreeHost(state.staged));
+      state.labels = nullptr, state.staged = nullptr;
+      state.label_capacity = 0, state.staged_rows = -1;
       state.labels = static_cast<int64_t*>(gpu::allocate(device_, bytes));
       DPT_CHECK(state.labels, "cuda:" << device_ << ": no room for " << rows << " labels");
+      void* pinned = nullptr;
+      DPT_CUDA_CHECK(cudaMallocHost(&pinned, bytes));
+      state.staged = static_cast<int64_t*>(pinned);
       state.label_capacity = bytes;
     }
-    gpu::copy(state.labels, labels, bytes, device_);  // on this stream, after earlier readers
+    std::memcpy(state.staged, labels, bytes);
+    DPT_CUDA_CHECK(cudaMemcpyAsync(state.labels, state.staged, bytes, cudaMemcpyHostToDevice, current()));
+    DPT_CUDA_CHECK(cudaEventRecord(state.staged_copied, current()));
+    state.staged_rows = rows;
     return state.labels;
   }
 
