@@ -28,14 +28,6 @@
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
 
-/// Checks a cuBLAS return code.
-#define DPT_CUBLAS_CHECK(call)                                                               \
-  do {                                                                                       \
-    cublasStatus_t dpt_cublas_rc_ = (call);                                                  \
-    DPT_CHECK(dpt_cublas_rc_ == CUBLAS_STATUS_SUCCESS,                                       \
-              #call << " failed: " << cublasGetStatusString(dpt_cublas_rc_));                \
-  } while (0)
-
 namespace dpt {
 namespace cuda {
 

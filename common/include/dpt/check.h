@@ -105,6 +105,14 @@ std::string format_error(const char* file, int line, const std::string& message)
               #call << " failed: " << cudaGetErrorString(dpt_cuda_rc_));   \
   } while (0)
 
+/// Checks a cuBLAS status (use in files that include <cublas_v2.h>).
+#define DPT_CUBLAS_CHECK(call)                                             \
+  do {                                                                     \
+    cublasStatus_t dpt_cublas_rc_ = (call);                                \
+    DPT_CHECK(dpt_cublas_rc_ == CUBLAS_STATUS_SUCCESS,                     \
+              #call << " failed: " << cublasGetStatusString(dpt_cublas_rc_)); \
+  } while (0)
+
 /// Checks an NCCL return code (use in files that include <nccl.h>).
 #define DPT_NCCL_CHECK(call)                                               \
   do {                                                                     \
