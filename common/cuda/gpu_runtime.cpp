@@ -235,8 +235,12 @@ void* allocate(int device, std::size_t bytes) {
 
 void free(int device, void* ptr) {
   if (!ptr) return;
-  DPT_CUDA_CHECK(cudaSetDevice(device));
-  DPT_CUDA_CHECK(cudaFree(ptr));  // waits for queued work that may still use it
+  cudaError_t status = cudaSetDevice(device);
+  if (status == cudaSuccess) status = cudaFree(ptr);  // waits for queued work that may still use it
+  // At exit (static destructors) the runtime may already be unloading: the
+  // memory goes with the process, nothing to report.
+  if (status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed) return;
+  DPT_CUDA_CHECK(status);
 }
 
 void copy(void* dst, const void* src, std::size_t bytes, int device) {

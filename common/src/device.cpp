@@ -14,8 +14,10 @@
 namespace dpt {
 
 namespace {
-// Freed blocks kept per device for reuse; beyond this they go back to the OS.
-constexpr std::size_t kCacheLimit = std::size_t(256) << 20;
+// Freed host blocks kept per device for reuse; beyond this they go back to
+// the OS. GPU blocks are all kept (a cudaFree waits for the whole GPU); a GPU
+// allocation that finds no room empties the cache and tries again.
+constexpr std::size_t kHostCacheLimit = std::size_t(256) << 20;
 
 // Allocation granularity: 64-byte aligned, at least one cache line.
 std::size_t rounded_size(std::size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
@@ -103,9 +105,10 @@ void* Device::allocate(std::size_t bytes) {
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }
   std::size_t rounded = rounded_size(bytes);
+  const void* stream = kind_ == DeviceKind::Cuda ? gpu::current_stream(index_).handle() : nullptr;
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(rounded);
+    auto it = cache_.find({stream, rounded});
     if (it != cache_.end() && !it->second.empty()) {
       void* reused = it->second.back();
       it->second.pop_back();
@@ -129,6 +132,10 @@ void* Device::allocate(std::size_t bytes) {
             (kind_ == DeviceKind::Cuda ? "the GPU has no more room" : "the host allocation failed") +
             " (while allocating " + memory_category_name(current_memory_category()) + ")"));
   }
+  if (kind_ == DeviceKind::Cuda) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    stream_of_[ptr] = stream;
+  }
   ledger_.on_allocate(ptr, bytes);
   return ptr;
 }
@@ -140,8 +147,13 @@ void Device::release(void* ptr, std::size_t bytes) {
   std::size_t rounded = rounded_size(bytes);
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cached_ + rounded <= kCacheLimit) {
-      cache_[rounded].push_back(ptr);
+    if (kind_ == DeviceKind::Cuda) {  // back to its own stream's blocks
+      cache_[{stream_of_.at(ptr), rounded}].push_back(ptr);
+      cached_ += rounded;
+      return;
+    }
+    if (cached_ + rounded <= kHostCacheLimit) {
+      cache_[{nullptr, rounded}].push_back(ptr);
       cached_ += rounded;
       return;
     }
@@ -149,10 +161,20 @@ void Device::release(void* ptr, std::size_t bytes) {
   raw_free(kind_, index_, ptr);
 }
 
+Device::~Device() {
+  try {
+    empty_cache();
+  } catch (...) {  // at exit the CUDA runtime may be gone: the memory goes with the process
+  }
+}
+
 void Device::empty_cache() {
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  for (auto& [size, blocks] : cache_)
-    for (void* block : blocks) raw_free(kind_, index_, block);
+  for (auto& [key, blocks] : cache_)
+    for (void* block : blocks) {
+      raw_free(kind_, index_, block);
+      stream_of_.erase(block);
+    }
   cache_.clear();
   cached_ = 0;
 }

@@ -14,7 +14,9 @@
 /// Like PyTorch's caching allocator, a device keeps freed blocks for reuse by
 /// the next allocation of the same (64-byte rounded) size: a training step
 /// allocates the same activations every time, and asking the OS for them anew
-/// costs page faults. Cached blocks are *not* counted as in use.
+/// costs page faults (on a GPU, cudaMalloc/cudaFree, which synchronise). On a
+/// GPU a block is reused only on the stream it was allocated on. Cached blocks
+/// are *not* counted as in use.
 #pragma once
 
 #include <atomic>
@@ -84,7 +86,7 @@ class Device {
   /// Use host(), cpu() or get(): devices live in a registry for the whole program.
   Device(DeviceKind kind, int index) : kind_(kind), index_(index) {}
   /// Frees the block cache (devices die at program exit).
-  ~Device() { empty_cache(); }
+  ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
@@ -94,8 +96,14 @@ class Device {
   std::atomic<std::size_t> current_{0};
   std::atomic<std::size_t> peak_{0};
   std::atomic<std::size_t> capacity_{0};
-  mutable std::mutex cache_mutex_;                         // rank threads free on other threads
-  std::map<std::size_t, std::vector<void*>> cache_;        // rounded size → free blocks
+  mutable std::mutex cache_mutex_;  // rank threads free on other threads
+  // (stream, rounded size) → free blocks. A GPU block is reused only by work
+  // on the stream it was first allocated on, so a block freed while its
+  // stream still has queued kernels using it is never handed to another rank
+  // thread's stream (PyTorch's caching allocator does the same); host blocks
+  // have stream nullptr.
+  std::map<std::pair<const void*, std::size_t>, std::vector<void*>> cache_;
+  std::map<void*, const void*> stream_of_;  // GPU block → its stream
   std::size_t cached_ = 0;
   MemoryLedger ledger_;  // the same bytes as current_, by category
 };
