@@ -221,17 +221,6 @@ std::vector<float> read_flat(const std::string& path) {
   return flat;
 }
 
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    double d = std::fabs(double(a[i]) - double(b[i]));
-    if (std::isnan(d)) return d;
-    worst = std::max(worst, d);
-  }
-  return worst;
-}
-
 // Runs ch07 (threads, or mpirun when np > 0) and returns its final weights, flat.
 std::vector<float> chapter_weights(int ranks, const std::string& flags, bool mpi = false) {
   std::string path = dpt_test::temp_path("ch07_" + std::to_string(ranks) + ".safetensors");
@@ -264,10 +253,10 @@ const char* kStages[] = {"--stage 1", "--stage 2", "--stage 2 --bucket-mb 1", "-
 TEST_CASE("chapter: every stage gives stage 0's weights bit for bit, and stage 0 one device's (threads)", "[ch07]") {
   for (int ranks : {3, 4}) {
     std::vector<float> stage0 = chapter_weights(ranks, "--stage 0");
-    CHECK(max_diff(stage0, one_device_weights(ranks)) < kSingleDeviceTolerance);
+    CHECK(max_abs_difference(stage0, one_device_weights(ranks)) < kSingleDeviceTolerance);
     for (const char* stage : kStages) {
       INFO(ranks << " ranks, " << stage);
-      CHECK(max_diff(chapter_weights(ranks, stage), stage0) == 0);  // same sums, same order, same Adam
+      CHECK(max_abs_difference(chapter_weights(ranks, stage), stage0) == 0);  // same sums, same order, same Adam
     }
   }
 }
@@ -281,7 +270,7 @@ TEST_CASE("chapter: under mpirun -np 2 and 4, every stage gives the threads' sta
     std::vector<float> stage0 = chapter_weights(np, "--stage 0");
     for (const char* stage : {"--stage 0", "--stage 1", "--stage 2", "--stage 3 --prefetch"}) {
       INFO(np << " processes, " << stage);
-      CHECK(max_diff(chapter_weights(np, stage, true), stage0) == 0);
+      CHECK(max_abs_difference(chapter_weights(np, stage, true), stage0) == 0);
     }
   }
 }
@@ -387,13 +376,13 @@ TEST_CASE("chapter: a run resumed from a sharded checkpoint continues bit for bi
   std::vector<float> straight = run_and_read(4, "--batch 8 --steps 12 --stage 0");
   run_and_read(4, "--batch 8 --steps 5 --stage 2 --save-checkpoint " + dir + " --checkpoint-every 2");  // saves 2, 4, 5
   // Parameters, both moments, the step count and the data order all come back: not one bit differs.
-  CHECK(max_diff(run_and_read(4, "--batch 8 --steps 12 --stage 3 --resume " + dir), straight) == 0);
-  CHECK(max_diff(run_and_read(4, "--batch 8 --steps 12 --stage 1 --resume " + dir + "/step-00000004"), straight) == 0);
+  CHECK(max_abs_difference(run_and_read(4, "--batch 8 --steps 12 --stage 3 --resume " + dir), straight) == 0);
+  CHECK(max_abs_difference(run_and_read(4, "--batch 8 --steps 12 --stage 1 --resume " + dir + "/step-00000004"), straight) == 0);
   // The consolidated file holds the weights of step 5, in PyTorch's layout (what load_weights reads).
   std::string out = dpt_test::temp_path("ch07_consolidated.safetensors");
   auto consolidate = dpt_test::run_program("ch07_zero", "--consolidate " + dir + " --save-weights " + out);
   REQUIRE(consolidate.exit_code == 0);
-  CHECK(max_diff(read_flat(out), run_and_read(4, "--batch 8 --steps 5 --stage 0")) == 0);
+  CHECK(max_abs_difference(read_flat(out), run_and_read(4, "--batch 8 --steps 5 --stage 0")) == 0);
   std::filesystem::remove_all(dir);
 }
 
@@ -403,8 +392,8 @@ TEST_CASE("chapter: a checkpoint of 4 ranks resumes on 2 and 3 (re-sharded) like
   std::vector<float> straight = run_and_read(4, "--batch 6 --steps 12 --stage 0");
   run_and_read(4, "--batch 6 --steps 5 --stage 3 --save-checkpoint " + dir);
   // Same global batch (24) on fewer ranks: the sums change order, so the single-device bound applies.
-  CHECK(max_diff(run_and_read(2, "--batch 12 --steps 12 --stage 3 --resume " + dir), straight) < kSingleDeviceTolerance);
-  CHECK(max_diff(run_and_read(3, "--batch 8 --steps 12 --stage 1 --resume " + dir), straight) < kSingleDeviceTolerance);
+  CHECK(max_abs_difference(run_and_read(2, "--batch 12 --steps 12 --stage 3 --resume " + dir), straight) < kSingleDeviceTolerance);
+  CHECK(max_abs_difference(run_and_read(3, "--batch 8 --steps 12 --stage 1 --resume " + dir), straight) < kSingleDeviceTolerance);
   // A different run is refused by name: another global batch.
   auto other = dpt_test::run_program("ch07_zero", "--ranks 2 --quiet --model 32-15-4 --samples 256 --optimizer adamw "
                                                   "--weight-decay 0.05 --lr 0.01 --batch 8 --steps 12 --resume " + dir);
@@ -423,7 +412,7 @@ TEST_CASE("chapter: under mpirun -np 2, a checkpoint of 4 rank threads resumes r
   std::string dir = fresh_dir("ch07_reshard_mpi");
   std::vector<float> straight = run_and_read(4, "--batch 6 --steps 12 --stage 0");
   run_and_read(4, "--batch 6 --steps 5 --stage 3 --save-checkpoint " + dir);
-  CHECK(max_diff(run_and_read(2, "--batch 12 --steps 12 --stage 2 --resume " + dir, true), straight) <
+  CHECK(max_abs_difference(run_and_read(2, "--batch 12 --steps 12 --stage 2 --resume " + dir, true), straight) <
         kSingleDeviceTolerance);
   std::filesystem::remove_all(dir);
 }
@@ -449,7 +438,7 @@ TEST_CASE("chapter: a broken newest checkpoint is an error naming the file, and 
     auto broken = dpt_test::run_program("ch07_zero", resume + dir + "/step-00000004");
     CHECK(broken.exit_code == 1);
     CHECK_THAT(broken.output, contains_text(b.named));
-    CHECK(max_diff(run_and_read(2, "--batch 8 --steps 8 --stage 2 --resume " + dir + "/step-00000003"), straight) == 0);
+    CHECK(max_abs_difference(run_and_read(2, "--batch 8 --steps 8 --stage 2 --resume " + dir + "/step-00000003"), straight) == 0);
     fs::remove_all(dir);
   }
 }

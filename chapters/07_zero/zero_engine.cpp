@@ -10,6 +10,7 @@
 #include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/data_parallel.h"
+#include "dpt/kernels.h"
 #include "dpt/ops.h"
 #include "dpt/report.h"
 #include "sharded_ring.h"
@@ -17,21 +18,11 @@
 namespace dpt::ch07 {
 
 // ----------------------------------------------------------------------------
-// Adam on a flat range (the same float operations as dpt::Adam::update)
+// Adam on a flat range: the core's own Adam step (dpt::Adam's arithmetic, kernels.h)
 
 void adam_update(const AdamConfig& c, int64_t t, float* p, const float* g, float* m, float* v, int64_t n) {
-  float correction1 = 1.0f - std::pow(c.beta1, float(t));
-  float correction2 = 1.0f - std::pow(c.beta2, float(t));
-  for (int64_t i = 0; i < n; ++i) {
-    float d = g[i];
-    if (c.decoupled) p[i] *= 1.0f - c.lr * c.weight_decay;
-    else d += c.weight_decay * p[i];
-    m[i] = c.beta1 * m[i] + (1.0f - c.beta1) * d;
-    v[i] = c.beta2 * v[i] + (1.0f - c.beta2) * d * d;
-    float m_hat = m[i] / correction1;
-    float v_hat = v[i] / correction2;
-    p[i] -= c.lr * m_hat / (std::sqrt(v_hat) + c.eps);
-  }
+  AdamStep step = AdamStep{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.decoupled}.at_step(t);
+  cpu_kernels().adam_step(p, m, v, g, step, n);  // the shards are host memory (cpu:k devices)
 }
 
 namespace {

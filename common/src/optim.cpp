@@ -90,16 +90,8 @@ Adam::Adam(std::vector<Tensor> params, float learning_rate, float beta1, float b
 void Adam::update(std::size_t index, Tensor& param, const Tensor& grad) {
   float* m = state(m_, index).data();
   float* v = state(v_, index).data();
-  AdamStep step;
-  step.lr = lr;
-  step.beta1 = beta1_;
-  step.beta2 = beta2_;
-  step.eps = eps_;
-  step.weight_decay = weight_decay_;
-  step.decoupled = decoupled_;
   // steps_ was incremented before this step's updates: t = 1 on the first step.
-  step.correction1 = 1.0f - std::pow(beta1_, float(steps_));
-  step.correction2 = 1.0f - std::pow(beta2_, float(steps_));
+  AdamStep step = AdamStep{lr, beta1_, beta2_, eps_, weight_decay_, decoupled_}.at_step(steps_);
   kernels_for(param.device()).adam_step(param.data(), m, v, grad.data(), step, param.numel());
 }
 

@@ -18,6 +18,7 @@
 /// the host (`count_correct`, `max_abs_diff`) wait for it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace dpt {
@@ -34,6 +35,13 @@ struct AdamStep {
   bool decoupled = false;      ///< AdamW: decay the weight, not the gradient
   float correction1 = 1.0f;    ///< 1 − beta1^t
   float correction2 = 1.0f;    ///< 1 − beta2^t
+
+  /// Sets the bias corrections for step `t` (1 on the first step).
+  AdamStep& at_step(int64_t t) {
+    correction1 = 1.0f - std::pow(beta1, float(t));
+    correction2 = 1.0f - std::pow(beta2, float(t));
+    return *this;
+  }
 };
 
 /// One device kind's loops. Get one with `kernels_for(device)`.
