@@ -40,6 +40,9 @@ __global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
 __global__ void scale_kernel(float* x, float s, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] *= s;
 }
+__global__ void divide_kernel(float* x, float d, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] /= d;  // IEEE division (no --use_fast_math)
+}
 __global__ void fill_kernel(float* x, float value, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = value;
 }
@@ -205,6 +208,7 @@ class CudaKernels final : public Kernels {
   }
   void axpy(float* y, float alpha, const float* x, int64_t n) override { launch(axpy_kernel, n, y, alpha, x, n); }
   void scale(float* x, float s, int64_t n) override { launch(scale_kernel, n, x, s, n); }
+  void divide(float* x, float d, int64_t n) override { launch(divide_kernel, n, x, d, n); }
   void fill(float* x, float value, int64_t n) override { launch(fill_kernel, n, x, value, n); }
 
   // ---- elementwise ----

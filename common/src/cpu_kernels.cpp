@@ -42,6 +42,9 @@ class CpuKernels final : public Kernels {
     VectorMap(y, n) += alpha * ConstVectorMap(x, n);
   }
   void scale(float* x, float s, int64_t n) override { VectorMap(x, n) *= s; }
+  void divide(float* x, float d, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) x[i] /= d;
+  }
   void fill(float* x, float value, int64_t n) override { VectorMap(x, n).setConstant(value); }
 
   // ---- elementwise ----

@@ -81,6 +81,10 @@ TEST_CASE("cpu axpy, scale, fill and the elementwise kernels compute their one f
   CHECK(out == std::vector<float>{6.0f, -8.0f, 1.0f});
   k.fill(out.data(), 7.0f, 3);
   CHECK(out == std::vector<float>{7.0f, 7.0f, 7.0f});
+  // divide is a division: 1/3 as a float times x is not x / 3 for every x
+  std::vector<float> q = {1.0f, 10.0f, 0.7f, -5.0f};
+  k.divide(q.data(), 3.0f, 4);
+  CHECK(q == std::vector<float>{1.0f / 3.0f, 10.0f / 3.0f, 0.7f / 3.0f, -5.0f / 3.0f});
 }
 
 TEST_CASE("cpu kernels scaled by a device scalar compute scalar * multiplier / divisor", "[kernels]") {

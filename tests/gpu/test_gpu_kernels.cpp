@@ -71,6 +71,9 @@ TEST_CASE("cuda elementwise kernels equal their CPU twins bit for bit", "[gpu]")
   cpu_side().scale(out.cpu.data(), -1.7f, kN);
   gpu_side().scale(out.gpu.data(), -1.7f, kN);
   same("scale");
+  cpu_side().divide(out.cpu.data(), 3.0f, kN);
+  gpu_side().divide(out.gpu.data(), 3.0f, kN);
+  same("divide");
   cpu_side().relu(out.cpu.data(), a.cpu.data(), kN);
   gpu_side().relu(out.gpu.data(), a.gpu.data(), kN);
   same("relu");

@@ -59,6 +59,8 @@ class Kernels {
   virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;
   /// x *= s, n elements.
   virtual void scale(float* x, float s, int64_t n) = 0;
+  /// x /= d, n elements (a division: x · (1/d) differs in the last bit).
+  virtual void divide(float* x, float d, int64_t n) = 0;
   /// x = value, n elements.
   virtual void fill(float* x, float value, int64_t n) = 0;
 

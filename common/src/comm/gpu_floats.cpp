@@ -12,23 +12,6 @@
 namespace dpt {
 namespace detail {
 
-int gpu_of(const void* ptr) { return gpu::device_of_pointer(ptr); }
-
-void copy_floats(float* dst, const float* src, int64_t count) {
-  if (count == 0) return;
-  const std::size_t bytes = std::size_t(count) * sizeof(float);
-  int to = gpu_of(dst), from = gpu_of(src);
-  if (to < 0 && from < 0) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  int device = to >= 0 ? to : from;
-  int before = gpu::current_device();  // a peer's GPU must not stay this thread's current one
-  gpu::copy(dst, src, bytes, device);
-  gpu::current_stream(device).synchronize();  // GPU to GPU copies return early
-  if (before >= 0 && before != device) gpu::set_current_device(before);
-}
-
 void finish_gpu_work(const void* ptr) {
   int device = gpu_of(ptr);
   if (device >= 0) gpu::synchronize(device);
@@ -46,31 +29,11 @@ std::function<void()> after_queued_gpu_work(const void* data, std::function<void
   };
 }
 
-GpuFloats::GpuFloats(int device, int64_t count) : device_(device) {
-  if (count == 0) return;
-  data_ = static_cast<float*>(gpu::allocate(device, std::size_t(count) * sizeof(float)));
-  DPT_CHECK(data_ != nullptr, "the communicator needs " << count << " floats (" << 4 * count
-                                                        << " bytes) of scratch on cuda:" << device
-                                                        << ", and the GPU has no room left");
-}
-
-GpuFloats::~GpuFloats() {
-  try {
-    gpu::free(device_, data_);
-  } catch (...) {  // a destructor must not throw; the error already surfaced elsewhere
-  }
-}
-
 StagedFloats::StagedFloats(int home, const float* buffer, int64_t count, bool read)
     : buffer_(const_cast<float*>(buffer)), count_(count), data_(buffer_) {
   if (gpu_of(buffer) == home) return;
-  if (home < 0) {
-    host_.resize(std::size_t(count));
-    data_ = host_.data();
-  } else {
-    gpu_ = std::make_unique<GpuFloats>(home, count);
-    data_ = gpu_->data();
-  }
+  copy_ = std::make_unique<Floats>(home, count);
+  data_ = copy_->data();
   if (read) copy_floats(data_, buffer, count);
 }
 

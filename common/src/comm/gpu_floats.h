@@ -1,6 +1,7 @@
-// gpu_floats.h — what the communicators need to move floats that may live on
-// a GPU: where a buffer lives, a copy that is complete when it returns, a
-// scratch buffer on a GPU, and a reduction step on GPU memory.
+// gpu_floats.h — what the communicators need, beyond dpt/floats.h, to move
+// floats that may live on a GPU: waiting for a buffer's queued GPU work,
+// staging a buffer in the memory a backend takes, and a reduction over
+// several ranks' buffers on one GPU.
 //
 // Host buffers take the same path as before GPUs existed: copy_floats() is a
 // memcpy when both sides are host memory (asking where a pointer lives costs
@@ -18,17 +19,10 @@
 #include <vector>
 
 #include "dpt/comm/communicator.h"
+#include "dpt/floats.h"
 
 namespace dpt {
 namespace detail {
-
-/// The GPU `ptr` points into, or -1 for host memory.
-int gpu_of(const void* ptr);
-
-/// dst[0, count) = src[0, count), between any two of host memory and GPU
-/// memory; complete when it returns (the host, or another rank, may use either
-/// buffer at once). Host to host is a plain memcpy.
-void copy_floats(float* dst, const float* src, int64_t count);
 
 /// Blocks until the calling thread's work on the GPU holding `ptr` is done (a
 /// no-op for host memory): a peer may read `ptr` next, from its own stream.
@@ -39,24 +33,6 @@ void finish_gpu_work(const void* ptr);
 /// runs on another thread (the progress thread), whose streams know nothing
 /// of this thread's kernels.
 std::function<void()> after_queued_gpu_work(const void* data, std::function<void()> op);
-
-/// `count` floats of scratch on GPU `device`, freed when it goes out of scope.
-/// Raw gpu.h memory: a communicator's scratch is not counted against the
-/// rank's Device (chapter 07 measures what the model and optimizer hold).
-class GpuFloats {
- public:
-  /// Throws dpt::Error (a sentence with the size) when the GPU has no room.
-  GpuFloats(int device, int64_t count);
-  ~GpuFloats();
-  GpuFloats(const GpuFloats&) = delete;
-  GpuFloats& operator=(const GpuFloats&) = delete;
-  /// The scratch (nullptr when count is 0).
-  float* data() const { return data_; }
-
- private:
-  int device_;
-  float* data_ = nullptr;
-};
 
 /// One buffer of a call, as a backend that takes only memory `home` (-1: host,
 /// k: GPU k) sees it: the buffer itself when it lives there, else a copy there
@@ -79,8 +55,7 @@ class StagedFloats {
   float* buffer_;
   int64_t count_;
   float* data_;
-  std::vector<float> host_;
-  std::unique_ptr<GpuFloats> gpu_;
+  std::unique_ptr<Floats> copy_;  // the staged copy, when the buffer lives elsewhere
 };
 
 /// out (count,) = op over inputs[0..n) (each (count,), anywhere), in input

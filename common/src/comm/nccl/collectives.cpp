@@ -31,7 +31,7 @@ void NcclBackend::reduce_scatter(const float* send_buf, float* recv_buf, int64_t
   // NCCL writes recv_buf itself when it is on this GPU and does not overlap
   // what NCCL reads (or overlaps it in NCCL's in-place form).
   bool direct = gpu_of(recv_buf) == device_ && (!aliased || in_place);
-  GpuFloats scratch(device_, direct ? 0 : recv_count);
+  Floats scratch(device_, direct ? 0 : recv_count);
   float* out = direct ? recv_buf : scratch.data();
   run("reduce_scatter", -1, 0, recv_count * size, [&](cudaStream_t stream) {
     DPT_NCCL_CHECK(ncclReduceScatter(in.data(), out, std::size_t(recv_count), ncclFloat, nccl_op(op),
@@ -49,7 +49,7 @@ void NcclBackend::all_gather(const float* send_buf, float* recv_buf, int64_t sen
   // NCCL reads send_buf itself when it is on this GPU and is not overwritten
   // by NCCL's output (or overlaps it in NCCL's in-place form).
   bool direct = gpu_of(send_buf) == device_ && (!aliased || in_place);
-  GpuFloats scratch(device_, direct ? 0 : send_count);
+  Floats scratch(device_, direct ? 0 : send_count);
   if (!direct) copy_floats(scratch.data(), send_buf, send_count);
   const float* in = direct ? send_buf : scratch.data();
   run("all_gather", -1, 0, send_count, [&](cudaStream_t stream) {

@@ -88,7 +88,7 @@ class NcclBackend final : public Backend {
   ncclComm_t comm_;
   const int device_;
   gpu::Stream stream_;         // where NCCL's work is queued
-  GpuFloats barrier_scratch_;  // one float that barrier() all-reduces
+  Floats barrier_scratch_;  // one float that barrier() all-reduces
   bool aborted_ = false;
 };
 

@@ -30,7 +30,7 @@ std::vector<const float*> inputs_at(const std::vector<Slot>& slots, int64_t offs
 }  // namespace
 
 void World::all_reduce_on_gpu(int me, float* data, int64_t count, ReduceOp op, int device) {
-  GpuFloats result(device, count), staging(device, count);
+  Floats result(device, count), staging(device, count);
   Slot slot{{Collective::AllReduce, count, 0, op, true}, data, data};
   collective(
       me, slot,
@@ -46,7 +46,7 @@ void World::reduce_scatter_on_gpu(int me, const float* send_buf, float* recv_buf
   // Staged when recv_buf overlaps our send_buf (which peers read until phase
   // B) or lives on another GPU than the one that reduces.
   bool direct = gpu_of(recv_buf) == device && !overlaps(recv_buf, recv_count * 4, send_buf, recv_count * 4 * size_);
-  GpuFloats staged(device, direct ? 0 : recv_count), staging(device, recv_count);
+  Floats staged(device, direct ? 0 : recv_count), staging(device, recv_count);
   float* out = direct ? recv_buf : staged.data();
   Slot slot{{Collective::ReduceScatter, recv_count, 0, op, true}, send_buf, recv_buf};
   collective(

@@ -1,0 +1,86 @@
+// floats.cpp — flat float buffers on host memory or a GPU (dpt/floats.h):
+// host memory takes kernels.h's CPU loops, GPU memory its CUDA kernels.
+#include "dpt/floats.h"
+
+#include <cstring>
+
+#include "dpt/check.h"
+#include "dpt/gpu.h"
+#include "dpt/kernels.h"
+
+namespace dpt {
+
+namespace {
+// The loops for the memory `ptr` lives in.
+Kernels& kernels_at(const void* ptr) {
+  int gpu = gpu_of(ptr);
+  return gpu < 0 ? cpu_kernels() : cuda_kernels(gpu);
+}
+
+void check_same_memory(const void* a, const void* b, int64_t count, const char* call) {
+  if (count == 0) return;
+  int ga = gpu_of(a), gb = gpu_of(b);
+  DPT_CHECK(ga == gb, call << ": both buffers must live in the same memory, got "
+                           << (ga < 0 ? std::string("host memory") : "cuda:" + std::to_string(ga)) << " and "
+                           << (gb < 0 ? std::string("host memory") : "cuda:" + std::to_string(gb))
+                           << " (receive into a dpt::Floats made next to the destination)");
+}
+}  // namespace
+
+int gpu_of(const void* ptr) { return gpu::device_of_pointer(ptr); }
+
+void copy_floats(float* dst, const float* src, int64_t count) {
+  if (count == 0) return;
+  const std::size_t bytes = std::size_t(count) * sizeof(float);
+  int to = gpu_of(dst), from = gpu_of(src);
+  if (to < 0 && from < 0) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int device = to >= 0 ? to : from;
+  int before = gpu::current_device();  // a peer's GPU must not stay this thread's current one
+  gpu::copy(dst, src, bytes, device);
+  gpu::current_stream(device).synchronize();  // GPU to GPU copies return early
+  if (before >= 0 && before != device) gpu::set_current_device(before);
+}
+
+void add_floats(float* dst, const float* src, int64_t count) {
+  if (count == 0) return;
+  check_same_memory(dst, src, count, "add_floats");
+  kernels_at(dst).add(dst, dst, src, count);
+}
+
+void scale_floats(float* data, int64_t count, float factor) {
+  if (count == 0) return;
+  kernels_at(data).scale(data, factor, count);
+}
+
+void divide_floats(float* data, int64_t count, float divisor) {
+  if (count == 0) return;
+  kernels_at(data).divide(data, divisor, count);
+}
+
+Floats::Floats(const float* near, int64_t count) : Floats(near ? gpu_of(near) : -1, count) {}
+
+Floats::Floats(int gpu, int64_t count) : gpu_(gpu), count_(count) {
+  DPT_CHECK(count >= 0, "Floats: a negative count (" << count << ")");
+  if (count == 0) return;
+  if (gpu < 0) {
+    host_.resize(std::size_t(count));
+    data_ = host_.data();
+    return;
+  }
+  data_ = static_cast<float*>(gpu::allocate(gpu, std::size_t(count) * sizeof(float)));
+  DPT_CHECK(data_ != nullptr, "need " << count << " floats (" << 4 * count << " bytes) of scratch on cuda:" << gpu
+                                      << ", and the GPU has no room left");
+}
+
+Floats::~Floats() {
+  if (gpu_ < 0 || data_ == nullptr) return;
+  try {
+    gpu::free(gpu_, data_);
+  } catch (...) {  // a destructor must not throw; the error already surfaced elsewhere
+  }
+}
+
+}  // namespace dpt
