@@ -6,6 +6,7 @@
 // rank follows the ZeRO formulas; bytes per step follow theory; a capped
 // device fails at stage 0 and trains at stage 3.
 #include "support/catch.h"
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

@@ -2,6 +2,7 @@
 // verdicts chapters draw from a run (equivalence, ring traffic), and helpers.
 #include "dpt/data_parallel.h"
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <limits>

@@ -8,6 +8,7 @@
 // and rethrows its own error, or a PeerFailed naming the rank that failed first.
 #include "dpt/launch.h"
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>

@@ -1,6 +1,7 @@
 // options.cpp — the common flags and the set-up they drive.
 #include "dpt/options.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

@@ -1,4 +1,5 @@
 // test_launch.cpp — launch flags, launcher detection, and what each rank gets.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include "support/catch.h"
 #include <cstdio>

@@ -3,6 +3,7 @@
 // sentence that says why and what to do, and host memory stays host memory.
 // On a machine with a GPU the same cases check that the flags are accepted;
 // the GPU paths themselves are tests/gpu/test_gpu_comm.cpp (label gpu).
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <memory>
 #include <string>

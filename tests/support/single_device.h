@@ -4,6 +4,7 @@
 #pragma once
 
 #include "support/catch.h"
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <string>
 

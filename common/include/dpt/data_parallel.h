@@ -20,7 +20,7 @@
 /// unequal shards.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "dpt/cli_fwd.h"
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -38,7 +38,7 @@
 /// MPI process, choosing GPUs other than round-robin.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "dpt/cli_fwd.h"
 #include <functional>
 #include <string>
 

@@ -12,7 +12,7 @@
 /// an output path dpt would refuse to write (see output_file.h).
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "dpt/cli_fwd.h"
 #include <cstdint>
 #include <functional>
 #include <string>
