@@ -107,9 +107,13 @@ TEST_CASE("ch07 with 2 rank threads on cuda: stages 0 to 3 pass their verdicts, 
   DPT_REQUIRE_GPU();
   // Each run's own verdicts include "max |w_stageK - w_stage0| = 0" (every
   // stage the same bits, on the GPU too) and the memory formula per rank.
+  // A smaller model than the chapter's default: Adam's first step is
+  // lr·g/(|g| + 1e-8), so a parameter whose gradient sits within rounding of
+  // zero may step differently on the two devices; fewer parameters, fewer
+  // such coin flips against the 1e-4 tolerance.
   for (const char* stage : {"--stage 0", "--stage 1", "--stage 2", "--stage 3", "--stage 3 --prefetch"}) {
-    auto [cpu_path, gpu_path] = check_cuda_matches_cpu("ch07_zero", std::string("--ranks 2 --steps 20 ") + stage,
-                                                       "--report-json");
+    auto [cpu_path, gpu_path] = check_cuda_matches_cpu(
+        "ch07_zero", std::string("--ranks 2 --steps 20 --model 64-128-128-10 ") + stage, "--report-json");
     nlohmann::json cpu = read_json(cpu_path), gpu = read_json(gpu_path);
     REQUIRE(cpu["ranks"].size() == 2);
     REQUIRE(gpu["ranks"].size() == 2);
@@ -121,6 +125,21 @@ TEST_CASE("ch07 with 2 rank threads on cuda: stages 0 to 3 pass their verdicts, 
       CHECK(g["peak"] == c["peak"]);
       CHECK(g["sent_per_step"] == c["sent_per_step"]);
     }
+  }
+}
+
+TEST_CASE("ch07 on cuda with layers of odd sizes: every stage still gives stage 0's bits", "[gpu][chapters]") {
+  DPT_REQUIRE_GPU();
+  // Ψ = 559 over 3 ranks: layers start at float offsets that are not
+  // multiples of 4, so a layer's weights in the flat buffer (stages 0-2) and
+  // in a freshly gathered one (stage 3) differ in alignment; the GEMMs must
+  // still sum in the same order. The run's own verdict compares with stage 0.
+  for (const char* stage : {"--stage 2", "--stage 3 --prefetch"}) {
+    auto run = dpt_test::run_program("ch07_zero", std::string("--ranks 3 --steps 12 --batch 8 --model 32-15-4 "
+                                                              "--samples 256 --quiet --device cuda ") + stage);
+    INFO(stage << ": " << run.output);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.output, contains_text("w_stage0|: 0 "));
   }
 }
 
