@@ -73,9 +73,10 @@ std::vector<int64_t> shard_bounds(const Partition& part, Range range);
 /// ranks — summed by ch07's ring_reduce_scatter (sharded_ring.h, provided),
 /// then divided by float(N) with divide_floats (a division, as stages 0 and
 /// 1 do, so every stage computes the same bits) — copied (copy_floats) into
-/// `grad_shard` (S floats: this rank's shard of the gradient) at the part's offset from r·S. The rest of
-/// grad_shard is untouched. Collective: every rank calls it with the same
-/// range. Each rank sends range.size() minus its own part's floats. (Hole.)
+/// `grad_shard` (S floats: this rank's shard of the gradient) at the part's
+/// offset from r·S. The rest of grad_shard is untouched. Collective: every
+/// rank calls it with the same range. Each rank sends range.size() minus its
+/// own part's floats. (Hole.)
 void reduce_scatter_bucket(Communicator& comm, const Partition& part, Range range, float* bucket, float* grad_shard);
 
 /// Stage 3: the full parameters of flat range `range` (one layer), gathered

@@ -95,7 +95,7 @@ Device& Device::get(const std::string& name) {
   int account = slash == std::string::npos ? 0 : parse_index(rest.substr(slash + 1));
   DPT_CHECK(index >= 0 && account >= 0, "device '" << name << "' has no valid index" << expected);
   DPT_CHECK(kind == "cuda" || slash == std::string::npos,
-            "device '" << name << "': only a GPU has accounts (cuda:K/A); cpu:K is one rank's already");
+            "device '" << name << "': only a GPU has accounts (cuda:K/A); every rank has a cpu:K of its own already");
   return kind == "cpu" ? cpu(index) : cuda(index, account);
 }
 
