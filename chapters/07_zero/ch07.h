@@ -14,6 +14,13 @@
 /// range [begin, end) of that buffer; rank r's part of it is the range's
 /// intersection with its shard (empty for most ranks when the range is small).
 ///
+/// Every buffer a hole gets (`bucket`, `grad_shard`, a tensor's data()) lives
+/// on the rank's device: host memory on cpu:k, GPU memory under --device cuda,
+/// where the host cannot read or write it. So the holes never touch a float
+/// themselves: they copy with `copy_floats` and divide with `divide_floats`
+/// (dpt/floats.h — the plain loops on host memory, copies and kernels on a
+/// GPU), and leave the rest to ch07's ring (sharded_ring.h), which does the same.
+///
 ///     Partition part = partition_parameters(psi, world);          // S, N·S
 ///     std::vector<int64_t> b = shard_bounds(part, layer_range);   // rank r: [b[r], b[r+1])
 ///     reduce_scatter_bucket(comm, part, bucket_range, bucket, grad_shard);  // stage 2
@@ -64,18 +71,19 @@ std::vector<int64_t> shard_bounds(const Partition& part, Range range);
 /// gradients of flat range `range` (range.size() floats, overwritten). After
 /// the call this rank's part of the range (shard_bounds) holds the MEAN over
 /// ranks — summed by ch07's ring_reduce_scatter (sharded_ring.h, provided),
-/// then divided by float(N) (a division, as stages 0 and 1 do, so every stage
-/// computes the same bits) — copied into `grad_shard` (S floats: this rank's
-/// shard of the gradient) at the part's offset from r·S. The rest of
-/// grad_shard is untouched. Collective: every rank calls it with the same
-/// range. Each rank sends range.size() minus its own part's floats. (Hole.)
+/// then divided by float(N) with divide_floats (a division, as stages 0 and
+/// 1 do, so every stage computes the same bits) — copied (copy_floats) into
+/// `grad_shard` (S floats: this rank's shard of the gradient) at the part's
+/// offset from r·S. The rest of grad_shard is untouched. Collective: every
+/// rank calls it with the same range. Each rank sends range.size() minus its
+/// own part's floats. (Hole.)
 void reduce_scatter_bucket(Communicator& comm, const Partition& part, Range range, float* bucket, float* grad_shard);
 
 /// Stage 3: the full parameters of flat range `range` (one layer), gathered
 /// from every rank's `param_shard` (S floats) into a new tensor (range.size(),)
 /// on `device`, charged to MemoryCategory::Comm (a dpt::MemoryScope around
-/// the allocation). Copy this rank's part in from its shard, then ring
-/// all-gather the parts (ch07's ring_all_gather with shard_bounds).
+/// the allocation). Copy this rank's part in from its shard (copy_floats),
+/// then ring all-gather the parts (ch07's ring_all_gather with shard_bounds).
 /// Collective. (Hole.)
 Tensor gather_layer(Communicator& comm, const Partition& part, Range range, const Tensor& param_shard, Device& device);
 

@@ -22,6 +22,7 @@
 //     build/reference/bin/ch07_zero --ranks 4 --stage 3 --device-memory 2MiB   # fits
 //     build/reference/bin/ch07_zero --ranks 4 --compare-stages                 # 0..3 side by side
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch07_zero --comm mpi --stage 2
+//     build/reference/bin/ch07_zero --ranks 4 --stage 3 --device cuda          # on GPUs, each rank its own account
 //
 // Your holes (chapters/07_zero/ch07.h): partition_parameters, shard_bounds,
 // reduce_scatter_bucket, gather_layer, release_layer.
@@ -103,7 +104,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
               (plan.adam.decoupled ? "AdamW" : "Adam") + " (weight decay " + fmt(plan.adam.weight_decay) + ")");
   if (capacity > 0) {
     ctx.device.set_capacity(std::size_t(capacity));
-    say.say("Each device holds at most " + format_bytes(double(capacity)) + " (--device-memory).");
+    say.say("Each rank's device holds at most " + format_bytes(double(capacity)) + " (--device-memory).");
   }
   LoadedShard resumed;
   if (!f.resume.empty()) {
@@ -303,13 +304,5 @@ int main(int argc, char** argv) {
   app.add_option("--consolidate", flags.consolidate, "Write the checkpoint in DIR to --save-weights FILE, then stop");
   app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
   parse_flags(app, argc, argv);
-  if (launch_options.device == "cuda") {
-    // Not yet: the engine's Adam, bias gradients and sharded ring are host
-    // loops over its flat shards (zero_engine.cpp, sharded_ring.cpp).
-    std::cerr << "ch07_zero: --device: cuda is not supported by chapter 07 yet: its ZeRO engine updates "
-                 "and reduces its flat shards with host loops, which GPU memory does not allow; run it "
-                 "with --device cpu (docs/gpu.md)\n";
-    return 2;
-  }
   return run_lecture("ch07_zero", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
 }

@@ -1,10 +1,13 @@
 // sharded_ring.cpp — ring reduce-scatter and all-gather whose chunk r ends on
 // rank r, for ZeRO's fixed ownership (provided: chapter 04 taught the ring).
+// The buffers may be host or GPU memory: the scratch lives next to `data` and
+// the add runs where it lives (dpt/floats.h).
 #include "sharded_ring.h"
 
 #include <algorithm>
 
 #include "dpt/check.h"
+#include "dpt/floats.h"
 
 namespace dpt::ch07 {
 
@@ -25,7 +28,7 @@ void ring_reduce_scatter(Communicator& comm, float* data, const std::vector<int6
   const int n = comm.size(), r = comm.rank(), right = mod(r + 1, n), left = mod(r - 1, n);
   int64_t largest = 0;
   for (int c = 0; c < n; ++c) largest = std::max(largest, bounds[std::size_t(c) + 1] - bounds[std::size_t(c)]);
-  std::vector<float> scratch(static_cast<std::size_t>(largest));
+  Floats scratch(data, n > 1 ? largest : 0);  // in data's memory: a received chunk is added where it lands
   for (int s = 0; s + 1 < n; ++s) {
     // Step s: chunk r−s−1 leaves for the right neighbour (which adds its own
     // values to it); the left neighbour's partial sum of chunk r−s−2 arrives.
@@ -34,7 +37,7 @@ void ring_reduce_scatter(Communicator& comm, float* data, const std::vector<int6
     int64_t out_begin = bounds[std::size_t(out)], in_begin = bounds[std::size_t(in)];
     int64_t out_size = bounds[std::size_t(out) + 1] - out_begin, in_size = bounds[std::size_t(in) + 1] - in_begin;
     comm.sendrecv(data + out_begin, out_size, right, scratch.data(), in_size, left);
-    for (int64_t i = 0; i < in_size; ++i) data[in_begin + i] += scratch[std::size_t(i)];
+    add_floats(data + in_begin, scratch.data(), in_size);  // data[in_begin + i] += scratch[i]
   }
 }
 
@@ -49,10 +52,6 @@ void ring_all_gather(Communicator& comm, float* data, const std::vector<int64_t>
     comm.sendrecv(data + out_begin, bounds[std::size_t(out) + 1] - out_begin, right, data + in_begin,
                   bounds[std::size_t(in) + 1] - in_begin, left);
   }
-}
-
-void divide_by_ranks(float* data, int64_t count, int n) {
-  for (int64_t i = 0; i < count; ++i) data[i] /= float(n);
 }
 
 }  // namespace dpt::ch07

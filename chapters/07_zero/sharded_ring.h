@@ -8,6 +8,9 @@
 /// Chunk r of `data` is [bounds[r], bounds[r+1]); bounds has comm.size()+1
 /// non-decreasing entries, bounds[0] = 0. Only sendrecv with the neighbours:
 /// each rank sends every chunk but one, so Σ over ranks = (n−1) · all chunks.
+/// `data` may be host or GPU memory (the scratch and the adds follow it,
+/// dpt/floats.h); the mean after the sum is `divide_floats(…, float(n))`, the
+/// one division every stage uses, so their bits agree.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +28,5 @@ void ring_reduce_scatter(Communicator& comm, float* data, const std::vector<int6
 
 /// On entry rank r's chunk r is final; afterwards every chunk is, on every rank.
 void ring_all_gather(Communicator& comm, float* data, const std::vector<int64_t>& bounds);
-
-/// data[i] /= float(n) for the `count` floats at `data`: the mean after a
-/// sum, the one division every stage uses (so their bits agree).
-void divide_by_ranks(float* data, int64_t count, int n);
 
 }  // namespace dpt::ch07

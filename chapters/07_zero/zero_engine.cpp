@@ -1,15 +1,23 @@
 // zero_engine.cpp — chapter 07's trainer: the flat layout, the zero_linear op
 // (gather → compute → free, and the same again in backward), buckets that
 // reduce-scatter as backward fills them, Adam on the owned shard, the loop.
+//
+// The flat buffers live on the rank's device, host memory (cpu:k) or a GPU
+// (cuda:k): the host never reads them through a pointer. Arithmetic goes
+// through the kernels of the memory they live in, copies through
+// copy_floats/to_vector (dpt/floats.h), so both compute the same steps.
 #include "zero_engine.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/data_parallel.h"
+#include "dpt/floats.h"
+#include "dpt/gpu.h"
 #include "dpt/kernels.h"
 #include "dpt/ops.h"
 #include "dpt/report.h"
@@ -21,8 +29,13 @@ namespace dpt::ch07 {
 // Adam on a flat range: the core's own Adam step (dpt::Adam's arithmetic, kernels.h)
 
 void adam_update(const AdamConfig& c, int64_t t, float* p, const float* g, float* m, float* v, int64_t n) {
+  if (n == 0) return;
+  const int gpu = gpu_of(p);  // -1: host memory
+  DPT_CHECK(gpu_of(g) == gpu && gpu_of(m) == gpu && gpu_of(v) == gpu,
+            "adam_update: parameters, gradients, m and v must live in the same memory");
   AdamStep step = AdamStep{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.decoupled}.at_step(t);
-  cpu_kernels().adam_step(p, m, v, g, step, n);  // the shards are host memory (cpu:k devices)
+  Kernels& kernels = gpu < 0 ? cpu_kernels() : cuda_kernels(gpu);  // the loop of the memory they live in
+  kernels.adam_step(p, m, v, g, step, n);
 }
 
 namespace {
@@ -81,8 +94,16 @@ struct ZeroTrainer::Impl {
   void prefetch(int l) {
     // Queued on the progress thread; the rank thread waits for it before it
     // talks again (acquire, or zero_linear_backward), so the two never
-    // interleave messages on one communicator.
-    prefetching[std::size_t(l)] = ctx.comm.async([this, l] { gather_now(l); });
+    // interleave messages on one communicator. On a GPU the progress thread
+    // queues on this rank thread's stream: the gathered block is allocated,
+    // written and freed in that one stream's order, so a block the last
+    // layer's kernels still read is never rewritten by this gather.
+    gpu::Stream* stream = ctx.device.is_host_memory() ? nullptr : &gpu::current_stream(ctx.device.index());
+    prefetching[std::size_t(l)] = ctx.comm.async([this, l, stream] {
+      std::optional<gpu::StreamGuard> on_rank_stream;
+      if (stream) on_rank_stream.emplace(*stream);
+      gather_now(l);
+    });
   }
   void gather_now(int l) {
     auto span = ctx.trace.span("gather layer " + std::to_string(l), "comm");
@@ -141,11 +162,8 @@ struct ZeroTrainer::Impl {
       auto span = ctx.trace.span("backward layer " + std::to_string(l), "compute");
       Tensor dweight = dest.slice(0, out * in).reshape({out, in});
       gemm(dy, true, x, false, dweight);
-      float* db = dest.data() + out * in;
-      const float* g = dy.data();
-      for (int64_t j = 0; j < out; ++j) db[j] = 0;
-      for (int64_t i = 0, rows = dy.size(0); i < rows; ++i)
-        for (int64_t j = 0; j < out; ++j) db[j] += g[i * out + j];
+      Tensor dbias = dest.slice(out * in, out);  // the core's linear() sums its bias gradient the same way
+      kernels_for(ctx.device).sum_rows(dbias.data(), dy.data(), dy.size(0), out);
       if (x.requires_grad()) {
         dx = Tensor::empty(x.shape(), x.device());
         gemm(dy, false, full.slice(0, out * in).reshape({out, in}), false, dx);
@@ -174,11 +192,11 @@ struct ZeroTrainer::Impl {
     if (full_grads()) {  // stages 0, 1: the whole gradient is here; its mean's shard comes from a reduce-scatter
       std::vector<int64_t> bounds = shard_bounds(part, {0, part.padded});
       ring_reduce_scatter(ctx.comm, grads.data(), bounds);
-      divide_by_ranks(grads.data() + mine, S, part.world);
+      divide_floats(grads.data() + mine, S, float(part.world));  // the mean: a division, as in every stage
     }
     if (plan.stage == 0) {  // all-reduce = reduce-scatter + all-gather; then everyone updates everything
       ring_all_gather(ctx.comm, grads.data(), shard_bounds(part, {0, part.padded}));
-      if (plan.observe_stage0) plan.observe_stage0(t - 1, params.data(), grads.data(), part.psi);
+      if (plan.observe_stage0) observe(t - 1);
       adam_update(plan.adam, t, params.data(), grads.data(), m.data(), v.data(), part.padded);
       return;
     }
@@ -186,6 +204,15 @@ struct ZeroTrainer::Impl {
     const float* g = full_grads() ? grads.data() + mine : grads.data();
     adam_update(plan.adam, t, p, g, m.data(), v.data(), S);
     if (full_params()) ring_all_gather(ctx.comm, params.data(), shard_bounds(part, {0, part.padded}));
+  }
+  // The observer reads host memory: on a GPU it gets copies.
+  void observe(int64_t step) {
+    if (params.device().is_host_memory()) {
+      plan.observe_stage0(step, params.data(), grads.data(), part.psi);
+      return;
+    }
+    std::vector<float> p = params.to_vector(), g = grads.to_vector();
+    plan.observe_stage0(step, p.data(), g.data(), part.psi);
   }
 };
 
@@ -267,26 +294,30 @@ float ZeroTrainer::step(const Batch& batch) {
 std::vector<float> ZeroTrainer::full_parameters() {
   Impl& s = *impl_;
   std::vector<float> all(std::size_t(part_.padded));
-  if (s.full_params()) all = s.params.to_vector();
-  else s.ctx.comm.all_gather(s.params.data(), all.data(), part_.shard);  // the library's: not a training step
+  if (s.full_params()) {
+    all = s.params.to_vector();
+  } else {  // the library's all-gather of host copies: not a training step, and no Ψ floats on a capped device
+    std::vector<float> mine = s.params.to_vector();
+    s.ctx.comm.all_gather(mine.data(), all.data(), part_.shard);
+  }
   all.resize(std::size_t(part_.psi));
   return all;
 }
 
+namespace {
+// This rank's S floats of `t`: all of it when it is a shard, else its slice.
+std::vector<float> own_shard(const Tensor& t, bool full, int rank, const Partition& part) {
+  return full ? t.slice(rank * part.shard, part.shard).to_vector() : t.to_vector();
+}
+}  // namespace
+
 std::vector<float> ZeroTrainer::shard_of_params() const {
-  const Impl& s = *impl_;
-  std::vector<float> all = s.params.to_vector();
-  if (!s.full_params()) return all;
-  auto begin = all.begin() + s.ctx.rank * part_.shard;
-  return std::vector<float>(begin, begin + part_.shard);
+  return own_shard(impl_->params, impl_->full_params(), impl_->ctx.rank, part_);
 }
 
 std::vector<float> ZeroTrainer::shard_of_moment(int which) const {
   const Impl& s = *impl_;
-  std::vector<float> all = (which == 0 ? s.m : s.v).to_vector();
-  if (s.plan.stage != 0) return all;
-  auto begin = all.begin() + s.ctx.rank * part_.shard;
-  return std::vector<float>(begin, begin + part_.shard);
+  return own_shard(which == 0 ? s.m : s.v, s.plan.stage == 0, s.ctx.rank, part_);
 }
 
 void ZeroTrainer::restore(const std::vector<float>& params, const std::vector<float>& m, const std::vector<float>& v,
@@ -298,8 +329,8 @@ void ZeroTrainer::restore(const std::vector<float>& params, const std::vector<fl
                                  << ", " << v.size());
   std::vector<int64_t> bounds = shard_bounds(part_, {0, part_.padded});
   auto put = [&](Tensor& into, const std::vector<float>& shard, bool full) {
-    float* at = into.data() + (full ? s.ctx.rank * part_.shard : 0);
-    std::copy(shard.begin(), shard.end(), at);
+    float* at = into.data() + (full ? s.ctx.rank * part_.shard : 0);  // device memory: copied into, never read here
+    copy_floats(at, shard.data(), int64_t(shard.size()));
     if (full) ring_all_gather(s.ctx.comm, into.data(), bounds);
   };
   put(s.params, params, s.full_params());

@@ -64,7 +64,7 @@ void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int 
     formula_table.add_row({stage >= 2 ? std::string("+ comm buffers: open bucket") +
                                             (stage == 3 ? std::string(", gathered layer") + (prefetch ? "s (prefetch)" : "")
                                                         : "")
-                                      : "+ comm buffers (the ring's scratch is host memory here)",
+                                      : "+ comm buffers (the ring's scratch is not charged)",
                            format_bytes(at(MemoryCategory::Comm))});
     formula_table.add_row({"= expected peak", format_bytes(formula + extras)});
     formula_table.add_row({"measured peak", format_bytes(m.peak_total)});

@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
+#include <vector>
 
 #include "dpt/check.h"
 #include "dpt/gpu.h"
@@ -22,9 +24,11 @@ constexpr std::size_t kHostCacheLimit = std::size_t(256) << 20;
 // Allocation granularity: 64-byte aligned, at least one cache line.
 std::size_t rounded_size(std::size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
 
+// (kind, index, account) → the device, made on first use, never removed.
+using DeviceKey = std::tuple<int, int, int>;
 std::mutex g_registry_mutex;
-std::map<std::pair<int, int>, std::unique_ptr<Device>>& registry() {
-  static std::map<std::pair<int, int>, std::unique_ptr<Device>> devices;
+std::map<DeviceKey, std::unique_ptr<Device>>& registry() {
+  static std::map<DeviceKey, std::unique_ptr<Device>> devices;
   return devices;
 }
 
@@ -38,11 +42,36 @@ void raw_free(DeviceKind kind, int index, void* ptr) {
   else std::free(ptr);
 }
 
-Device& lookup(DeviceKind kind, int index) {
+Device& lookup(DeviceKind kind, int index, int account = 0) {
   std::lock_guard<std::mutex> lock(g_registry_mutex);
-  auto& slot = registry()[{static_cast<int>(kind), index}];
-  if (!slot) slot = std::make_unique<Device>(kind, index);
+  auto& slot = registry()[{static_cast<int>(kind), index, account}];
+  if (!slot) slot = std::make_unique<Device>(kind, index, account);
   return *slot;
+}
+
+// Every account's cached blocks on GPU `gpu` back to the driver: one
+// account's cache must not starve another's allocation on a shared GPU.
+// (Devices are never removed, so the pointers outlive the registry lock.)
+void empty_gpu_caches(int gpu) {
+  std::vector<Device*> accounts;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    for (auto& [key, device] : registry())
+      if (std::get<0>(key) == static_cast<int>(DeviceKind::Cuda) && std::get<1>(key) == gpu)
+        accounts.push_back(device.get());
+  }
+  for (Device* device : accounts) device->empty_cache();
+}
+
+// "cuda:K" for account 0, else "cuda:K/A".
+std::string cuda_name(int index, int account) {
+  return "cuda:" + std::to_string(index) + (account == 0 ? "" : "/" + std::to_string(account));
+}
+
+// The digits of a device index in `text`, or -1 when it is not all digits.
+int parse_index(const std::string& text) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoi(text);
 }
 }  // namespace
 
@@ -53,39 +82,40 @@ Device& Device::cpu(int index) {
   return lookup(DeviceKind::Cpu, index);
 }
 
+// "host", "cpu:K", "cuda:K" or "cuda:K/A" (name() prints the same).
 Device& Device::get(const std::string& name) {
   if (name == "host") return host();
+  const char* expected = ": expected host, cpu:K, cuda:K or cuda:K/A";
   auto colon = name.find(':');
-  DPT_CHECK(colon != std::string::npos,
-            "unknown device '" << name << "': expected host, cpu:K or cuda:K");
-  std::string kind = name.substr(0, colon);
-  int index = -1;
-  try {
-    index = std::stoi(name.substr(colon + 1));
-  } catch (const std::exception&) {
-    DPT_FAIL("device '" << name << "' has no index: expected host, cpu:K or cuda:K");
-  }
-  if (kind == "cpu") return cpu(index);
-  if (kind == "cuda") return cuda(index);
-  DPT_FAIL("unknown device kind '" << kind << "': expected host, cpu:K or cuda:K");
+  DPT_CHECK(colon != std::string::npos, "unknown device '" << name << "'" << expected);
+  std::string kind = name.substr(0, colon), rest = name.substr(colon + 1);
+  DPT_CHECK(kind == "cpu" || kind == "cuda", "unknown device kind '" << kind << "'" << expected);
+  auto slash = rest.find('/');
+  int index = parse_index(rest.substr(0, slash));
+  int account = slash == std::string::npos ? 0 : parse_index(rest.substr(slash + 1));
+  DPT_CHECK(index >= 0 && account >= 0, "device '" << name << "' has no valid index" << expected);
+  DPT_CHECK(kind == "cuda" || slash == std::string::npos,
+            "device '" << name << "': only a GPU has accounts (cuda:K/A); every rank has a cpu:K of its own already");
+  return kind == "cpu" ? cpu(index) : cuda(index, account);
 }
 
-Device& Device::cuda(int index) {
+Device& Device::cuda(int index, int account) {
   DPT_CHECK(index >= 0, "device index must be >= 0, got " << index);
+  DPT_CHECK(account >= 0, "a GPU's memory account must be >= 0, got " << account);
+  std::string name = cuda_name(index, account);
   std::string reason = gpu::unavailable_reason();
-  DPT_CHECK(reason.empty(), "cuda:" << index << " is not available: " << reason);
+  DPT_CHECK(reason.empty(), name << " is not available: " << reason);
   int count = gpu::device_count();
-  DPT_CHECK(index < count, "cuda:" << index << " does not exist: this process sees " << count
-                                   << " GPU" << (count == 1 ? "" : "s")
-                                   << " (CUDA_VISIBLE_DEVICES decides which)");
-  return lookup(DeviceKind::Cuda, index);
+  DPT_CHECK(index < count, name << " does not exist: this process sees " << count << " GPU" << (count == 1 ? "" : "s")
+                                << " (CUDA_VISIBLE_DEVICES decides which)");
+  return lookup(DeviceKind::Cuda, index, account);
 }
 
 std::string Device::name() const {
   switch (kind_) {
     case DeviceKind::Host: return "host";
     case DeviceKind::Cpu: return "cpu:" + std::to_string(index_);
-    case DeviceKind::Cuda: return "cuda:" + std::to_string(index_);
+    case DeviceKind::Cuda: return cuda_name(index_, account_);
   }
   return "?";
 }
@@ -119,8 +149,9 @@ void* Device::allocate(std::size_t bytes) {
   }
   void* ptr = raw_allocate(kind_, index_, rounded);
   if (!ptr && kind_ == DeviceKind::Cuda) {
-    // The GPU is full of blocks we cache but do not use: give them back, retry.
-    empty_cache();
+    // The GPU may be full of blocks its accounts cache but do not use: give
+    // them back, retry.
+    empty_gpu_caches(index_);
     ptr = raw_allocate(kind_, index_, rounded);
   }
   if (!ptr) {

@@ -229,8 +229,13 @@ struct RankOutcome {
 };
 
 // The rank's device: its simulated cpu:rank, or under --device cuda its GPU.
-Device& rank_device(const LaunchOptions& o, int rank, int local_rank) {
-  return o.device == "cuda" ? Device::cuda(gpu_for_rank(local_rank)) : Device::cpu(rank);
+// Rank threads that share a GPU (more ranks than GPUs) each get their own
+// memory account on it, cuda:K/rank, so each one's bytes, peak and capacity
+// are its own, as a process's would be; one process per GPU keeps account 0.
+Device& rank_device(const LaunchOptions& o, int rank, int local_rank, bool threads) {
+  if (o.device != "cuda") return Device::cpu(rank);
+  bool shared = threads && o.ranks > gpu::device_count();
+  return Device::cuda(gpu_for_rank(local_rank), shared ? rank : 0);
 }
 
 RankOutcome run_rank(Communicator& comm, Device& device, Tracer& tracer, const LaunchOptions& options,
@@ -276,7 +281,7 @@ void launch_threads(const LaunchOptions& o, const std::function<void(Context&)>&
   for (int r = 0; r < o.ranks; ++r) {
     threads.emplace_back([&, r] {
       set_error_rank(r);
-      outcomes[r] = run_rank(*comms[r], rank_device(o, r, r), *tracers[r], o, fn);
+      outcomes[r] = run_rank(*comms[r], rank_device(o, r, r, true), *tracers[r], o, fn);
     });
   }
   for (auto& t : threads) t.join();
@@ -312,7 +317,7 @@ void launch_processes(const LaunchOptions& o, const std::function<void(Context&)
                        << o.ranks << " ... --comm " << o.comm << " (or drop --ranks)");
   Tracer tracer(comm->rank(), !o.trace_path.empty(), origin);
   CommAccess::set_tracer(*comm, &tracer);
-  RankOutcome out = run_rank(*comm, rank_device(o, comm->rank(), env.local_rank), tracer, o, fn);
+  RankOutcome out = run_rank(*comm, rank_device(o, comm->rank(), env.local_rank, false), tracer, o, fn);
   CommAccess::set_tracer(*comm, nullptr);
   if (!out.failure.any() && !o.trace_path.empty()) gather_and_write_trace(*comm, tracer, o.trace_path);
   if (out.error) std::rethrow_exception(out.error);

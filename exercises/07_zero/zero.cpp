@@ -4,6 +4,12 @@
 //
 // The spec of all five is in chapters/07_zero/ch07.h: read it first.
 //
+// The buffers may be GPU memory (--device cuda): never read or write them
+// with [i], a loop or std::copy — the host cannot. Copy with
+// dpt::copy_floats(dst, src, count) and divide with
+// dpt::divide_floats(data, count, divisor) (dpt/floats.h); on host memory
+// they are the plain loops, on a GPU copies and kernels.
+//
 // Hints:
 //  * partition_parameters: S = (Ψ + N − 1) / N in integers; padded = N·S.
 //    Check Ψ >= 1 and N >= 1 with DPT_CHECK.
@@ -11,11 +17,11 @@
 //    r·S − range.begin, clamped into [0, range.size()] (std::clamp). Do it for
 //    r = 0 … N (N+1 entries): entry N clamps to range.size().
 //  * reduce_scatter_bucket: ring_reduce_scatter(comm, bucket, bounds) from
-//    sharded_ring.h, then divide_by_ranks on YOUR part only, then copy it into
-//    grad_shard at (range.begin + bounds[r]) − r·S.
+//    sharded_ring.h, then divide_floats(…, float(N)) on YOUR part only, then
+//    copy_floats it into grad_shard at (range.begin + bounds[r]) − r·S.
 //  * gather_layer: allocate inside { dpt::MemoryScope s(dpt::MemoryCategory::Comm); … }
-//    (dpt/memory_ledger.h); copy your part from param_shard (same offset rule
-//    as above, the other way round), then ring_all_gather.
+//    (dpt/memory_ledger.h); copy_floats your part from param_shard.data()
+//    (same offset rule as above, the other way round), then ring_all_gather.
 //  * release_layer: one line.
 #include "ch07.h"
 

@@ -1,10 +1,13 @@
 // solutions/07_zero/zero.cpp — chapter 07's holes, the plainest correct code:
 // the flat partition, who owns which part of a range, stage 2's reduce-scatter
-// of one bucket, stage 3's gather and free of one layer.
+// of one bucket, stage 3's gather and free of one layer. The buffers may be
+// GPU memory: they are only copied (copy_floats) and divided (divide_floats),
+// never read on the host.
 #include <algorithm>
 
 #include "ch07.h"
 #include "dpt/check.h"
+#include "dpt/floats.h"
 #include "dpt/memory_ledger.h"
 #include "sharded_ring.h"
 
@@ -35,9 +38,9 @@ void reduce_scatter_bucket(Communicator& comm, const Partition& part, Range rang
   ring_reduce_scatter(comm, bucket, bounds);  // our part of the bucket now holds the sum
   const int r = comm.rank();
   int64_t begin = bounds[std::size_t(r)], count = bounds[std::size_t(r) + 1] - begin;
-  divide_by_ranks(bucket + begin, count, part.world);
-  int64_t into = range.begin + begin - r * part.shard;  // where the part sits in our shard
-  std::copy(bucket + begin, bucket + begin + count, grad_shard + into);
+  divide_floats(bucket + begin, count, float(part.world));  // the mean, divided as every stage divides
+  int64_t into = range.begin + begin - r * part.shard;     // where the part sits in our shard
+  copy_floats(grad_shard + into, bucket + begin, count);
 }
 
 Tensor gather_layer(Communicator& comm, const Partition& part, Range range, const Tensor& param_shard, Device& device) {
@@ -50,7 +53,7 @@ Tensor gather_layer(Communicator& comm, const Partition& part, Range range, cons
   const int r = comm.rank();
   int64_t begin = bounds[std::size_t(r)], count = bounds[std::size_t(r) + 1] - begin;
   const float* mine = param_shard.data() + (range.begin + begin - r * part.shard);
-  std::copy(mine, mine + count, full.data() + begin);
+  copy_floats(full.data() + begin, mine, count);
   ring_all_gather(comm, full.data(), bounds);
   return full;
 }

@@ -2,6 +2,7 @@
 #include "support/catch.h"
 
 #include "dpt/check.h"
+#include "dpt/gpu.h"
 #include "dpt/tensor.h"
 
 using namespace dpt;
@@ -35,9 +36,32 @@ TEST_CASE("a capped device refuses an allocation with a clear out-of-memory erro
 
 TEST_CASE("device names parse and bad ones are refused", "[device]") {
   CHECK(Device::get("cpu:3").name() == "cpu:3");
+  CHECK(&Device::get("cpu:3") == &Device::cpu(3));
   CHECK(&Device::get("host") == &Device::host());
   CHECK_THROWS_WITH(Device::get("tpu:0"), contains_text("unknown device kind"));
-  CHECK_THROWS_WITH(Device::get("cpu"), contains_text("expected host, cpu:K or cuda:K"));
+  CHECK_THROWS_WITH(Device::get("cpu"), contains_text("expected host, cpu:K, cuda:K or cuda:K/A"));
+  for (const char* bad : {"cpu:", "cpu:x", "cpu:3x", "cpu:-1", "cuda:0/", "cuda:0/x", "cuda:/1", "cuda:0/-2", "cuda:0/1/2"})
+    CHECK_THROWS_WITH(Device::get(bad), contains_text(std::string("device '") + bad + "' has no valid index"));
+  CHECK_THROWS_WITH(Device::get("cpu:1/2"), contains_text("only a GPU has accounts"));
+}
+
+TEST_CASE("a GPU's memory accounts: named cuda:K/A (account 0 plain cuda:K), refused by name without a GPU",
+          "[device]") {
+  // Constructed directly: a Device that never allocates needs no GPU.
+  CHECK(Device(DeviceKind::Cuda, 1, 0).name() == "cuda:1");
+  CHECK(Device(DeviceKind::Cuda, 1, 3).name() == "cuda:1/3");
+  CHECK(Device(DeviceKind::Cuda, 1, 3).index() == 1);  // the GPU: what the kernels and gpu_of go by
+  CHECK(Device(DeviceKind::Cuda, 1, 3).account() == 3);
+  CHECK(Device::cpu(5).account() == 0);
+  std::string reason = gpu::unavailable_reason();
+  if (!reason.empty()) {  // get() parsed GPU and account: the sentence names both, as name() would
+    CHECK_THROWS_WITH(Device::get("cuda:0/2"), contains_text("cuda:0/2 is not available: " + reason));
+    CHECK_THROWS_WITH(Device::get("cuda:0/02"), contains_text("cuda:0/2 is not available"));
+    CHECK_THROWS_WITH(Device::get("cuda:1"), contains_text("cuda:1 is not available"));
+    CHECK_THROWS_WITH(Device::cuda(0, 4), contains_text("cuda:0/4 is not available"));
+  }
+  CHECK_THROWS_WITH(Device::cuda(0, -1), contains_text("account must be >= 0"));
+  CHECK_THROWS_WITH(Device::cuda(-1, 0), contains_text("index must be >= 0"));
 }
 
 TEST_CASE("tensor views share storage and copies do not", "[tensor]") {

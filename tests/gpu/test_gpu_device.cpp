@@ -1,11 +1,14 @@
-// test_gpu_device.cpp — cuda:k devices: memory accounting, copies, streams.
-// Oracle: host memory (a round trip must give back the bytes sent) and the
-// simulated devices' accounting, which the core tests pin.
+// test_gpu_device.cpp — cuda:k devices: memory accounting, copies, streams,
+// and the per-rank memory accounts of a shared GPU (cuda:K/A).
+// Oracle: host memory (a round trip must give back the bytes sent), the
+// simulated devices' accounting, which the core tests pin, and tensor sizes
+// written out here.
 #include <vector>
 
 #include "dpt/check.h"
 #include "dpt/device.h"
 #include "dpt/gpu.h"
+#include "dpt/launch.h"
 #include "dpt/tensor.h"
 #include "support/gpu.h"
 
@@ -66,4 +69,68 @@ TEST_CASE("an event orders a second stream after the first", "[gpu]") {
   }
   side.synchronize();
   REQUIRE(c.to_vector() == values);
+}
+
+// ----------------------------------------------------------------------------
+// memory accounts: rank threads sharing a GPU, each counted on its own
+
+TEST_CASE("two accounts on cuda:0 are two devices: names round-trip, bytes and capacities apart", "[gpu]") {
+  DPT_REQUIRE_GPU();
+  Device& first = Device::cuda(0, 1);
+  Device& second = Device::cuda(0, 2);
+  REQUIRE(&first != &second);
+  REQUIRE(&first != &Device::cuda(0));
+  REQUIRE(&Device::cuda(0, 1) == &first);  // one device per (GPU, account), for the whole program
+  CHECK(first.name() == "cuda:0/1");
+  CHECK(&Device::get(first.name()) == &first);  // get() parses what name() prints
+  CHECK(&Device::get("cuda:0") == &Device::cuda(0, 0));
+  CHECK(first.index() == 0);
+  CHECK(second.account() == 2);
+  const std::size_t mib = std::size_t(1) << 20;
+  std::size_t first_before = first.current_bytes(), second_before = second.current_bytes();
+  std::size_t shared_before = Device::cuda(0).current_bytes();
+  {
+    Tensor a = Tensor::zeros({1024, 1024}, first);  // 4 MiB on account 1
+    Tensor b = Tensor::zeros({512, 1024}, second);  // 2 MiB on account 2
+    CHECK(first.current_bytes() == first_before + 4 * mib);
+    CHECK(second.current_bytes() == second_before + 2 * mib);
+    CHECK(Device::cuda(0).current_bytes() == shared_before);  // account 0 saw neither
+    // Each refuses past its own capacity, whatever the other holds.
+    first.set_capacity(first.current_bytes() + 3 * mib);
+    second.set_capacity(second.current_bytes() + 5 * mib);
+    CHECK_THROWS_WITH(Tensor::zeros({1024, 1024}, first),
+                      contains_text("out of memory on cuda:0/1") && contains_text("asked for 4.00 MiB"));
+    Tensor fits = Tensor::zeros({1024, 1024}, second);  // 4 MiB: within account 2's 5 MiB
+    CHECK(second.current_bytes() == second_before + 6 * mib);
+    CHECK(first.current_bytes() == first_before + 4 * mib);  // the refused allocation was not counted
+    // Kernels run on the GPU whatever the account: a copy between accounts is exact.
+    Tensor c = Tensor::full({16}, 1.5f, first);
+    Tensor d = c.to(second);
+    CHECK(d.to_vector() == std::vector<float>(16, 1.5f));
+    first.set_capacity(0);
+    second.set_capacity(0);
+  }
+  CHECK(first.current_bytes() == first_before);
+  CHECK(second.current_bytes() == second_before);
+}
+
+TEST_CASE("under --device cuda, rank threads sharing a GPU get an account each, one per process otherwise",
+          "[gpu]") {
+  DPT_REQUIRE_GPU();
+  const int gpus = gpu::device_count();
+  for (int ranks : {gpus, gpus + 2}) {
+    LaunchOptions o;
+    o.ranks = ranks;
+    o.device = "cuda";
+    std::vector<Device*> devices(std::size_t(ranks), nullptr);
+    launch(o, [&](Context& ctx) { devices[std::size_t(ctx.rank)] = &ctx.device; });
+    bool shared = ranks > gpus;
+    for (int r = 0; r < ranks; ++r) {
+      INFO(ranks << " rank threads on " << gpus << " GPUs, rank " << r);
+      CHECK(devices[std::size_t(r)]->index() == r % gpus);
+      CHECK(devices[std::size_t(r)]->account() == (shared ? r : 0));
+      CHECK(devices[std::size_t(r)]->name() ==
+            "cuda:" + std::to_string(r % gpus) + (shared && r > 0 ? "/" + std::to_string(r) : ""));
+    }
+  }
 }

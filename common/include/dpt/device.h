@@ -11,6 +11,13 @@
 /// Devices live for the whole program; get them with `Device::host()`,
 /// `Device::cpu(k)` or `Device::get("cpu:3")`.
 ///
+/// Several rank threads may share one GPU. Each then gets a Device of its own
+/// on it, an *account* (`Device::cuda(gpu, account)`, named "cuda:0/2"): its
+/// own bytes, peak, capacity and block cache, as if it were a process alone
+/// on the GPU — so chapter 07's per-rank memory reads one rank, not the sum
+/// of all. Account 0 is plain "cuda:0"; every account of a GPU runs the same
+/// kernels (`index()` is the GPU).
+///
 /// Like PyTorch's caching allocator, a device keeps freed blocks for reuse by
 /// the next allocation of the same (64-byte rounded) size: a training step
 /// allocates the same activations every time, and asking the OS for them anew
@@ -41,17 +48,22 @@ class Device {
   static Device& host();
   /// Simulated device k: host memory, counted on its own.
   static Device& cpu(int index);
-  /// GPU k. Throws dpt::Error naming the reason when it is not there (no CUDA
-  /// in this build, no driver, fewer GPUs).
-  static Device& cuda(int index);
-  /// Parses "host", "cpu:K" or "cuda:K". Throws dpt::Error on anything else.
+  /// GPU `index`, memory account `account` (0: the GPU's first, "cuda:K"; A >
+  /// 0: "cuda:K/A", counted apart from every other account). Throws
+  /// dpt::Error naming the reason when the GPU is not there (no CUDA in this
+  /// build, no driver, fewer GPUs) or an index is negative.
+  static Device& cuda(int index, int account = 0);
+  /// Parses what name() prints: "host", "cpu:K", "cuda:K" (account 0) or
+  /// "cuda:K/A". Throws dpt::Error on anything else.
   static Device& get(const std::string& name);
 
   /// Host, simulated CPU device, or CUDA GPU.
   DeviceKind kind() const { return kind_; }
-  /// k of cpu:k / cuda:k (0 for the host).
+  /// k of cpu:k / cuda:k (0 for the host): for a GPU, which GPU.
   int index() const { return index_; }
-  /// "host", "cpu:2", "cuda:0".
+  /// The memory account on a shared GPU (0 for host, cpu:k and account 0).
+  int account() const { return account_; }
+  /// "host", "cpu:2", "cuda:0", "cuda:0/3" (GPU 0, account 3).
   std::string name() const;
   /// True when data() pointers are host memory (host and cpu:k).
   bool is_host_memory() const { return kind_ != DeviceKind::Cuda; }
@@ -84,7 +96,7 @@ class Device {
   void set_capacity(std::size_t bytes) { capacity_.store(bytes); }
 
   /// Use host(), cpu() or get(): devices live in a registry for the whole program.
-  Device(DeviceKind kind, int index) : kind_(kind), index_(index) {}
+  Device(DeviceKind kind, int index, int account = 0) : kind_(kind), index_(index), account_(account) {}
   /// Frees the block cache (devices die at program exit).
   ~Device();
   Device(const Device&) = delete;
@@ -93,6 +105,7 @@ class Device {
  private:
   DeviceKind kind_;
   int index_;
+  int account_;
   std::atomic<std::size_t> current_{0};
   std::atomic<std::size_t> peak_{0};
   std::atomic<std::size_t> capacity_{0};

@@ -3,10 +3,12 @@
 /// threads of this process (`--comm threads`, the default) or once in every
 /// process that mpirun/srun started (`--comm mpi`, or `--comm nccl` on GPUs).
 ///
-/// `--device cuda` puts each rank on a GPU: under threads rank r gets
-/// cuda:(r % GPUs), so several ranks may share one GPU, each thread queuing on
-/// its own stream; under mpirun the process's local rank on its node
-/// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or LOCAL_RANK) picks the GPU.
+/// `--device cuda` puts each rank on a GPU: under threads rank r gets GPU
+/// r % GPUs, so several ranks may share one GPU, each thread queuing on its
+/// own stream and, when they share, counting its bytes in its own memory
+/// account there (`cuda:K/r`, device.h); under mpirun the process's local rank
+/// on its node (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or LOCAL_RANK) picks
+/// the GPU, account 0 (`cuda:K`).
 ///
 ///     int main(int argc, char** argv) {
 ///       CLI::App app{"ch04: ring all-reduce"};
@@ -71,7 +73,7 @@ struct Context {
   int rank;                      ///< 0 <= rank < world
   int world;                     ///< number of ranks
   Communicator& comm;            ///< this rank's endpoint
-  Device& device;                ///< cpu:rank (simulated), or the rank's GPU under --device cuda
+  Device& device;                ///< cpu:rank, or its GPU under --device cuda (its own account when shared)
   Tracer& trace;                 ///< this rank's timeline and seconds per category
   const LaunchOptions& options;  ///< what launch() was called with
   /// Rank 0 prints, writes files, and reports.
