@@ -1,8 +1,8 @@
 // test_data_parallel.cpp — the core's data-parallel pieces: the slowest-rank
 // timer (chapter 04's timing table and bench_allreduce share it), strided
 // sharding, replicas from the master copy, replica spread, flatten/unflatten
-// (to a host vector and to a tensor on a device),
-// and the ring-traffic verdicts (against hand-written traffic matrices).
+// (to a host vector and to a tensor on a device), and the ring-traffic
+// verdicts (against hand-written traffic matrices).
 #include "support/catch.h"
 #include <array>
 #include <chrono>

@@ -11,7 +11,7 @@
 //
 // Bucketed training: chapter 05's loop on --device cuda (packs on the compute
 // stream, rings on a communication stream after an event) against the same
-// loop on cpu:k. Tolerance dpt::kSingleDeviceTolerance, as for every chapter
+// loop on cpu:k. Tolerance kSingleDeviceTolerance, as for every chapter
 // on cuda vs cpu (tests/gpu/test_gpu_chapters.cpp says why).
 //
 // What this cannot show: a missing event wait (the ring starting before the
@@ -30,10 +30,7 @@
 #include "support/comm_contract.h"
 #include "support/gpu.h"
 
-using dpt::Context;
-using dpt::Device;
-using dpt::ReduceOp;
-using dpt::Tensor;
+using namespace dpt;
 using dpt_test::first_difference;
 using dpt_test::contract::contribution;
 using dpt_test::contract::serial_reduce;
@@ -44,13 +41,13 @@ namespace {
 // every send waits for its receive); each returns "" or what went wrong.
 std::vector<std::string> on_rank_threads(int world, const std::string& device,
                                          const std::function<std::string(Context&)>& body) {
-  dpt::LaunchOptions o;
+  LaunchOptions o;
   o.ranks = world;
   o.device = device;
   o.timeout_s = 60;
   o.eager_limit_bytes = 0;
   std::vector<std::string> wrong(std::size_t(world), "did not run");
-  dpt::launch(o, [&](Context& ctx) { wrong[std::size_t(ctx.rank)] = body(ctx); });
+  launch(o, [&](Context& ctx) { wrong[std::size_t(ctx.rank)] = body(ctx); });
   return wrong;
 }
 
@@ -64,7 +61,7 @@ void check_all_ok(const std::vector<std::string>& wrong, const std::string& what
 // The ring's result on this rank's cuda:0 buffer against the serial oracle.
 std::string ring_on_gpu(Context& ctx, int64_t count, ReduceOp op) {
   Tensor data = Tensor::from_vector({count}, contribution(ctx.rank, count), Device::cuda(0));
-  dpt::ch04::ring_all_reduce(ctx.comm, data.data(), count, op);
+  ch04::ring_all_reduce(ctx.comm, data.data(), count, op);
   return first_difference(data.to_vector(), serial_reduce(ctx.world, count, 0, op));
 }
 
@@ -80,7 +77,7 @@ TEST_CASE("ring all-reduce on cuda:0 buffers: Sum and Avg equal the serial oracl
     for (int64_t count : {int64_t(0), int64_t(1), int64_t(3), int64_t(4), int64_t(7), int64_t(1001), int64_t(100003)})
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
         std::string what = std::to_string(world) + " ranks, count " + std::to_string(count) + ", " +
-                           dpt::reduce_op_name(op);
+                           reduce_op_name(op);
         check_all_ok(on_rank_threads(world, "cpu", [&](Context& ctx) { return ring_on_gpu(ctx, count, op); }), what);
       }
 }
@@ -92,8 +89,8 @@ TEST_CASE("ring scatter-reduce on cuda:0: rank r owns the full sum of chunk (r+1
     for (int64_t count : {int64_t(3), int64_t(10), int64_t(100003)}) {  // count < n; chunks 3,3,2,2; odd
       check_all_ok(on_rank_threads(world, "cpu", [&](Context& ctx) {
         Tensor data = Tensor::from_vector({count}, contribution(ctx.rank, count), Device::cuda(0));
-        dpt::ch04::ring_scatter_reduce(ctx.comm, data.data(), count);
-        dpt::ch04::Chunk owned = dpt::ch04::ring_chunk(count, ctx.world, (ctx.rank + 1) % ctx.world);
+        ch04::ring_scatter_reduce(ctx.comm, data.data(), count);
+        ch04::Chunk owned = ch04::ring_chunk(count, ctx.world, (ctx.rank + 1) % ctx.world);
         std::vector<float> got = data.to_vector(), sum = serial_reduce(ctx.world, count, 0, ReduceOp::Sum);
         return first_difference(std::vector<float>(got.begin() + owned.begin, got.begin() + owned.end),
                                 std::vector<float>(sum.begin() + owned.begin, sum.begin() + owned.end));
@@ -106,7 +103,7 @@ TEST_CASE("ring on each rank's own GPU under --device cuda equals the serial ora
   check_all_ok(on_rank_threads(4, "cuda", [](Context& ctx) {
     const int64_t count = 100003;
     Tensor data = Tensor::from_vector({count}, contribution(ctx.rank, count), ctx.device);
-    dpt::ch04::ring_all_reduce(ctx.comm, data.data(), count, ReduceOp::Avg);
+    ch04::ring_all_reduce(ctx.comm, data.data(), count, ReduceOp::Avg);
     return first_difference(data.to_vector(), serial_reduce(ctx.world, count, 0, ReduceOp::Avg));
   }), "4 ranks on --device cuda");
 }
@@ -116,8 +113,8 @@ TEST_CASE("ring on each rank's own GPU under --device cuda equals the serial ora
 
 namespace {
 
-dpt::Options small_problem() {
-  dpt::Options o;
+Options small_problem() {
+  Options o;
   o.model = "32-64-64-4";  // 6 parameters: several buckets at a small cap
   o.samples = 512;
   o.steps = 20;
@@ -134,18 +131,18 @@ struct BucketedWeights {
 };
 
 // Chapter 05's loop on 2 rank threads on `device` ("cpu" or "cuda").
-BucketedWeights train_bucketed_on(const std::string& device, const dpt::ch05::BucketPlan& plan) {
-  dpt::Options o = small_problem();
-  dpt::Dataset data = dpt::load_dataset(o);
+BucketedWeights train_bucketed_on(const std::string& device, const ch05::BucketPlan& plan) {
+  Options o = small_problem();
+  Dataset data = load_dataset(o);
   BucketedWeights out;
   std::vector<std::string> wrong = on_rank_threads(2, device, [&](Context& ctx) {
-    dpt::MLP replica = dpt::make_replica(ctx, o);
-    dpt::ch05::BucketedRun run = dpt::ch05::train_bucketed(ctx, o, data, replica, plan, "gpu test");
+    MLP replica = make_replica(ctx, o);
+    ch05::BucketedRun run = ch05::train_bucketed(ctx, o, data, replica, plan, "gpu test");
     std::string seen;
     if (int64_t(run.losses.size()) != o.steps) seen += "stopped after " + std::to_string(run.losses.size()) + " steps; ";
-    for (const dpt::ch05::BucketStep& s : run.steps)
+    for (const ch05::BucketStep& s : run.steps)
       if (!s.in_order || s.launched_unready > 0) seen += "a bucket launched out of order or unready; ";
-    if (ctx.is_root()) out.weights = dpt::flatten(replica.parameters());
+    if (ctx.is_root()) out.weights = flatten(replica.parameters());
     return seen;
   });
   for (const std::string& w : wrong) out.wrong += w;
@@ -159,7 +156,7 @@ TEST_CASE("ch05's bucketed training on cuda, overlapped on a comm stream, ends w
   DPT_REQUIRE_GPU();
   struct Case {
     const char* name;
-    dpt::ch05::BucketPlan plan;
+    ch05::BucketPlan plan;
   };
   std::vector<Case> cases = {{"one bucket per parameter", {0, 0, true, 1, false}},
                              {"4 KiB buckets", {4096, 4096, true, 1, false}},
@@ -170,8 +167,8 @@ TEST_CASE("ch05's bucketed training on cuda, overlapped on a comm stream, ends w
     BucketedWeights cpu = train_bucketed_on("cpu", c.plan), gpu = train_bucketed_on("cuda", c.plan);
     CHECK(cpu.wrong.empty());
     CHECK(gpu.wrong.empty());
-    double gap = dpt::max_abs_difference(gpu.weights, cpu.weights);
+    double gap = max_abs_difference(gpu.weights, cpu.weights);
     INFO("max |w_cuda - w_cpu| = " << gap);
-    CHECK(gap <= dpt::kSingleDeviceTolerance);
+    CHECK(gap <= kSingleDeviceTolerance);
   }
 }
