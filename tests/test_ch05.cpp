@@ -84,6 +84,22 @@ TEST_CASE("assign_buckets: a negative cap is a clear error", "[ch05][needs:assig
 }
 
 // ----------------------------------------------------------------------------
+// make_bucket_state (provided): the buckets live on the rank's device
+
+TEST_CASE("make_bucket_state: one zeroed tensor per bucket on the given device, counted as comm buffers", "[ch05]") {
+  Device& device = Device::cpu(9);  // no other test in this process uses it
+  std::size_t before = device.ledger().current(MemoryCategory::Comm);
+  BucketState state = make_bucket_state({{{2, 1}, 12}, {{0}, 8}}, device, [](int) {});
+  REQUIRE(state.flat.size() == 2);
+  for (std::size_t b = 0; b < 2; ++b) {
+    INFO("bucket " << b);
+    CHECK(&state.flat[b].device() == &device);  // on the host, a GPU's ring would read host memory
+    CHECK(state.flat[b].to_vector() == std::vector<float>(b == 0 ? 3 : 2, 0.0f));
+  }
+  CHECK(device.ledger().current(MemoryCategory::Comm) - before == 20);  // 12 + 8 bytes
+}
+
+// ----------------------------------------------------------------------------
 // mark_ready
 
 TEST_CASE("mark_ready: buckets launch in index order, each as soon as it may, when hooks fire shuffled",
