@@ -15,9 +15,9 @@
 ///
 /// Memory: `data` may be host memory or a GPU's (chapter 04 trains on the
 /// rank's device, `--device cuda` included). Never read or write its floats
-/// with a host loop: receive into a `dpt::Floats scratch(data, n)` (scratch in
-/// the same memory), add with `dpt::add_floats` (dpt/floats.h). Both run where
-/// the floats live, and a sendrecv on GPU memory waits for the adds before it.
+/// with a host loop: receive into `dpt::Floats scratch(data, size)` (scratch
+/// in the same memory) and add with `dpt::add_floats` (dpt/floats.h). Both run
+/// where the floats live, and a sendrecv on GPU memory waits for the adds.
 #pragma once
 
 #include <cstdint>
