@@ -84,6 +84,22 @@ TEST_CASE("assign_buckets: a negative cap is a clear error", "[ch05][needs:assig
 }
 
 // ----------------------------------------------------------------------------
+// make_bucket_state (provided): the buckets live on the rank's device
+
+TEST_CASE("make_bucket_state: one zeroed tensor per bucket on the given device, counted as comm buffers", "[ch05]") {
+  Device& device = Device::cpu(9);  // no other test in this process uses it
+  std::size_t before = device.ledger().current(MemoryCategory::Comm);
+  BucketState state = make_bucket_state({{{2, 1}, 12}, {{0}, 8}}, device, [](int) {});
+  REQUIRE(state.flat.size() == 2);
+  for (std::size_t b = 0; b < 2; ++b) {
+    INFO("bucket " << b);
+    CHECK(&state.flat[b].device() == &device);  // on the host, a GPU's ring would read host memory
+    CHECK(state.flat[b].to_vector() == std::vector<float>(b == 0 ? 3 : 2, 0.0f));
+  }
+  CHECK(device.ledger().current(MemoryCategory::Comm) - before == 20);  // 12 + 8 bytes
+}
+
+// ----------------------------------------------------------------------------
 // mark_ready
 
 TEST_CASE("mark_ready: buckets launch in index order, each as soon as it may, when hooks fire shuffled",
@@ -102,7 +118,7 @@ TEST_CASE("mark_ready: buckets launch in index order, each as soon as it may, wh
         if (!marked[std::size_t(p)]) return false;
       return true;
     };
-    BucketState state = make_bucket_state(layout, [&](int b) {
+    BucketState state = make_bucket_state(layout, Device::host(), [&](int b) {
       CHECK(complete(b));  // never before its last gradient is ready
       launched.push_back(b);
     });
@@ -119,7 +135,7 @@ TEST_CASE("mark_ready: buckets launch in index order, each as soon as it may, wh
 }
 
 TEST_CASE("mark_ready: a parameter marked twice in one step is an error naming it", "[ch05][needs:mark_ready]") {
-  BucketState state = make_bucket_state({{{1, 0}, 8}}, [](int) {});
+  BucketState state = make_bucket_state({{{1, 0}, 8}}, Device::host(), [](int) {});
   mark_ready(state, 1);
   CHECK_THROWS_WITH(mark_ready(state, 1), contains_text("#1"));
 }
@@ -132,12 +148,12 @@ TEST_CASE("wait_and_unpack: waits for every bucket, then copies it back in fill 
   dpt_test::run_ranks(1, [](Context& ctx) {
     std::vector<Bucket> layout = {{{2, 1}, 12}, {{0}, 8}};  // param 2 has 1 float, 1 has 2, 0 has 2
     BucketState state;
-    state = make_bucket_state(layout, [&](int b) {
+    state = make_bucket_state(layout, ctx.device, [&](int b) {
       // A slow "all-reduce": the right values appear only after 50 ms.
       state.work[std::size_t(b)] = ctx.comm.async([&state, b] {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        for (std::size_t i = 0; i < state.flat[std::size_t(b)].size(); ++i)
-          state.flat[std::size_t(b)][i] = float(10 * (b + 1) + int(i));
+        Tensor& flat = state.flat[std::size_t(b)];  // on cpu:0, host memory
+        for (int64_t i = 0; i < flat.numel(); ++i) flat.data()[i] = float(10 * (b + 1) + int(i));
       });
     });
     std::vector<Tensor> grads = {Tensor::zeros({2}, ctx.device), Tensor::zeros({2}, ctx.device),
@@ -161,7 +177,7 @@ TEST_CASE("wait_and_unpack: a parameter with no gradient is an error naming it a
   };
   int launches = 0;
   BucketState state;
-  state = make_bucket_state({{{3, 2}, 8}, {{1, 0}, 8}}, [&](int b) {
+  state = make_bucket_state({{{3, 2}, 8}, {{1, 0}, 8}}, Device::host(), [&](int b) {
     ++launches;
     state.work[std::size_t(b)] = std::make_shared<Finished>();
   });
@@ -180,14 +196,14 @@ namespace {
 // it alive whatever happens to the caller.
 std::shared_ptr<BucketState> ring_bucket_state(Context& ctx, std::vector<Bucket> layout, std::vector<Tensor> params) {
   auto shared = std::make_shared<BucketState>();
-  *shared = make_bucket_state(std::move(layout), [&ctx, params, weak = std::weak_ptr<BucketState>(shared)](int b) {
+  *shared = make_bucket_state(std::move(layout), ctx.device, [&ctx, params, weak = std::weak_ptr<BucketState>(shared)](int b) {
     auto shared = weak.lock();
     std::vector<Tensor> grads;
     for (int p : shared->buckets[std::size_t(b)].params) grads.push_back(params[std::size_t(p)].grad());
-    shared->flat[std::size_t(b)] = flatten(grads);
+    flatten_into(grads, shared->flat[std::size_t(b)]);
     shared->work[std::size_t(b)] = ctx.comm.async([&ctx, shared, b] {
-      std::vector<float>& flat = shared->flat[std::size_t(b)];
-      ch04::ring_all_reduce(ctx.comm, flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+      Tensor& flat = shared->flat[std::size_t(b)];
+      ch04::ring_all_reduce(ctx.comm, flat.data(), flat.numel(), ReduceOp::Avg);
     });
   });
   return shared;

@@ -12,6 +12,12 @@
 /// chunk i = ring_chunk(count, n, i) (sizes differ by at most one; some are
 /// empty when count < n). Rank r's right neighbour is (r+1) mod n, its left
 /// (r−1+n) mod n.
+///
+/// Memory: `data` may be host memory or a GPU's (chapter 04 trains on the
+/// rank's device, `--device cuda` included). Never read or write its floats
+/// with a host loop: receive into `dpt::Floats scratch(data, size)` (scratch
+/// in the same memory) and add with `dpt::add_floats` (dpt/floats.h). Both run
+/// where the floats live, and a sendrecv on GPU memory waits for the adds.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +46,8 @@ using StepHook = std::function<void(const char* phase, int step)>;
 /// Scatter-reduce: after n−1 steps, rank r's chunk (r+1) mod n of `data` holds
 /// the sum over all ranks of that chunk (other chunks hold partial sums). At
 /// step s rank r sends chunk (r−s) mod n to its right neighbour and adds the
-/// chunk (r−s−1) mod n received from its left. Only sendrecv to the neighbours.
+/// chunk (r−s−1) mod n received from its left (received into scratch in
+/// data's memory, added with add_floats). Only sendrecv to the neighbours.
 /// (Hole: exercises/04_ring_allreduce/ring.cpp.)
 void ring_scatter_reduce(Communicator& comm, float* data, int64_t count, const StepHook& after_step = {});
 
@@ -50,8 +57,9 @@ void ring_scatter_reduce(Communicator& comm, float* data, int64_t count, const S
 /// (Hole: exercises/04_ring_allreduce/ring.cpp.)
 void ring_all_gather(Communicator& comm, float* data, int64_t count, const StepHook& after_step = {});
 
-/// Scatter-reduce then all-gather (then ÷n for Avg): every rank's `data`
-/// becomes the sum (or mean) over ranks. (Provided: built from your two phases.)
+/// Scatter-reduce then all-gather (for Avg, between the two, each rank scales
+/// the chunk it owns by 1/n with scale_floats): every rank's `data` becomes
+/// the sum (or mean) over ranks. (Provided: built from your two phases.)
 void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
                      const StepHook& after_step = {});
 

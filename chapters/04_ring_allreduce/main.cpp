@@ -156,7 +156,8 @@ void explain(Context& ctx) {
 
 // ----------------------------------------------------------------------------
 // 2. the sums: inputs are small integers, so the serial sum is exact in any
-// order and every rank can compute it on its own, sharing no code with the ring
+// order and every rank can compute it on its own, sharing no code with the
+// ring. The ring runs on the rank's device, where training runs it.
 
 float check_input(int rank, int64_t i) { return float((rank + 1) * 1000 + i % 997); }
 
@@ -165,7 +166,9 @@ float check_input(int rank, int64_t i) { return float((rank + 1) * 1000 + i % 99
 double ring_error(Context& ctx, int64_t count, ReduceOp op) {
   std::vector<float> data(static_cast<std::size_t>(count));
   for (int64_t i = 0; i < count; ++i) data[std::size_t(i)] = check_input(ctx.rank, i);
-  ch04::ring_all_reduce(ctx.comm, data.data(), count, op);
+  Tensor on_device = Tensor::from_vector({count}, data, ctx.device);
+  ch04::ring_all_reduce(ctx.comm, on_device.data(), count, op);
+  data = on_device.to_vector();
   double worst = 0;
   for (int64_t i = 0; i < count; ++i) {
     double expected = 0;
@@ -248,11 +251,13 @@ void time_all_reduces(Context& ctx, int64_t max_bytes, int reps, bool quiet) {
 
 // ----------------------------------------------------------------------------
 // 5. the gradient sync chapter 04 plugs into the core's loop: one ring
-// all-reduce (Avg) over all gradients, flattened
+// all-reduce (Avg) over all gradients, flattened on the rank's device (its
+// GPU under --device cuda: the ring's adds run there, nothing goes through
+// the host)
 
 void ring_average(Context& ctx, std::vector<Tensor>& grads) {
-  std::vector<float> flat = flatten(grads);  // (Ψ,)
-  ch04::ring_all_reduce(ctx.comm, flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+  Tensor flat = flatten_on(grads, ctx.device);  // (Ψ,)
+  ch04::ring_all_reduce(ctx.comm, flat.data(), flat.numel(), ReduceOp::Avg);
   unflatten(flat, grads);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dpt/check.h"
+#include "dpt/floats.h"
 
 namespace dpt::ch04 {
 
@@ -21,8 +22,8 @@ void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op
     // Between the phases each rank scales only the chunk it owns, (r+1) mod n:
     // S/n floats instead of S, and the all-gather spreads the scaled chunks.
     Chunk owned = ring_chunk(count, comm.size(), (comm.rank() + 1) % comm.size());
-    float inverse = 1.0f / float(comm.size());
-    for (int64_t i = owned.begin; i < owned.end; ++i) data[i] *= inverse;
+    // data may be GPU memory: scale where it lives (the bits of `*= 1/n`).
+    scale_floats(data + owned.begin, owned.size(), 1.0f / float(comm.size()));
   }
   ring_all_gather(comm, data, count, after_step);
 }

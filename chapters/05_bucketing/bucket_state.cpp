@@ -8,7 +8,7 @@
 
 namespace dpt::ch05 {
 
-BucketState make_bucket_state(std::vector<Bucket> buckets, std::function<void(int)> launch) {
+BucketState make_bucket_state(std::vector<Bucket> buckets, Device& device, std::function<void(int)> launch) {
   BucketState s;
   s.buckets = std::move(buckets);
   int params = 0;
@@ -20,8 +20,8 @@ BucketState make_bucket_state(std::vector<Bucket> buckets, std::function<void(in
                 "bucket layout: parameter " << p << " is out of range or in two buckets");
       s.bucket_of[std::size_t(p)] = int(b);
     }
-  s.flat.resize(s.buckets.size());
-  for (std::size_t b = 0; b < s.buckets.size(); ++b) s.flat[b].resize(std::size_t(s.buckets[b].bytes / 4));
+  MemoryScope scope(MemoryCategory::Comm);  // DDP's buckets: communication buffers beside the gradients
+  for (const Bucket& b : s.buckets) s.flat.push_back(Tensor::zeros({b.bytes / 4}, device));
   s.launch = std::move(launch);
   reset_bucket_state(s);
   return s;

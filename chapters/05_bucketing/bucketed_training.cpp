@@ -4,6 +4,14 @@
 // --trace the record is also in the timeline: an instant "grad ready NAME" per
 // parameter and a span "launch bucket b" (the pack) on the rank's track, and
 // "all-reduce bucket b" on its async track, each with its step.
+//
+// On a GPU the buckets live on the rank's GPU and two streams share the work,
+// as in PyTorch DDP: the rank thread's current (compute) stream runs backward
+// and each bucket's pack, then records an event; the ring runs on a
+// communication stream that waits for that event on the GPU (the rank thread
+// never blocks), and the job leaves the bucket final before its Work
+// completes. On host memory (cpu:k) there are no streams: the same path, with
+// the GPU steps skipped (gpu_of < 0).
 #include "bucketed_training.h"
 
 #include <algorithm>
@@ -15,6 +23,8 @@
 #include "ch04.h"
 #include "dpt/check.h"
 #include "dpt/data_parallel.h"
+#include "dpt/floats.h"
+#include "dpt/gpu.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/report.h"
@@ -37,6 +47,7 @@ struct Engine : std::enable_shared_from_this<Engine> {
   bool syncing = false;  // true during the backward whose gradients are final for this step
   bool overlap = true;
   std::vector<int> deferred;  // --no-overlap: ready parameters, replayed after backward
+  std::unique_ptr<gpu::Stream> comm_stream;  // on a GPU: where the rings run (made at the first launch)
   // The record (written by the rank thread, except comm_* by the progress
   // thread; read after wait(), which orders the two).
   std::vector<bool> seen_ready;             // parameter → its hook fired this step
@@ -97,19 +108,43 @@ struct Engine : std::enable_shared_from_this<Engine> {
       Tensor g = params[std::size_t(p)].grad();  // undefined if launched too early: send zeros, the verdict says so
       grads.push_back(g.defined() ? g : Tensor::zeros(params[std::size_t(p)].shape(), ctx.device));
     }
-    state.flat[std::size_t(b)] = flatten(grads);  // (bytes/4,) on the host: what the ring sends
-    state.work[std::size_t(b)] =
-        ctx.comm.async([self = shared_from_this(), b, step = step] { self->all_reduce_bucket(b, step); });
+    Tensor& flat = state.flat[std::size_t(b)];
+    flatten_into(grads, flat);  // (bytes/4,) on the rank's device: device copies, on the compute stream
+    std::shared_ptr<gpu::Event> packed = record_packed(gpu_of(flat.data()));
+    state.work[std::size_t(b)] = ctx.comm.async(
+        [self = shared_from_this(), b, step = step, packed] { self->all_reduce_bucket(b, step, packed.get()); });
   }
 
-  // On the progress thread: the ring, chapter 04's, averaging bucket b.
-  void all_reduce_bucket(int b, int64_t in_step) {
-    std::vector<float>& flat = state.flat[std::size_t(b)];
+  // On a GPU: an event after the pack on the compute stream, which the
+  // communication stream will wait for. nullptr on host memory.
+  std::shared_ptr<gpu::Event> record_packed(int device) {
+    if (device < 0) return nullptr;
+    gpu::set_current_device(device);  // the event lives on the bucket's GPU
+    if (!comm_stream) comm_stream = std::make_unique<gpu::Stream>(device);
+    auto packed = std::make_shared<gpu::Event>();
+    packed->record(gpu::current_stream(device));
+    return packed;
+  }
+
+  // On the progress thread: the ring, chapter 04's, averaging bucket b. On a
+  // GPU its adds and copies go to the communication stream, queued after
+  // `packed`; the ring's first sendrecv waits for that stream, so for the pack.
+  void all_reduce_bucket(int b, int64_t in_step, const gpu::Event* packed) {
+    Tensor& flat = state.flat[std::size_t(b)];
     comm_start[std::size_t(b)] = Clock::now();
     {
       auto span = ctx.trace.span("all-reduce bucket " + std::to_string(b), "comm",
-                                 {{"bucket", double(b)}, {"bytes", 4.0 * double(flat.size())}, {"step", double(in_step)}});
-      ch04::ring_all_reduce(ctx.comm, flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+                                 {{"bucket", double(b)}, {"bytes", 4.0 * double(flat.numel())}, {"step", double(in_step)}});
+      std::unique_ptr<gpu::StreamGuard> on_comm_stream;
+      if (packed) {
+        gpu::set_current_device(comm_stream->device());
+        comm_stream->wait(*packed);  // a wait on the GPU, not on the host
+        on_comm_stream = std::make_unique<gpu::StreamGuard>(*comm_stream);
+      }
+      ch04::ring_all_reduce(ctx.comm, flat.data(), flat.numel(), ReduceOp::Avg);
+      // Final before the Work completes: wait_and_unpack reads the bucket on
+      // the compute stream, which knows nothing of this one.
+      if (packed) comm_stream->synchronize();
     }
     comm_end[std::size_t(b)] = Clock::now();
   }
@@ -159,7 +194,7 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
   e.overlap = plan.overlap;
   BucketedRun run;
   run.layout = assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes);
-  e.state = make_bucket_state(run.layout, [&e](int b) { e.launch(b); });
+  e.state = make_bucket_state(run.layout, ctx.device, [&e](int b) { e.launch(b); });
   std::size_t nb = run.layout.size();
   e.launched.resize(nb), e.comm_start.resize(nb), e.comm_end.resize(nb);
   for (const NamedTensor& p : replica.named_parameters()) e.names.push_back(p.name);

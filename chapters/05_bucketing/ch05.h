@@ -8,15 +8,19 @@
 ///
 /// The life of one step (the chapter's provided code around your holes):
 ///
-///     BucketState state = make_bucket_state(assign_buckets(bytes, cap, first_cap), launch);
+///     BucketState state = make_bucket_state(assign_buckets(bytes, cap, first_cap), ctx.device, launch);
 ///     // backward: each parameter's grad-ready hook calls
 ///     mark_ready(state, p);           // may call launch(b) for b = next_launch, …
 ///     // after backward, before the optimizer step:
 ///     wait_and_unpack(state, grads, names);
 ///
-/// `launch(b)` (provided) copies bucket b's gradients into state.flat[b] and
+/// `launch(b)` (provided) copies bucket b's gradients into state.flat[b] (a
+/// tensor on the rank's device: device copies, no trip through the host) and
 /// queues a ring all-reduce (Avg, chapter 04's) of it on the rank's progress
-/// thread, storing the handle in state.work[b]. With --find-unused-parameters
+/// thread, storing the handle in state.work[b]. On a GPU the pack runs on the
+/// compute stream and the ring on a communication stream that waits for it
+/// (an event: the rank thread does not block); the bucket is final on the GPU
+/// by the time state.work[b] completes. With --find-unused-parameters
 /// the loop also calls mark_ready, after forward, for every parameter the
 /// loss does not reach (find_unused_parameters, provided). Left out: views of
 /// gradients into the bucket (we copy; see wait_and_unpack), re-bucketing
@@ -60,7 +64,7 @@ struct BucketState {
   std::vector<bool> ready;                    ///< parameter → marked ready this step
   std::vector<int> missing;                   ///< bucket → parameters not ready yet
   int next_launch = 0;                        ///< lowest bucket index not launched yet
-  std::vector<std::vector<float>> flat;       ///< bucket → its packed gradients (bytes/4,)
+  std::vector<Tensor> flat;                   ///< bucket → its packed gradients (bytes/4,), on the rank's device
   std::vector<std::shared_ptr<Work>> work;    ///< bucket → its all-reduce, once launched
   std::function<void(int bucket)> launch;     ///< packs bucket b and starts its all-reduce
 };
@@ -74,8 +78,9 @@ struct BucketState {
 /// DDP's find_unused_parameters=True does, at the cost of a graph walk a step.
 std::vector<int> find_unused_parameters(const Tensor& loss, std::vector<Tensor>& params);
 
-/// A fresh state for `buckets` (provided): nothing ready, nothing launched.
-BucketState make_bucket_state(std::vector<Bucket> buckets, std::function<void(int)> launch);
+/// A fresh state for `buckets` (provided): nothing ready, nothing launched;
+/// state.flat[b] allocated on `device` (counted as comm buffers).
+BucketState make_bucket_state(std::vector<Bucket> buckets, Device& device, std::function<void(int)> launch);
 /// Forgets the last step (provided): nothing ready, nothing launched.
 void reset_bucket_state(BucketState& state);
 
@@ -94,7 +99,8 @@ void mark_ready(BucketState& state, int param);
 /// ("parameter fc1.weight (#2) got no gradient this step; bucket 1 was never
 /// all-reduced ..."), `names[i]` naming parameter i. Then wait for every
 /// bucket's work, in index order, and copy state.flat[b] back into the
-/// gradients of its parameters, in the bucket's fill order. (Hole.)
+/// gradients of its parameters, in the bucket's fill order (device to device:
+/// dpt::unflatten of a tensor, never a host loop). (Hole.)
 void wait_and_unpack(BucketState& state, std::vector<Tensor>& grads, const std::vector<std::string>& names);
 
 }  // namespace dpt::ch05

@@ -49,8 +49,9 @@ Averaging averaging_at(const Schedule& schedule, int64_t step);
 
 /// Collective: replaces every rank's `tensors` (any devices) by their mean
 /// over ranks, element by element, with the library all-reduce (Avg) of all
-/// of them flattened into one payload (one call per use, so the traffic log
-/// counts Σ numel · 4 bytes per rank). Afterwards every rank holds the same bits.
+/// of them flattened into one payload on their device (a GPU buffer under
+/// --device cuda), one call per use, so the traffic log counts Σ numel · 4
+/// bytes per rank. Afterwards every rank holds the same bits.
 /// (Hole: exercises/06_averaging/average.cpp.)
 void average_parameters(Communicator& comm, std::vector<Tensor>& tensors);
 

@@ -13,11 +13,11 @@ namespace dpt::ch06 {
 namespace {
 double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
 
-// Gradient averaging, as chapters 03–05 do it (not the hole: the grads
-// baseline runs before average_parameters is written).
-void average_gradients(Communicator& comm, std::vector<Tensor>& grads) {
-  std::vector<float> flat = flatten(grads);  // (Ψ,)
-  comm.all_reduce(flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+// Gradient averaging, as chapters 04–05 do it, on the rank's device (not
+// the hole: the grads baseline runs before average_parameters is written).
+void average_gradients(Context& ctx, std::vector<Tensor>& grads) {
+  Tensor flat = flatten_on(grads, ctx.device);  // (Ψ,)
+  ctx.comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
   unflatten(flat, grads);
 }
 
@@ -50,7 +50,7 @@ LocalSgdRun train_local_sgd(Context& ctx, const Options& o, const Dataset& data,
     if (what == Averaging::Gradients) {
       std::vector<Tensor> grads;
       for (Tensor& p : params) grads.push_back(p.grad());
-      average_gradients(ctx.comm, grads);  // now the same mean on every rank
+      average_gradients(ctx, grads);  // now the same mean on every rank
       ++run.gradient_steps;
     }
     optimizer->step();  // on the mean gradient, or on this rank's own

@@ -12,8 +12,15 @@
 //    message is above the eager limit (MPI, and the threads backend in the
 //    tests): every rank waits in send for a receive nobody has posted. The
 //    tests use 2 MB messages, and the timeout names who waited for whom.
-//  * Scatter-reduce receives into a scratch buffer (the largest chunk is
-//    chunk 0), then adds it; all-gather receives straight into data.
+//  * `data` may live on a GPU (--device cuda): a host loop over it
+//    (data[i] += ...) reads GPU memory from the CPU (a segmentation fault), a
+//    std::vector scratch is host memory the GPU cannot add from. So
+//    scatter-reduce receives into scratch made next to data (the largest
+//    chunk is chunk 0):
+//        dpt::Floats scratch(data, ring_chunk(count, n, 0).size());
+//    and adds it where the floats live (a CPU loop or a GPU kernel):
+//        dpt::add_floats(data + in.begin, scratch.data(), in.size());
+//    (dpt/floats.h, included below). All-gather receives straight into data.
 //  * (a - b) mod n in C++: ((a - b) % n + n) % n — % of a negative is negative.
 //  * Chunks may be empty (count < n): sending 0 floats is fine.
 //  * After each step call `if (after_step) after_step("scatter-reduce", s);`
@@ -21,6 +28,7 @@
 #include "ch04.h"
 
 #include "dpt/check.h"
+#include "dpt/floats.h"
 
 namespace dpt::ch04 {
 

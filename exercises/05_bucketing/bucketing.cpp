@@ -15,6 +15,8 @@
 //    DPT_CHECK with its name. Waiting on it instead would hang until the timeout.
 //    state.work[b]->wait(), then dpt::unflatten(state.flat[b], the bucket's
 //    gradients in state.buckets[b].params order) from dpt/data_parallel.h.
+//    state.flat[b] is a tensor on the rank's device (a GPU under --device
+//    cuda): copy it with unflatten, never with a host loop over its data().
 #include "ch05.h"
 
 #include "dpt/check.h"

@@ -4,9 +4,12 @@
 // chunk with the neighbours. Each rank sends 2(n−1) chunks of ≈ S/n bytes,
 // 2(n−1)/n·S in all: the bandwidth-optimal all-reduce. A variant that moves
 // chunks in cache-sized pieces lives in bench/ (beyond the exercise).
-#include <vector>
-
+//
+// `data` may be host memory or GPU memory: the only touch of its floats is
+// dpt::add_floats, which runs where they live (a CPU loop, or a kernel on
+// this thread's stream that the next sendrecv waits for).
 #include "ch04.h"
+#include "dpt/floats.h"
 
 namespace dpt::ch04 {
 
@@ -17,14 +20,14 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 void ring_scatter_reduce(Communicator& comm, float* data, int64_t count, const StepHook& after_step) {
   const int n = comm.size(), r = comm.rank();
   const int right = mod(r + 1, n), left = mod(r - 1, n);
-  std::vector<float> scratch(std::size_t(ring_chunk(count, n, 0).size()));  // chunk 0 is the largest
+  Floats scratch(data, ring_chunk(count, n, 0).size());  // in data's memory; chunk 0 is the largest
   for (int s = 0; s + 1 < n; ++s) {
     Chunk out = ring_chunk(count, n, mod(r - s, n));
     Chunk in = ring_chunk(count, n, mod(r - s - 1, n));
     // Meanwhile the left neighbour sends us its partial sum of chunk `in`,
     // and the right neighbour receives ours of chunk `out`.
     comm.sendrecv(data + out.begin, out.size(), right, scratch.data(), in.size(), left);
-    for (int64_t i = 0; i < in.size(); ++i) data[in.begin + i] += scratch[std::size_t(i)];
+    add_floats(data + in.begin, scratch.data(), in.size());  // data[in.begin + i] += scratch[i]
     if (after_step) after_step("scatter-reduce", s);
   }
 }

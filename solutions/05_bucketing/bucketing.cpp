@@ -56,7 +56,7 @@ void wait_and_unpack(BucketState& s, std::vector<Tensor>& grads, const std::vect
     s.work[b]->wait();  // bucket b now holds the mean over ranks
     std::vector<Tensor> mine;
     for (int p : s.buckets[b].params) mine.push_back(grads[std::size_t(p)]);
-    unflatten(s.flat[b], mine);  // copy back: the gradients are tensors of their own, on the device
+    unflatten(s.flat[b], mine);  // copy back, device to device: the gradients are tensors of their own
   }
 }
 

@@ -6,8 +6,11 @@
 namespace dpt::ch06 {
 
 void average_parameters(Communicator& comm, std::vector<Tensor>& tensors) {
-  std::vector<float> flat = flatten(tensors);  // (Σ numel,)
-  comm.all_reduce(flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+  // One payload on the tensors' device (a GPU's: the all-reduce takes device
+  // buffers, nothing goes through the host).
+  Device& device = tensors.empty() ? Device::host() : tensors.front().device();
+  Tensor flat = flatten_on(tensors, device);  // (Σ numel,)
+  comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
   unflatten(flat, tensors);
 }
 

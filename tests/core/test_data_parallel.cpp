@@ -1,7 +1,8 @@
 // test_data_parallel.cpp — the core's data-parallel pieces: the slowest-rank
 // timer (chapter 04's timing table and bench_allreduce share it), strided
-// sharding, replicas from the master copy, replica spread, flatten/unflatten,
-// and the ring-traffic verdicts (against hand-written traffic matrices).
+// sharding, replicas from the master copy, replica spread, flatten/unflatten
+// (to a host vector and to a tensor on a device), and the ring-traffic
+// verdicts (against hand-written traffic matrices).
 #include "support/catch.h"
 #include <array>
 #include <chrono>
@@ -105,6 +106,36 @@ TEST_CASE("flatten and unflatten: a round trip in parameter order, sizes must ad
   CHECK(ts[1].to_vector() == std::vector<float>{-5, -6, -7});
   flat.pop_back();
   CHECK_THROWS_AS(unflatten(flat, ts), Error);
+}
+
+TEST_CASE("flatten_on, flatten_into, unflatten(Tensor): the host versions' floats, on a device, as comm buffers",
+          "[core]") {
+  // Oracle: the values written out by hand (and the host flatten, pinned above).
+  std::vector<Tensor> ts = {Tensor::from_vector({2, 2}, {1, 2, 3, 4}, Device::cpu(6)),
+                            Tensor::from_vector({3}, {5, 6, 7}, Device::host()),
+                            Tensor::zeros({0}, Device::cpu(6))};
+  Device& device = Device::cpu(7);
+  std::size_t comm_before = device.ledger().current(MemoryCategory::Comm);
+  Tensor flat = flatten_on(ts, device);
+  CHECK(&flat.device() == &device);
+  CHECK(flat.shape() == Shape{7});
+  CHECK(flat.to_vector() == std::vector<float>{1, 2, 3, 4, 5, 6, 7});
+  CHECK(flat.to_vector() == flatten(ts));
+  CHECK(device.ledger().current(MemoryCategory::Comm) - comm_before >= 7 * sizeof(float));
+
+  for (int64_t i = 0; i < 7; ++i) flat.data()[i] = -10.0f * float(i + 1);
+  unflatten(flat, ts);
+  CHECK(ts[0].to_vector() == std::vector<float>{-10, -20, -30, -40});
+  CHECK(ts[1].to_vector() == std::vector<float>{-50, -60, -70});
+
+  Tensor into = Tensor::full({7}, 99.0f, Device::cpu(6));
+  flatten_into(ts, into);
+  CHECK(into.to_vector() == std::vector<float>{-10, -20, -30, -40, -50, -60, -70});
+  CHECK(flatten_on({}, device).numel() == 0);
+
+  Tensor short_one = Tensor::zeros({6}, device);
+  CHECK_THROWS_WITH(unflatten(short_one, ts), contains_text("unflatten: 6 floats for tensors of 7"));
+  CHECK_THROWS_WITH(flatten_into(ts, short_one), contains_text("tensors of 7 floats into a flat tensor of 6"));
 }
 
 namespace {

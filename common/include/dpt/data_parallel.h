@@ -4,12 +4,12 @@
 /// backward, a pluggable gradient sync, the same optimizer step everywhere.
 /// Also the two things its checks need: single-device training on the global
 /// batch (the equivalence oracle) and flatten/unflatten (one all-reduce
-/// payload for all gradients).
+/// payload for all gradients: a host vector, or a tensor on the rank's device).
 ///
 ///     MLP replica = dpt::make_replica(ctx, options);                // master → replicas
 ///     dpt::GradientSync sync = [](Context& c, std::vector<Tensor>& grads) {
-///       std::vector<float> flat = dpt::flatten(grads);            // (Ψ,)
-///       c.comm.all_reduce(flat.data(), int64_t(flat.size()), ReduceOp::Avg);
+///       Tensor flat = dpt::flatten_on(grads, c.device);            // (Ψ,), on the rank's device
+///       c.comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
 ///       dpt::unflatten(flat, grads);
 ///     };
 ///     DataParallelRun run = dpt::train_data_parallel(ctx, options, data, replica, sync, "train");
@@ -153,6 +153,20 @@ double max_abs_difference(const std::vector<float>& a, const std::vector<float>&
 std::vector<float> flatten(const std::vector<Tensor>& tensors);
 /// Copies consecutive slices of `flat` back into `tensors` (sizes must add up).
 void unflatten(const std::vector<float>& flat, std::vector<Tensor>& tensors);
+
+/// One new (Σ numel,) tensor on `device` holding `tensors` (any devices) back
+/// to back, in order, filled with device copies: no host round trip when they
+/// live on `device`'s GPU. Counted as comm buffers (memory_ledger.h).
+/// On a GPU the copies are queued on the calling thread's current stream
+/// (gpu.h): a Communicator call on the result waits for them.
+Tensor flatten_on(const std::vector<Tensor>& tensors, Device& device);
+/// flatten_on into an existing tensor: `flat` (Σ numel floats, any shape)
+/// receives `tensors` back to back. Sizes must add up.
+void flatten_into(const std::vector<Tensor>& tensors, Tensor& flat);
+/// Copies consecutive slices of `flat` (any device) back into `tensors` (any
+/// devices); sizes must add up. Device to device on a GPU: queued on the
+/// current stream, in order after whatever wrote `flat` there.
+void unflatten(const Tensor& flat, std::vector<Tensor>& tensors);
 
 /// Adds the flag the data-parallel chapters share: --verify / --no-verify
 /// (train on one device too and compare the weights; default on).
