@@ -243,6 +243,27 @@ void free(int device, void* ptr) {
   DPT_CUDA_CHECK(status);
 }
 
+void* allocate_on_stream(int device, std::size_t bytes) {
+  check_device(device);
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  void* ptr = nullptr;
+  cudaError_t status = cudaMallocAsync(&ptr, bytes, as_stream(current_stream(device).handle()));
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: the caller says it in a sentence
+    return nullptr;
+  }
+  DPT_CUDA_CHECK(status);
+  return ptr;
+}
+
+void free_on_stream(int device, void* ptr) {
+  if (!ptr) return;
+  cudaError_t status = cudaSetDevice(device);
+  if (status == cudaSuccess) status = cudaFreeAsync(ptr, as_stream(current_stream(device).handle()));
+  if (status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed) return;  // at exit
+  DPT_CUDA_CHECK(status);
+}
+
 void copy(void* dst, const void* src, std::size_t bytes, int device) {
   if (bytes == 0) return;
   DPT_CUDA_CHECK(cudaSetDevice(device));

@@ -70,7 +70,10 @@ Floats::Floats(int gpu, int64_t count) : gpu_(gpu), count_(count) {
     data_ = host_.data();
     return;
   }
-  data_ = static_cast<float*>(gpu::allocate(gpu, std::size_t(count) * sizeof(float)));
+  // Stream-ordered: scratch comes and goes on every ring call, and cudaFree
+  // would wait for the whole GPU (every rank thread's stream, and chapter 05's
+  // backward while its comm stream runs the ring).
+  data_ = static_cast<float*>(gpu::allocate_on_stream(gpu, std::size_t(count) * sizeof(float)));
   DPT_CHECK(data_ != nullptr, "need " << count << " floats (" << 4 * count << " bytes) of scratch on cuda:" << gpu
                                       << ", and the GPU has no room left");
 }
@@ -78,7 +81,7 @@ Floats::Floats(int gpu, int64_t count) : gpu_(gpu), count_(count) {
 Floats::~Floats() {
   if (gpu_ < 0 || data_ == nullptr) return;
   try {
-    gpu::free(gpu_, data_);
+    gpu::free_on_stream(gpu_, data_);  // after this thread's queued work that uses it
   } catch (...) {  // a destructor must not throw; the error already surfaced elsewhere
   }
 }

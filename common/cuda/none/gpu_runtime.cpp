@@ -44,6 +44,8 @@ std::size_t Graph::node_count() const { return 0; }
 
 void* allocate(int, std::size_t) { no_cuda("GPU memory"); }
 void free(int, void*) {}
+void* allocate_on_stream(int, std::size_t) { no_cuda("GPU memory"); }
+void free_on_stream(int, void*) {}
 void copy(void*, const void*, std::size_t, int) { no_cuda("a GPU copy"); }
 void synchronize(int) {}
 

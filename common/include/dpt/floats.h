@@ -41,7 +41,8 @@ void scale_floats(float* data, int64_t count, float factor);
 void divide_floats(float* data, int64_t count, float divisor);
 
 /// `count` floats of scratch in the same memory as a given buffer (host memory
-/// or its GPU), freed when it goes out of scope. Not charged to any Device's
+/// or its GPU), freed when it goes out of scope (on a GPU stream-ordered: after
+/// the work the calling thread has queued on its current stream, no wait). Not charged to any Device's
 /// account: scratch a communication algorithm needs, like a library's own.
 class Floats {
  public:

@@ -169,6 +169,14 @@ class Graph {
 void* allocate(int device, std::size_t bytes);
 /// Frees memory from allocate(). Waits for the GPU's queued work first.
 void free(int device, void* ptr);
+/// `bytes` on GPU `device` from CUDA's stream-ordered pool, in order on the
+/// calling thread's current stream of that GPU (other streams may use it once
+/// that stream has been synchronized), or nullptr when the GPU has no room.
+/// For short-lived scratch (dpt::Floats): no cudaMalloc, no device-wide wait.
+void* allocate_on_stream(int device, std::size_t bytes);
+/// Gives memory from allocate_on_stream() back once the work queued so far on
+/// the calling thread's current stream of `device` has run; never waits.
+void free_on_stream(int device, void* ptr);
 /// Copies `bytes` between any two of host memory and GPU memory (unified
 /// addressing tells which is which), in order on the calling thread's current
 /// stream of `device`. When `dst` or `src` is host memory the call returns
