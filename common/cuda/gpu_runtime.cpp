@@ -220,48 +220,51 @@ std::size_t Graph::node_count() const {
 // ----------------------------------------------------------------------------
 // memory
 
-void* allocate(int device, std::size_t bytes) {
-  check_device(device);
-  DPT_CUDA_CHECK(cudaSetDevice(device));
-  void* ptr = nullptr;
-  cudaError_t status = cudaMalloc(&ptr, bytes);
+namespace {
+// An allocation's outcome: the memory, or nullptr when the GPU has no room
+// (not sticky: the caller says so in a sentence); any other failure throws.
+void* allocated_or_null(cudaError_t status, void* ptr) {
   if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // not sticky: the caller reports it as dpt::OutOfMemory
+    cudaGetLastError();
     return nullptr;
   }
   DPT_CUDA_CHECK(status);
   return ptr;
+}
+// A free's outcome. At exit (static destructors) the runtime may already be
+// unloading: the memory goes with the process, nothing to report.
+void check_freed(cudaError_t status) {
+  if (status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed) return;
+  DPT_CUDA_CHECK(status);
+}
+}  // namespace
+
+void* allocate(int device, std::size_t bytes) {
+  check_device(device);
+  DPT_CUDA_CHECK(cudaSetDevice(device));
+  void* ptr = nullptr;
+  return allocated_or_null(cudaMalloc(&ptr, bytes), ptr);
 }
 
 void free(int device, void* ptr) {
   if (!ptr) return;
   cudaError_t status = cudaSetDevice(device);
   if (status == cudaSuccess) status = cudaFree(ptr);  // waits for queued work that may still use it
-  // At exit (static destructors) the runtime may already be unloading: the
-  // memory goes with the process, nothing to report.
-  if (status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed) return;
-  DPT_CUDA_CHECK(status);
+  check_freed(status);
 }
 
 void* allocate_on_stream(int device, std::size_t bytes) {
   check_device(device);
   DPT_CUDA_CHECK(cudaSetDevice(device));
   void* ptr = nullptr;
-  cudaError_t status = cudaMallocAsync(&ptr, bytes, as_stream(current_stream(device).handle()));
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // not sticky: the caller says it in a sentence
-    return nullptr;
-  }
-  DPT_CUDA_CHECK(status);
-  return ptr;
+  return allocated_or_null(cudaMallocAsync(&ptr, bytes, as_stream(current_stream(device).handle())), ptr);
 }
 
 void free_on_stream(int device, void* ptr) {
   if (!ptr) return;
   cudaError_t status = cudaSetDevice(device);
   if (status == cudaSuccess) status = cudaFreeAsync(ptr, as_stream(current_stream(device).handle()));
-  if (status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed) return;  // at exit
-  DPT_CUDA_CHECK(status);
+  check_freed(status);
 }
 
 void copy(void* dst, const void* src, std::size_t bytes, int device) {
