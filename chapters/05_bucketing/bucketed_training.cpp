@@ -141,7 +141,12 @@ struct Engine : std::enable_shared_from_this<Engine> {
         comm_stream->wait(*packed);  // a wait on the GPU, not on the host
         on_comm_stream = std::make_unique<gpu::StreamGuard>(*comm_stream);
       }
-      ch04::ring_all_reduce(ctx.comm, flat.data(), flat.numel(), ReduceOp::Avg);
+      try {
+        ch04::ring_all_reduce(ctx.comm, flat.data(), flat.numel(), ReduceOp::Avg);
+      } catch (...) {  // the ring's queued kernels may still use the bucket: let them end first
+        if (packed) comm_stream->synchronize();
+        throw;
+      }
       // Final before the Work completes: wait_and_unpack reads the bucket on
       // the compute stream, which knows nothing of this one.
       if (packed) comm_stream->synchronize();

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "cuda_reductions.cuh"
 #include "dpt/check.h"
@@ -135,6 +136,7 @@ struct ThreadState {
   void* partials = nullptr;  // kMaxPartials 8-byte partials, then one 8-byte result
   cudaEvent_t last_use = nullptr;
   cudaStream_t last_stream = nullptr;
+  std::vector<void*> captured_labels, captured_staged;  // read by CUDA graphs' replays
 
   // Return codes are ignored: at process exit the driver may be gone already.
   // The handle is pointed back at the default stream first: this thread's
@@ -150,6 +152,8 @@ struct ThreadState {
     if (staged_copied) cudaEventDestroy(staged_copied);
     if (partials) cudaFree(partials);
     if (last_use) cudaEventDestroy(last_use);
+    for (void* p : captured_labels) cudaFree(p);
+    for (void* p : captured_staged) cudaFreeHost(p);
   }
 };
 
@@ -346,9 +350,19 @@ class CudaKernels final : public Kernels {
       DPT_CUDA_CHECK(cudaStreamWaitEvent(stream, state.last_use, 0));
     return state;
   }
+  // While a CUDA graph is captured nothing is recorded: an event last
+  // recorded in a capture cannot be waited on afterwards (cudaErrorCapturedEvent),
+  // and the captured work runs only when the graph is replayed.
   void release(ThreadState& state) {
-    state.last_stream = current();
+    cudaStream_t stream = current();
+    if (capturing(stream)) return;
+    state.last_stream = stream;
     DPT_CUDA_CHECK(cudaEventRecord(state.last_use, state.last_stream));
+  }
+  static bool capturing(cudaStream_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    DPT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+    return status != cudaStreamCaptureStatusNone;
   }
 
   // The thread's device copy of `rows` host labels. A training step asks
@@ -358,9 +372,13 @@ class CudaKernels final : public Kernels {
   // readers of the device buffer), so the host never waits for the GPU here
   // and the copy can be captured in a CUDA graph. Before the pinned buffer is
   // rewritten, the previous copy out of it must have run: its event.
+  // While a CUDA graph is captured, the labels go to buffers of the graph's
+  // own (kept until the thread ends): every replay reads the labels of the
+  // capture, whatever later eager steps upload.
   const int64_t* upload_labels(ThreadState& state, const int64_t* labels, int64_t rows) {
     if (rows <= 0) return state.labels;  // nothing to read
     std::size_t bytes = std::size_t(rows) * sizeof(int64_t);
+    if (capturing(current())) return capture_labels(state, labels, rows, bytes);
     if (rows == state.staged_rows && std::memcmp(state.staged, labels, bytes) == 0) return state.labels;
     DPT_CUDA_CHECK(cudaEventSynchronize(state.staged_copied));  // never recorded: returns at once
     if (bytes > state.label_capacity) {  // grow-only; the frees wait for the GPU
@@ -380,6 +398,18 @@ class CudaKernels final : public Kernels {
     DPT_CUDA_CHECK(cudaEventRecord(state.staged_copied, current()));
     state.staged_rows = rows;
     return state.labels;
+  }
+
+  const int64_t* capture_labels(ThreadState& state, const int64_t* labels, int64_t rows, std::size_t bytes) {
+    auto* device_copy = static_cast<int64_t*>(gpu::allocate(device_, bytes));  // legal: relaxed capture
+    DPT_CHECK(device_copy, "cuda:" << device_ << ": no room for " << rows << " labels");
+    state.captured_labels.push_back(device_copy);
+    void* pinned = nullptr;
+    DPT_CUDA_CHECK(cudaMallocHost(&pinned, bytes));
+    state.captured_staged.push_back(pinned);
+    std::memcpy(pinned, labels, bytes);
+    DPT_CUDA_CHECK(cudaMemcpyAsync(device_copy, pinned, bytes, cudaMemcpyHostToDevice, current()));
+    return device_copy;
   }
 
   cublasHandle_t blas_handle() {

@@ -5,28 +5,38 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <mutex>
+#include <set>
 
 #include "dpt/check.h"
 
 namespace dpt::gpu {
 
 namespace {
+cudaStream_t as_stream(void* handle) { return static_cast<cudaStream_t>(handle); }
+cudaEvent_t as_event(void* handle) { return static_cast<cudaEvent_t>(handle); }
+
 // The calling thread's streams: the default one made on first use, and the
 // one a StreamGuard has put in front of it.
 struct ThreadStreams {
   std::map<int, Stream*> own;      // made by current_stream(), freed at thread exit
   std::map<int, Stream*> current;  // set by StreamGuard
+  // cudaStreamDestroy does not wait: the thread's last kernels are finished
+  // first, so whoever joined this thread reads their results, and blocks the
+  // Device cached under this stream's handle are idle before a new stream can
+  // get the same handle. Errors ignored: at exit the runtime may be unloading.
   ~ThreadStreams() {
-    for (auto& [device, stream] : own) delete stream;
+    for (auto& [device, stream] : own) {
+      cudaStreamSynchronize(as_stream(stream->handle()));
+      delete stream;
+    }
   }
 };
 thread_local ThreadStreams t_streams;
-
-cudaStream_t as_stream(void* handle) { return static_cast<cudaStream_t>(handle); }
-cudaEvent_t as_event(void* handle) { return static_cast<cudaEvent_t>(handle); }
 
 void check_device(int device) {
   int count = device_count();
@@ -253,8 +263,38 @@ void free(int device, void* ptr) {
   check_freed(status);
 }
 
+namespace {
+// CUDA's stream-ordered pool gives freed memory back to the driver at every
+// synchronize unless told to keep it (release threshold 0 by default): then
+// every Floats after a copy_floats would map fresh memory. Kept, once per GPU.
+void keep_pool_memory(int device) {
+  static std::mutex mutex;
+  static std::set<int> done;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!done.insert(device).second) return;
+  cudaMemPool_t pool = nullptr;
+  DPT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  std::uint64_t keep = UINT64_MAX;
+  DPT_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+}
+
+// Makes `waiting` (a stream of GPU `waiting_device`) wait for what is queued
+// so far on `producer` (a stream of GPU `producer_device`).
+void order_after(int waiting_device, cudaStream_t waiting, int producer_device, cudaStream_t producer) {
+  DPT_CUDA_CHECK(cudaSetDevice(producer_device));
+  cudaEvent_t event = nullptr;
+  DPT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  cudaError_t status = cudaEventRecord(event, producer);
+  if (status == cudaSuccess) status = cudaSetDevice(waiting_device);
+  if (status == cudaSuccess) status = cudaStreamWaitEvent(waiting, event, 0);
+  cudaEventDestroy(event);  // released once reached; the wait already holds its point
+  DPT_CUDA_CHECK(status);
+}
+}  // namespace
+
 void* allocate_on_stream(int device, std::size_t bytes) {
   check_device(device);
+  keep_pool_memory(device);
   DPT_CUDA_CHECK(cudaSetDevice(device));
   void* ptr = nullptr;
   return allocated_or_null(cudaMallocAsync(&ptr, bytes, as_stream(current_stream(device).handle())), ptr);
@@ -274,7 +314,22 @@ void copy(void* dst, const void* src, std::size_t bytes, int device) {
   DPT_CUDA_CHECK(cudaPointerGetAttributes(&to, dst));
   DPT_CUDA_CHECK(cudaPointerGetAttributes(&from, src));
   Stream& stream = current_stream(device);
-  DPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream.handle())));
+  cudaStream_t s = as_stream(stream.handle());
+  bool both_gpus = to.type == cudaMemoryTypeDevice && from.type == cudaMemoryTypeDevice;
+  if (both_gpus && to.device != from.device) {
+    // Between two GPUs: after the work this thread queued on the source GPU
+    // (it may still be writing src), with cudaMemcpyPeerAsync (a plain copy
+    // may fail on stream-ordered pool memory, Floats' scratch, without peer
+    // access), and the source GPU's stream waits for the copy before it may
+    // overwrite src.
+    cudaStream_t source = as_stream(current_stream(from.device).handle());
+    order_after(device, s, from.device, source);
+    DPT_CUDA_CHECK(cudaMemcpyPeerAsync(dst, to.device, src, from.device, bytes, s));
+    order_after(from.device, source, device, s);
+    DPT_CUDA_CHECK(cudaSetDevice(device));
+    return;
+  }
+  DPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   // Host memory on either side: the host may touch it as soon as we return.
   bool host_side = to.type != cudaMemoryTypeDevice || from.type != cudaMemoryTypeDevice;
   if (host_side) stream.synchronize();

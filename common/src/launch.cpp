@@ -238,11 +238,14 @@ Device& rank_device(const LaunchOptions& o, int rank, int local_rank, bool threa
   return Device::cuda(gpu_for_rank(local_rank), shared ? rank : 0);
 }
 
-RankOutcome run_rank(Communicator& comm, Device& device, Tracer& tracer, const LaunchOptions& options,
-                     const std::function<void(Context&)>& fn) {
-  Context ctx{comm.rank(), comm.size(), comm, device, tracer, options};
+// The device is picked inside the try: a GPU that fails there (Device::cuda
+// throws) is this rank's error, reported as any other, not an exception
+// escaping the rank's thread (std::terminate).
+RankOutcome run_rank(Communicator& comm, const std::function<Device&()>& pick_device, Tracer& tracer,
+                     const LaunchOptions& options, const std::function<void(Context&)>& fn) {
   RankOutcome out;
   try {
+    Context ctx{comm.rank(), comm.size(), comm, pick_device(), tracer, options};
     fn(ctx);
     comm.synchronize();  // async work issued by fn and never waited for
   } catch (...) {
@@ -281,7 +284,7 @@ void launch_threads(const LaunchOptions& o, const std::function<void(Context&)>&
   for (int r = 0; r < o.ranks; ++r) {
     threads.emplace_back([&, r] {
       set_error_rank(r);
-      outcomes[r] = run_rank(*comms[r], rank_device(o, r, r, true), *tracers[r], o, fn);
+      outcomes[r] = run_rank(*comms[r], [&]() -> Device& { return rank_device(o, r, r, true); }, *tracers[r], o, fn);
     });
   }
   for (auto& t : threads) t.join();
@@ -317,7 +320,8 @@ void launch_processes(const LaunchOptions& o, const std::function<void(Context&)
                        << o.ranks << " ... --comm " << o.comm << " (or drop --ranks)");
   Tracer tracer(comm->rank(), !o.trace_path.empty(), origin);
   CommAccess::set_tracer(*comm, &tracer);
-  RankOutcome out = run_rank(*comm, rank_device(o, comm->rank(), env.local_rank, false), tracer, o, fn);
+  RankOutcome out = run_rank(
+      *comm, [&]() -> Device& { return rank_device(o, comm->rank(), env.local_rank, false); }, tracer, o, fn);
   CommAccess::set_tracer(*comm, nullptr);
   if (!out.failure.any() && !o.trace_path.empty()) gather_and_write_trace(*comm, tracer, o.trace_path);
   if (out.error) std::rethrow_exception(out.error);

@@ -57,12 +57,12 @@ TEST_CASE("an event orders a second stream after the first", "[gpu]") {
   std::vector<float> values(1 << 20, 2.5f);
   Tensor a = Tensor::from_vector({1 << 20}, values, gpu0);
   Tensor b = Tensor::zeros({1 << 20}, gpu0);
+  Tensor c = Tensor::zeros({1 << 20}, gpu0);  // its zeros queued before the event, too
   gpu::Stream side(0);
   gpu::Event written;
   b.copy_from(a);  // queued on this thread's stream
   written.record(gpu::current_stream(0));
   side.wait(written);
-  Tensor c = Tensor::zeros({1 << 20}, gpu0);
   {
     gpu::StreamGuard on_side(side);
     c.copy_from(b);  // must see b after the copy above

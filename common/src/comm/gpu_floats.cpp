@@ -67,7 +67,7 @@ void reduce_on_gpu(int device, float* out, const float* const* inputs, int n, in
     copy_floats(staging, inputs[k], count);     // in order on this thread's stream:
     kernels.add(out, out, staging, count);      // the next copy waits for this add
   }
-  if (op == ReduceOp::Avg) kernels.scale(out, 1.0f / float(n), count);
+  if (op == ReduceOp::Avg) kernels.divide(out, float(n), count);  // as the host path: a true division
   gpu::current_stream(device).synchronize();
 }
 

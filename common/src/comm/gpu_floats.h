@@ -61,9 +61,9 @@ class StagedFloats {
 /// out (count,) = op over inputs[0..n) (each (count,), anywhere), in input
 /// order, on GPU `device` where `out` lives; `staging` is count floats on that
 /// GPU. Sum and Avg add with the CUDA kernels (the same adds in the same
-/// order as the host loop, so the same bits); Avg then multiplies by 1/n,
-/// which equals the host's division for n a power of two and is within one
-/// ulp of it otherwise. Max goes through host memory (kernels.h has no max).
+/// order as the host loop, so the same bits); Avg then divides by n, as the
+/// host does (a true division, not a product with 1/n: the same bits for
+/// every n). Max goes through host memory (kernels.h has no max).
 /// Complete when it returns.
 void reduce_on_gpu(int device, float* out, const float* const* inputs, int n, int64_t count,
                    ReduceOp op, float* staging);

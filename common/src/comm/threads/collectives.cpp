@@ -18,6 +18,7 @@
 // reductions take their own path (gpu_collectives.cpp).
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "comm/gpu_floats.h"
 #include "comm/threads/world.h"
@@ -108,7 +109,15 @@ void World::collective(int me, const Slot& slot, const Share& share,
   Clock::time_point start = collective_start_;
   lock.unlock();
 
-  share(slots);
+  // A share that throws (a CUDA error in a device copy) still goes through
+  // phase B, or the other ranks would wait there forever; the error is
+  // rethrown after it, and launch() stops the world with it.
+  std::exception_ptr share_error;
+  try {
+    share(slots);
+  } catch (...) {
+    share_error = std::current_exception();
+  }
 
   // ---- phase B: nobody leaves (and frees its buffers) before all shares are done ----
   lock.lock();
@@ -121,6 +130,7 @@ void World::collective(int me, const Slot& slot, const Share& share,
     while (phase_b_ == generation) wake_[me]->wait(lock);
   }
   lock.unlock();
+  if (share_error) std::rethrow_exception(share_error);
   after();
   if (link_.enabled()) sleep_until_precise(start + to_duration(modelled_seconds(slot.call)));
 }

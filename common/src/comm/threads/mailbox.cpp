@@ -38,7 +38,9 @@
 // for host memory, gpu_floats.h), so an eager GPU message waits in a host
 // buffer, and a rendezvous one is copied GPU to GPU by its receiver.
 #include <algorithm>
+#include <exception>
 #include <sstream>
+#include <string>
 
 #include "comm/gpu_floats.h"
 #include "comm/threads/world.h"
@@ -68,7 +70,15 @@ void World::copy_to_posted(std::unique_lock<std::mutex>& lock, Mailbox& mb, cons
   }
   r->state = PostedRecv::Claimed;
   lock.unlock();
-  copy_floats(r->buffer, data, count);
+  try {
+    copy_floats(r->buffer, data, count);
+  } catch (const std::exception& e) {  // a CUDA error: the receiver fails too, and nobody waits on
+    lock.lock();                       // a Claimed receive forever (the lock held again, as callers expect)
+    r->state = PostedRecv::Failed;
+    r->error = "rank " + std::to_string(me) + "'s copy into this receive failed: " + e.what();
+    wake_[dst]->notify_all();
+    throw;
+  }
   lock.lock();
   r->state = PostedRecv::Done;
   r->arrival = arrival;
@@ -163,7 +173,12 @@ void World::copy_out(int me, PostedRecv& r, int src, int tag) {
         << " floats: a recv must name exactly the count of its send";
     error = msg.str();
   } else {
-    copy_floats(r.buffer, m.data(), r.count);
+    try {
+      copy_floats(r.buffer, m.data(), r.count);
+    } catch (const std::exception& e) {  // a CUDA error: the lender is told, not left Claimed
+      error = "rank " + std::to_string(me) + " could not copy " + std::to_string(r.count) +
+              " floats from rank " + std::to_string(src) + " (tag " + std::to_string(tag) + "): " + e.what();
+    }
   }
   r.arrival = m.arrival;
   {
