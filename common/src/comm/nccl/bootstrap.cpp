@@ -6,12 +6,16 @@
 //      hangs): NCCL needs one GPU per rank (--comm threads shares GPUs).
 //   3. Rank 0 makes the ncclUniqueId; every rank gets it over MPI (rank 0's
 //      row of an all-gather).
-//   4. ncclCommInitRank on every rank. It blocks until all ranks join; step 3
-//      has just shown that they are all alive and here.
+//   4. ncclCommInitRankConfig on every rank, non-blocking (every NCCL call
+//      then returns at once and is polled: stream_wait.cpp), waited for with
+//      the communicator's timeout: a rank that never joins is a Timeout
+//      sentence, not a hang.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "comm/nccl/nccl_backend.h"
@@ -60,17 +64,30 @@ ncclUniqueId shared_unique_id(mpi::MpiBackend& control) {
 }
 }  // namespace
 
-NcclBackend::NcclBackend(std::unique_ptr<mpi::MpiBackend> control, ncclComm_t comm, int device)
+NcclBackend::NcclBackend(std::unique_ptr<mpi::MpiBackend> control, ncclComm_t comm, int device,
+                         double timeout_s)
     : control_(std::move(control)),
       comm_(comm),
       device_(device),
+      timeout_s_(timeout_s),
       stream_(device),
       barrier_scratch_(device, 1) {}
 
+// A non-blocking communicator ends in two steps: ncclCommFinalize (flushes
+// what is under way; polled, at most the timeout) then ncclCommDestroy; one
+// that does not finalize in time (a peer gone) is aborted instead. No throw
+// from a destructor: errors here change nothing.
 NcclBackend::~NcclBackend() {
   if (aborted_) return;  // ncclCommAbort freed it
   cudaSetDevice(device_);
-  ncclCommDestroy(comm_);  // no throw from a destructor; errors here change nothing
+  ncclResult_t state = ncclCommFinalize(comm_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+  }
+  if (state == ncclSuccess) ncclCommDestroy(comm_);
+  else ncclCommAbort(comm_);
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
@@ -92,9 +109,23 @@ std::unique_ptr<Communicator> new_nccl_communicator(double timeout_s, int device
   DPT_CHECK(shared.empty(), shared);
   ncclUniqueId id = nccl::shared_unique_id(*control);
   DPT_CUDA_CHECK(cudaSetDevice(device));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // no NCCL call holds the host: each is polled (stream_wait.cpp)
   ncclComm_t comm = nullptr;
-  DPT_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
-  auto backend = std::make_unique<nccl::NcclBackend>(std::move(control), comm, device);
+  ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  DPT_CHECK(started == ncclSuccess || started == ncclInProgress,
+            "ncclCommInitRankConfig failed on rank " << rank << ": " << ncclGetErrorString(started));
+  control->wait_for(
+      "ncclCommInitRank", -1, 0, 0,
+      [&] {
+        ncclResult_t state = ncclSuccess;
+        DPT_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+        DPT_CHECK(state == ncclSuccess || state == ncclInProgress,
+                  "ncclCommInitRank failed on rank " << rank << ": " << ncclGetErrorString(state));
+        return state == ncclSuccess;
+      },
+      [&] { ncclCommAbort(comm); });
+  auto backend = std::make_unique<nccl::NcclBackend>(std::move(control), comm, device, timeout_s);
   backend->barrier();  // every process leaves here together (launch() reads its clock next)
   return CommAccess::wrap(std::move(backend), rank, size, timeout_s, TrafficLog(size).view(rank));
 }

@@ -15,8 +15,8 @@ void NcclBackend::all_reduce(float* data, int64_t count, ReduceOp op) {
   control_->preflight({Collective::AllReduce, count, 0, op});
   StagedFloats both(device_, data, count, true);
   run("all_reduce", -1, 0, count, [&](cudaStream_t stream) {
-    DPT_NCCL_CHECK(ncclAllReduce(both.data(), both.data(), std::size_t(count), ncclFloat, nccl_op(op),
-                                 comm_, stream));
+    issued(ncclAllReduce(both.data(), both.data(), std::size_t(count), ncclFloat, nccl_op(op), comm_, stream),
+           "ncclAllReduce");
   });
   both.write_back();
 }
@@ -34,8 +34,8 @@ void NcclBackend::reduce_scatter(const float* send_buf, float* recv_buf, int64_t
   Floats scratch(device_, direct ? 0 : recv_count);
   float* out = direct ? recv_buf : scratch.data();
   run("reduce_scatter", -1, 0, recv_count * size, [&](cudaStream_t stream) {
-    DPT_NCCL_CHECK(ncclReduceScatter(in.data(), out, std::size_t(recv_count), ncclFloat, nccl_op(op),
-                                     comm_, stream));
+    issued(ncclReduceScatter(in.data(), out, std::size_t(recv_count), ncclFloat, nccl_op(op), comm_, stream),
+           "ncclReduceScatter");
   });
   if (!direct) copy_floats(recv_buf, out, recv_count);
 }
@@ -53,7 +53,7 @@ void NcclBackend::all_gather(const float* send_buf, float* recv_buf, int64_t sen
   if (!direct) copy_floats(scratch.data(), send_buf, send_count);
   const float* in = direct ? send_buf : scratch.data();
   run("all_gather", -1, 0, send_count, [&](cudaStream_t stream) {
-    DPT_NCCL_CHECK(ncclAllGather(in, out.data(), std::size_t(send_count), ncclFloat, comm_, stream));
+    issued(ncclAllGather(in, out.data(), std::size_t(send_count), ncclFloat, comm_, stream), "ncclAllGather");
   });
   out.write_back();
 }
@@ -62,8 +62,8 @@ void NcclBackend::broadcast(float* data, int64_t count, int root) {
   control_->preflight({Collective::Broadcast, count, root, ReduceOp::Sum});
   StagedFloats both(device_, data, count, true);
   run("broadcast", -1, 0, count, [&](cudaStream_t stream) {
-    DPT_NCCL_CHECK(ncclBroadcast(both.data(), both.data(), std::size_t(count), ncclFloat, root, comm_,
-                                 stream));
+    issued(ncclBroadcast(both.data(), both.data(), std::size_t(count), ncclFloat, root, comm_, stream),
+           "ncclBroadcast");
   });
   both.write_back();
 }
@@ -73,8 +73,8 @@ void NcclBackend::barrier() {
   // The preflight already waited for every rank; one float through NCCL
   // makes every GPU reach this point too.
   run("barrier", -1, 0, 1, [&](cudaStream_t stream) {
-    DPT_NCCL_CHECK(ncclAllReduce(barrier_scratch_.data(), barrier_scratch_.data(), 1, ncclFloat, ncclSum,
-                                 comm_, stream));
+    issued(ncclAllReduce(barrier_scratch_.data(), barrier_scratch_.data(), 1, ncclFloat, ncclSum, comm_, stream),
+           "ncclAllReduce");
   });
 }
 

@@ -7,12 +7,16 @@
 //   point_to_point.cpp  send, recv, sendrecv (ncclSend/ncclRecv)
 //   stream_wait.cpp     waiting with a timeout, aborting
 //
-// Every call queues its NCCL work on the backend's own stream (the caller's
-// queued GPU work on its buffers is already finished: communicator.cpp),
-// then waits for it: the Communicator contract is blocking. The wait polls the stream, so a rank
-// can time out or learn that a peer has failed (MPI's abort protocol,
-// mpi/failure.cpp); it then aborts the NCCL communicator (ncclCommAbort), the
-// only way to stop a kernel waiting for a peer that will never come.
+// Every call queues its NCCL work on the backend's own stream, after the
+// caller's stream (an event: the caller's kernels and scratch come first),
+// then waits for it: the Communicator contract is blocking. The NCCL
+// communicator is non-blocking (ncclConfig_t::blocking = 0): no NCCL call
+// holds the host, not even the connection set-up of a pair's first send,
+// which waits for the peer; a call returns ncclInProgress and the wait polls
+// ncclCommGetAsyncError, then the stream. So a rank can time out or learn
+// that a peer has failed (MPI's abort protocol, mpi/failure.cpp) wherever
+// it waits; it then aborts the NCCL communicator (ncclCommAbort), the only
+// way to stop a kernel waiting for a peer that will never come.
 //
 // Collectives first agree over MPI (preflight: the same collective, count,
 // root and op on every rank), so a mismatch is a sentence and a peer that
@@ -44,7 +48,9 @@ class NcclBackend final : public Backend {
  public:
   /// Takes over `control` (bootstrapped: same world) and NCCL communicator
   /// `comm` on GPU `device`.
-  NcclBackend(std::unique_ptr<mpi::MpiBackend> control, ncclComm_t comm, int device);
+  /// `comm` on GPU `device` (non-blocking, initialised); `timeout_s` bounds
+  /// the wait for its orderly end.
+  NcclBackend(std::unique_ptr<mpi::MpiBackend> control, ncclComm_t comm, int device, double timeout_s);
   ~NcclBackend() override;
 
   const char* name() const override { return "nccl"; }
@@ -81,13 +87,18 @@ class NcclBackend final : public Backend {
     wait(call, peer, tag, count);
   }
   cudaStream_t begin();
+  /// An NCCL call's return: done or under way (ncclInProgress, which wait()
+  /// sees through) goes on; anything else aborts and throws, naming `what`.
+  void issued(ncclResult_t result, const char* what);
   void wait(const char* call, int peer, int tag, int64_t count);
   void abort();
 
   std::unique_ptr<mpi::MpiBackend> control_;
   ncclComm_t comm_;
   const int device_;
+  const double timeout_s_;
   gpu::Stream stream_;         // where NCCL's work is queued
+  gpu::Event caller_done_;     // the caller's stream at a call's start (made on device_, after stream_)
   Floats barrier_scratch_;  // one float that barrier() all-reduces
   bool aborted_ = false;
 };

@@ -15,14 +15,14 @@ namespace nccl {
 void NcclBackend::send(const float* data, int64_t count, int dst, int tag) {
   StagedFloats in(device_, data, count, true);
   run("send to", dst, tag, count, [&](cudaStream_t stream) {
-    DPT_NCCL_CHECK(ncclSend(in.data(), std::size_t(count), ncclFloat, dst, comm_, stream));
+    issued(ncclSend(in.data(), std::size_t(count), ncclFloat, dst, comm_, stream), "ncclSend");
   });
 }
 
 void NcclBackend::recv(float* data, int64_t count, int src, int tag) {
   StagedFloats out(device_, data, count, false);
   run("recv from", src, tag, count, [&](cudaStream_t stream) {
-    DPT_NCCL_CHECK(ncclRecv(out.data(), std::size_t(count), ncclFloat, src, comm_, stream));
+    issued(ncclRecv(out.data(), std::size_t(count), ncclFloat, src, comm_, stream), "ncclRecv");
   });
   out.write_back();
 }
@@ -35,9 +35,9 @@ void NcclBackend::sendrecv(const float* send_buf, int64_t send_count, int dst, f
     DPT_NCCL_CHECK(ncclGroupStart());
     ncclResult_t sent = ncclSend(in.data(), std::size_t(send_count), ncclFloat, dst, comm_, stream);
     ncclResult_t received = ncclRecv(out.data(), std::size_t(recv_count), ncclFloat, src, comm_, stream);
-    DPT_NCCL_CHECK(ncclGroupEnd());  // always closed, even when a call above failed
-    DPT_NCCL_CHECK(sent);
-    DPT_NCCL_CHECK(received);
+    issued(ncclGroupEnd(), "ncclGroupEnd");  // always closed, even when a call above failed
+    issued(sent, "ncclSend");
+    issued(received, "ncclRecv");
   });
   out.write_back();
 }

@@ -1,7 +1,9 @@
-// stream_wait.cpp — how every NCCL call is waited for: the stream is polled
-// until done, a timeout, or a peer's failure, so no rank hangs on a GPU
-// kernel waiting for a peer that is gone; then the NCCL communicator is
-// aborted, the only way to end such a kernel.
+// stream_wait.cpp — how every NCCL call is waited for: the communicator's
+// state (ncclInProgress while a non-blocking call is still being issued,
+// e.g. connecting to its peer) and then the stream are polled until done, a
+// timeout, or a peer's failure, so no rank hangs on a GPU kernel or a
+// connection waiting for a peer that is gone; then the NCCL communicator is
+// aborted, the only way to end such a wait.
 #include "comm/nccl/nccl_backend.h"
 
 namespace dpt {
@@ -12,7 +14,17 @@ cudaStream_t NcclBackend::begin() {
   DPT_CHECK(!aborted_, "the NCCL communicator was aborted after an earlier failure or timeout; "
                        "no call can use it any more");
   DPT_CUDA_CHECK(cudaSetDevice(device_));
+  // NCCL's stream waits (on the GPU) for what the caller queued on its own:
+  // the kernels that wrote the buffers, a Floats scratch allocated there.
+  caller_done_.record(gpu::current_stream(device_));
+  stream_.wait(caller_done_);
   return static_cast<cudaStream_t>(stream_.handle());
+}
+
+void NcclBackend::issued(ncclResult_t result, const char* what) {
+  if (result == ncclSuccess || result == ncclInProgress) return;
+  abort();
+  DPT_FAIL(what << " failed: " << ncclGetErrorString(result));
 }
 
 void NcclBackend::abort() {
@@ -30,17 +42,20 @@ RankFailure NcclBackend::finish() {
 void NcclBackend::wait(const char* call, int peer, int tag, int64_t count) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_.handle());
   auto done = [&] {
+    // First the communicator: until it leaves ncclInProgress the work may
+    // not be on the stream yet (an empty stream would read as done).
+    ncclResult_t state = ncclSuccess;
+    DPT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+    if (state == ncclInProgress) return false;
+    if (state != ncclSuccess) {
+      abort();
+      DPT_FAIL("NCCL failed in " << call << ": " << ncclGetErrorString(state));
+    }
     cudaError_t status = cudaStreamQuery(stream);
     if (status == cudaSuccess) return true;
     if (status != cudaErrorNotReady) {
       abort();
       DPT_CUDA_CHECK(status);
-    }
-    ncclResult_t async_error = ncclSuccess;
-    DPT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async_error));
-    if (async_error != ncclSuccess) {
-      abort();
-      DPT_FAIL("NCCL failed in " << call << ": " << ncclGetErrorString(async_error));
     }
     return false;
   };
