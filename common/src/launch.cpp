@@ -307,6 +307,9 @@ void launch_processes(const LaunchOptions& o, const std::function<void(Context&)
             "--link/--link-gbps/--link-latency-us simulate a network for --comm threads; under "
             "--comm " << o.comm << " the real network is measured, so drop them");
   ProcessEnvironment env = detect_process_environment();
+  // The rank's GPU is made current before MPI starts: a CUDA-aware MPI would
+  // otherwise open a context on GPU 0 in every process of the node.
+  if (o.device == "cuda") gpu::set_current_device(gpu_for_rank(env.local_rank));
   // Collective: every process gets here, and it ends with a barrier, so the
   // clocks read just after agree to within the barrier's exit skew.
   std::unique_ptr<Communicator> comm = o.comm == "nccl"

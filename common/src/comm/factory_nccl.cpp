@@ -14,7 +14,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s, int local
   std::string reason = gpu::unavailable_reason();
   DPT_CHECK(reason.empty(), "--comm nccl needs one CUDA GPU per rank, and " << reason
                                 << " (use --comm mpi or --comm threads)");
-  return new_nccl_communicator(timeout_s, local_rank % gpu::device_count());
+  int device = local_rank % gpu::device_count();
+  gpu::set_current_device(device);  // before MPI starts: a CUDA-aware MPI uses the current GPU
+  return new_nccl_communicator(timeout_s, device);
 }
 }  // namespace detail
 }  // namespace dpt
