@@ -206,30 +206,31 @@ TrafficLog ring_traffic(Context& ctx, int64_t count) {
 // ----------------------------------------------------------------------------
 // 4. timing: naive (chapter 03's hole), your ring, the library's all-reduce
 
+// Every method averages the same buffer on the rank's device (its GPU under
+// --device cuda), as training does.
 struct TimedAllReduce {
   std::string name;
-  std::function<void(Context&, std::vector<float>&)> call;  // data (count,) becomes the mean
-  bool available = true;                                   // false: a hole not written yet
+  std::function<void(Context&, Tensor&)> call;  // data (count,) on ctx.device becomes the mean
+  bool available = true;                        // false: a hole not written yet
 };
 
-void naive_average(Context& ctx, std::vector<float>& d) {
-  std::vector<Tensor> one = {Tensor::from_vector({int64_t(d.size())}, d, ctx.device)};
+void naive_average(Context& ctx, Tensor& d) {
+  std::vector<Tensor> one = {d};
   ch03::host_average_gradients(ctx.comm, one);
-  d = one[0].to_vector();
+  d = one[0];
 }
 
 void time_all_reduces(Context& ctx, int64_t max_bytes, int reps, bool quiet) {
   const int n = ctx.world;
   std::vector<TimedAllReduce> methods = {
       {"naive (ch03)", naive_average},
-      {"ring (yours)", [](Context& c, std::vector<float>& d) {
-         ch04::ring_all_reduce(c.comm, d.data(), int64_t(d.size()), ReduceOp::Avg); }},
-      {"library", [](Context& c, std::vector<float>& d) { c.comm.all_reduce(d.data(), int64_t(d.size()), ReduceOp::Avg); }}};
+      {"ring (yours)", [](Context& c, Tensor& d) { ch04::ring_all_reduce(c.comm, d.data(), d.numel(), ReduceOp::Avg); }},
+      {"library", [](Context& c, Tensor& d) { c.comm.all_reduce(d.data(), d.numel(), ReduceOp::Avg); }}};
   Table table("all-reduce (Avg), " + std::to_string(n) + " ranks, " + ctx.comm.backend() + ", link " +
                   effective_link(ctx.options).describe(),
               {"size", "method", "time (us)", "algbw GB/s", "busbw GB/s"});
   for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 8) {
-    std::vector<float> data(static_cast<std::size_t>(bytes / 4), 1.0f);
+    Tensor data = Tensor::full({bytes / 4}, 1.0f, ctx.device);
     for (TimedAllReduce& m : methods) {
       if (!m.available) continue;
       try {

@@ -4,7 +4,9 @@
 //
 // Hints:
 //   - Start each result[p] with Tensor::zeros(shape, device) and add into it
-//     (a loop over data(), or dpt::axpy_(y, alpha, x) from dpt/ops.h).
+//     with dpt::axpy_(y, alpha, x) from dpt/ops.h. Not a loop over data():
+//     under --device cuda the gradients live on the GPU, where the host
+//     cannot read them (axpy_ runs where the tensors are).
 //   - Divide once at the end, by K = per_sample.size().
 //   - Do not add into per_sample's tensors: they are the caller's.
 // Chapter 03 does exactly this across devices.

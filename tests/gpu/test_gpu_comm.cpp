@@ -62,6 +62,14 @@ std::vector<std::string> exercise(Context& ctx, Device& device) {
   Tensor rows = filled(me, kCount * n, device), mine = Tensor::zeros({kCount}, device);
   ctx.comm.reduce_scatter(rows.data(), mine.data(), kCount, ReduceOp::Sum);
   expect("reduce_scatter", mine, serial_reduce(n, kCount, me * kCount, ReduceOp::Sum));
+  // One rank's two buffers in two memories: host rows into a GPU result, GPU rows into a host one.
+  std::vector<float> host_rows = contribution(me, kCount * n), host_mine(kCount);
+  Tensor gpu_mine = Tensor::zeros({kCount}, device);
+  ctx.comm.reduce_scatter(host_rows.data(), gpu_mine.data(), kCount, ReduceOp::Sum);
+  expect("reduce_scatter, host rows into GPU memory", gpu_mine, serial_reduce(n, kCount, me * kCount, ReduceOp::Sum));
+  ctx.comm.reduce_scatter(rows.data(), host_mine.data(), kCount, ReduceOp::Sum);
+  std::string host_diff = first_difference(host_mine, serial_reduce(n, kCount, me * kCount, ReduceOp::Sum));
+  if (!host_diff.empty()) wrong.push_back("reduce_scatter, GPU rows into host memory: " + host_diff);
 
   Tensor gathered = Tensor::zeros({n * kCount}, device);
   ctx.comm.all_gather(filled(me, kCount, device).data(), gathered.data(), kCount);

@@ -162,8 +162,9 @@ void World::reduce_scatter(int me, const float* send_buf, float* recv_buf, int64
   int device = gpu_of(send_buf);
   if (device >= 0) return reduce_scatter_on_gpu(me, send_buf, recv_buf, recv_count, op, device);
   // Write straight into recv_buf unless it overlaps our send_buf, which peers
-  // are reading until phase B.
-  bool direct = !overlaps(recv_buf, recv_count * 4, send_buf, recv_count * 4 * size_);
+  // are reading until phase B, or lives on a GPU (the reduction here is a
+  // host loop: staged, then copied there).
+  bool direct = gpu_of(recv_buf) < 0 && !overlaps(recv_buf, recv_count * 4, send_buf, recv_count * 4 * size_);
   std::vector<float> staged(direct ? 0 : recv_count);
   float* out = direct ? recv_buf : staged.data();
   Slot slot{{Collective::ReduceScatter, recv_count, 0, op}, send_buf, recv_buf};
@@ -171,7 +172,7 @@ void World::reduce_scatter(int me, const float* send_buf, float* recv_buf, int64
       me, slot,
       [&](const std::vector<Slot>& slots) { reduce_in_rank_order(slots, me * recv_count, recv_count, out, op); },
       [&] {
-        if (!direct && recv_count) std::memcpy(recv_buf, out, recv_count * sizeof(float));
+        if (!direct) copy_floats(recv_buf, out, recv_count);
       });
 }
 
