@@ -136,7 +136,12 @@ struct ThreadState {
   void* partials = nullptr;  // kMaxPartials 8-byte partials, then one 8-byte result
   cudaEvent_t last_use = nullptr;
   cudaStream_t last_stream = nullptr;
-  std::vector<void*> captured_labels, captured_staged;  // read by CUDA graphs' replays
+  struct CapturedLabels {  // labels a CUDA graph's replays copy in: never rewritten
+    int64_t* device;
+    void* pinned;
+    int64_t rows;
+  };
+  std::vector<CapturedLabels> captured;
 
   // Return codes are ignored: at process exit the driver may be gone already.
   // The handle is pointed back at the default stream first: this thread's
@@ -152,8 +157,10 @@ struct ThreadState {
     if (staged_copied) cudaEventDestroy(staged_copied);
     if (partials) cudaFree(partials);
     if (last_use) cudaEventDestroy(last_use);
-    for (void* p : captured_labels) cudaFree(p);
-    for (void* p : captured_staged) cudaFreeHost(p);
+    for (const CapturedLabels& c : captured) {
+      cudaFree(c.device);
+      cudaFreeHost(c.pinned);
+    }
   }
 };
 
@@ -400,13 +407,19 @@ class CudaKernels final : public Kernels {
     return state.labels;
   }
 
+  // The same labels again (backward after forward, a second capture) reuse
+  // the last captured buffer: no second copy in the graph.
   const int64_t* capture_labels(ThreadState& state, const int64_t* labels, int64_t rows, std::size_t bytes) {
+    if (!state.captured.empty() && state.captured.back().rows == rows &&
+        std::memcmp(state.captured.back().pinned, labels, bytes) == 0)
+      return state.captured.back().device;
     auto* device_copy = static_cast<int64_t*>(gpu::allocate(device_, bytes));  // legal: relaxed capture
     DPT_CHECK(device_copy, "cuda:" << device_ << ": no room for " << rows << " labels");
-    state.captured_labels.push_back(device_copy);
     void* pinned = nullptr;
-    DPT_CUDA_CHECK(cudaMallocHost(&pinned, bytes));
-    state.captured_staged.push_back(pinned);
+    cudaError_t status = cudaMallocHost(&pinned, bytes);
+    if (status != cudaSuccess) gpu::free(device_, device_copy);
+    DPT_CUDA_CHECK(status);
+    state.captured.push_back({device_copy, pinned, rows});
     std::memcpy(pinned, labels, bytes);
     DPT_CUDA_CHECK(cudaMemcpyAsync(device_copy, pinned, bytes, cudaMemcpyHostToDevice, current()));
     return device_copy;
