@@ -3,11 +3,15 @@
 // capture that would wait for the GPU fails with a sentence and leaves the
 // stream usable. Oracle: host vectors written here; the recorded work is a
 // device-to-device copy, so these tests do not depend on the CUDA kernels.
+// The last test captures a kernel that takes host labels: its oracle is the
+// same kernel run eagerly with each set of labels.
+#include <cstdint>
 #include <vector>
 
 #include "dpt/check.h"
 #include "dpt/device.h"
 #include "dpt/gpu.h"
+#include "dpt/kernels.h"
 #include "dpt/tensor.h"
 #include "support/gpu.h"
 
@@ -62,4 +66,33 @@ TEST_CASE("a capture that waits for the GPU fails with a sentence and leaves the
 
   gpu::copy(dev.data(), host.data(), 64 * sizeof(float), 0);  // runs now, as before the capture
   REQUIRE(dev.to_vector() == host);
+}
+
+TEST_CASE("a captured loss reads its capture's labels; eager calls with other labels run before and after", "[gpu]") {
+  DPT_REQUIRE_GPU();
+  Device& gpu0 = Device::cuda(0);
+  Kernels& kernels = kernels_for(gpu0);
+  const int64_t rows = 4, classes = 3;
+  Tensor logits = Tensor::from_vector({rows, classes}, ramp(12, -1.0f), gpu0);
+  Tensor probs = Tensor::zeros({rows, classes}, gpu0), loss = Tensor::zeros({1}, gpu0);
+  const std::vector<int64_t> a = {0, 1, 2, 0}, b = {2, 2, 1, 1};
+  auto loss_with = [&](const std::vector<int64_t>& labels) {
+    kernels.softmax_cross_entropy(probs.data(), loss.data(), logits.data(), labels.data(), rows, classes);
+    return loss.item();
+  };
+  const float loss_a = loss_with(a), loss_b = loss_with(b);  // eager: the oracle
+  REQUIRE(loss_a != loss_b);
+  gpu::Stream& stream = gpu::current_stream(0);
+  gpu::Graph graph;
+  graph.capture(stream, [&] {
+    kernels.softmax_cross_entropy(probs.data(), loss.data(), logits.data(), a.data(), rows, classes);
+  });
+  // Eager, other labels, after the capture: nothing it recorded (events, the
+  // pinned label buffer) stands in the way.
+  REQUIRE(loss_with(b) == loss_b);
+  graph.replay(stream);
+  REQUIRE(loss.item() == loss_a);  // the capture's labels, not the last eager call's
+  REQUIRE(loss_with(b) == loss_b);
+  graph.replay(stream);
+  REQUIRE(loss.item() == loss_a);
 }
