@@ -68,7 +68,7 @@ TEST_CASE("a capture that waits for the GPU fails with a sentence and leaves the
   REQUIRE(dev.to_vector() == host);
 }
 
-TEST_CASE("a captured loss reads its capture's labels; eager calls with other labels run before and after", "[gpu]") {
+TEST_CASE("a captured loss reads its capture's labels, and eager calls with other labels run before and after it", "[gpu]") {
   DPT_REQUIRE_GPU();
   Device& gpu0 = Device::cuda(0);
   Kernels& kernels = kernels_for(gpu0);
