@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -190,6 +191,35 @@ ThreadState& thread_state(int device) {
 namespace {
 using namespace cuda;
 
+constexpr std::uintptr_t kGemmAlignment = 256;  // bytes: cuBLAS's default assumption
+
+// An operand of a GEMM as cuBLAS will see it: `data` itself when it starts on
+// a 256-byte boundary, else an aligned copy in stream-ordered scratch (copied
+// in when `read`; an output copies back with write_back). Queued on `stream`:
+// capture-safe (no host wait), freed in the stream's order.
+struct Aligned {
+  float* ptr;                 // what cuBLAS gets
+  void* scratch = nullptr;    // the copy's memory, when one was needed
+  int device;
+  Aligned(const float* data, int64_t count, bool read, cudaStream_t stream, int gpu) : device(gpu) {
+    ptr = const_cast<float*>(data);
+    if (reinterpret_cast<std::uintptr_t>(data) % kGemmAlignment == 0) return;
+    scratch = gpu::allocate_on_stream(gpu, std::size_t(count) * sizeof(float) + kGemmAlignment);
+    DPT_CHECK(scratch, "gemm on cuda:" << gpu << ": no room for an aligned copy of " << count << " floats");
+    auto at = (reinterpret_cast<std::uintptr_t>(scratch) + kGemmAlignment - 1) / kGemmAlignment * kGemmAlignment;
+    ptr = reinterpret_cast<float*>(at);
+    if (read) DPT_CUDA_CHECK(cudaMemcpyAsync(ptr, data, std::size_t(count) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  }
+  void write_back(float* data, int64_t count, cudaStream_t stream) const {
+    if (scratch) DPT_CUDA_CHECK(cudaMemcpyAsync(data, ptr, std::size_t(count) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  }
+  ~Aligned() {
+    if (scratch) gpu::free_on_stream(device, scratch);
+  }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+};
+
 class CudaKernels final : public Kernels {
  public:
   explicit CudaKernels(int device) : device_(device) {}
@@ -210,12 +240,23 @@ class CudaKernels final : public Kernels {
     DPT_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX,
               "gemm on cuda:" << device_ << ": sizes (" << m << ", " << n << ", " << k << ") exceed cuBLAS's int");
     cudaStream_t stream = current();
+    // cuBLAS picks its kernel from the shapes AND from how the operands are
+    // aligned (up to 256 bytes, what it assumes by default), and two kernels
+    // may sum k in another order. A view at an odd offset (ch07's layers in
+    // one flat buffer) would then get other bits than the same numbers in a
+    // fresh block (ch07's gathered layer). So an operand off a 256-byte
+    // boundary is computed through an aligned copy: one answer per shape,
+    // wherever a tensor starts. Fresh tensors (cudaMalloc'd) never need it.
+    Aligned a_at(a, (transpose_a ? k : m) * (transpose_a ? m : k), false, stream, device_);
+    Aligned b_at(b, k * n, false, stream, device_);
+    Aligned c_at(c, m * n, beta != 0.0f, stream, device_);
     cublasHandle_t blas = blas_handle();
     DPT_CUBLAS_CHECK(cublasSetStream(blas, stream));
     DPT_CUBLAS_CHECK(cublasSetMathMode(blas, tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     DPT_CUBLAS_CHECK(cublasSgemm(blas, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 int(n), int(m), int(k), &alpha, b, int(transpose_b ? k : n), a,
-                                 int(transpose_a ? m : k), &beta, c, int(n)));
+                                 int(n), int(m), int(k), &alpha, b_at.ptr, int(transpose_b ? k : n), a_at.ptr,
+                                 int(transpose_a ? m : k), &beta, c_at.ptr, int(n)));
+    c_at.write_back(c, m * n, stream);
   }
   void axpy(float* y, float alpha, const float* x, int64_t n) override { launch(axpy_kernel, n, y, alpha, x, n); }
   void scale(float* x, float s, int64_t n) override { launch(scale_kernel, n, x, s, n); }

@@ -17,3 +17,11 @@ TEST_CASE("probe_other: a NotImplemented from a hole", "[ch99]") {
 }
 
 TEST_CASE("probe_other: passes", "[ch99]") { CHECK(1 + 1 == 2); }
+
+// Hidden cases (run only when named) for tests/grade/test_exit_codes.py: the
+// exit code CTest sees for exactly four failures, and for a skip.
+TEST_CASE("probe_exit: exactly four failed checks", "[.exit_four]") {
+  for (int i = 0; i < 4; ++i) CHECK(i < 0);
+}
+
+TEST_CASE("probe_exit: skipped", "[.exit_skip]") { DPT_SKIP("the probe skips on purpose"); }
