@@ -130,7 +130,12 @@ def main():
         if not torch.cuda.is_available():
             doc["skipped"] = f"torch {torch.__version__} sees no CUDA device"
         else:
-            torch.backends.cuda.matmul.allow_tf32 = False  # fp32, as dpt's default
+            # fp32, as dpt's default: PyTorch 2.9+ says it with fp32_precision
+            # (allow_tf32 is deprecated there and warns), older ones with allow_tf32
+            if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+                torch.backends.cuda.matmul.fp32_precision = "ieee"
+            else:
+                torch.backends.cuda.matmul.allow_tf32 = False
             torch.manual_seed(0)
             doc["device"] = torch.cuda.get_device_name(0)
             doc["results"] = [bench_config(torch, w, b, args.lr, args.repeats, args.window_ms)
