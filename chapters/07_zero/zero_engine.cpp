@@ -75,6 +75,7 @@ struct ZeroTrainer::Impl {
   std::vector<Tensor> handles;         // per layer: an empty leaf that makes autograd call zero_linear's backward
   std::vector<Tensor> gathered;        // stage 3: layer → its gathered parameters, while needed
   std::vector<std::shared_ptr<Work>> prefetching;  // stage 3 --prefetch: layer → its gather in flight
+  std::unique_ptr<gpu::Stream> gather_stream;      // on a GPU, --prefetch: where prefetched gathers run
   std::vector<Tensor> open;            // stages 2, 3: bucket → its gradient buffer while it fills
   std::vector<int> missing;            // bucket → layers whose gradient has not arrived
 
@@ -94,15 +95,36 @@ struct ZeroTrainer::Impl {
   void prefetch(int l) {
     // Queued on the progress thread; the rank thread waits for it before it
     // talks again (acquire, or zero_linear_backward), so the two never
-    // interleave messages on one communicator. On a GPU the progress thread
-    // queues on this rank thread's stream: the gathered block is allocated,
-    // written and freed in that one stream's order, so a block the last
-    // layer's kernels still read is never rewritten by this gather.
-    gpu::Stream* stream = ctx.device.is_host_memory() ? nullptr : &gpu::current_stream(ctx.device.index());
-    prefetching[std::size_t(l)] = ctx.comm.async([this, l, stream] {
-      std::optional<gpu::StreamGuard> on_rank_stream;
-      if (stream) on_rank_stream.emplace(*stream);
-      gather_now(l);
+    // interleave messages on one communicator.
+    if (ctx.device.is_host_memory()) {
+      prefetching[std::size_t(l)] = ctx.comm.async([this, l] { gather_now(l); });
+      return;
+    }
+    // On a GPU the gather runs on a stream of its own, as chapter 05's rings
+    // do, so it overlaps the layer the compute stream is busy with (a gather
+    // on the compute stream would first wait for that layer: every collective
+    // waits for its caller's stream). It starts after `ready`: the compute
+    // stream's work so far, Adam's last writes to the shard included. The job
+    // synchronizes its stream before it completes, so the layer is on the GPU
+    // when the rank thread's wait returns. Its block comes from the gather
+    // stream's cache; release() orders that stream after the compute
+    // stream's last reads of it before it goes back there.
+    const int gpu = ctx.device.index();
+    gpu::set_current_device(gpu);
+    if (!gather_stream) gather_stream = std::make_unique<gpu::Stream>(gpu);
+    auto ready = std::make_shared<gpu::Event>();
+    ready->record(gpu::current_stream(gpu));
+    prefetching[std::size_t(l)] = ctx.comm.async([this, l, gpu, ready] {
+      gpu::set_current_device(gpu);
+      gather_stream->wait(*ready);  // on the GPU: the host goes on
+      gpu::StreamGuard on_gather_stream(*gather_stream);
+      try {
+        gather_now(l);
+      } catch (...) {
+        gather_stream->synchronize();  // nothing of it may still write once the error is out
+        throw;
+      }
+      gather_stream->synchronize();
     });
   }
   void gather_now(int l) {
@@ -112,6 +134,12 @@ struct ZeroTrainer::Impl {
   void release(int l, Tensor& full) {
     if (full_params()) return;
     full = Tensor();
+    if (gather_stream) {  // the gather stream may reuse the block only after the compute stream's reads
+      gpu::set_current_device(ctx.device.index());
+      gpu::Event used;
+      used.record(gpu::current_stream(ctx.device.index()));
+      gather_stream->wait(used);
+    }
     release_layer(gathered[std::size_t(l)]);
   }
   void wait_prefetch(int l) {
@@ -271,6 +299,10 @@ ZeroTrainer::~ZeroTrainer() {
       if (work) work->wait();
     } catch (const std::exception&) {
     }
+  }
+  try {
+    if (impl_->gather_stream) impl_->gather_stream->synchronize();  // its waits too, before it is destroyed
+  } catch (const std::exception&) {
   }
 }
 
