@@ -76,6 +76,12 @@ struct ZeroTrainer::Impl {
   std::vector<Tensor> gathered;        // stage 3: layer → its gathered parameters, while needed
   std::vector<std::shared_ptr<Work>> prefetching;  // stage 3 --prefetch: layer → its gather in flight
   std::unique_ptr<gpu::Stream> gather_stream;      // on a GPU, --prefetch: where prefetched gathers run
+  std::vector<char> on_gather_stream;              // layer → its gathered block came from gather_stream
+  struct Retiring {                                // a released block of the gather stream's, and the
+    Tensor block;                                  // compute stream's point after its last reads
+    std::shared_ptr<gpu::Event> used;
+  };
+  std::vector<Retiring> retiring;
   std::vector<Tensor> open;            // stages 2, 3: bucket → its gradient buffer while it fills
   std::vector<int> missing;            // bucket → layers whose gradient has not arrived
 
@@ -88,7 +94,11 @@ struct ZeroTrainer::Impl {
   Tensor acquire(int l, int next) {
     if (full_params()) return params.slice(layers[std::size_t(l)].begin, layers[std::size_t(l)].size());
     wait_prefetch(l);
-    if (!gathered[std::size_t(l)].defined()) gather_now(l);  // not prefetched: gather now
+    retire();  // no gather runs now: the blocks released since the last one may go back
+    if (!gathered[std::size_t(l)].defined()) {  // not prefetched: gather now, on the compute stream
+      on_gather_stream[std::size_t(l)] = 0;
+      gather_now(l);
+    }
     if (plan.prefetch && next >= 0 && next < int(layers.size())) prefetch(next);
     return gathered[std::size_t(l)];
   }
@@ -107,21 +117,25 @@ struct ZeroTrainer::Impl {
     // stream's work so far, Adam's last writes to the shard included. The job
     // synchronizes its stream before it completes, so the layer is on the GPU
     // when the rank thread's wait returns. Its block comes from the gather
-    // stream's cache; release() orders that stream after the compute
-    // stream's last reads of it before it goes back there.
+    // stream's cache, and goes back there only through release() and
+    // retire(), which order that stream after the compute stream's last reads.
     const int gpu = ctx.device.index();
     gpu::set_current_device(gpu);
     if (!gather_stream) gather_stream = std::make_unique<gpu::Stream>(gpu);
+    on_gather_stream[std::size_t(l)] = 1;
     auto ready = std::make_shared<gpu::Event>();
     ready->record(gpu::current_stream(gpu));
     prefetching[std::size_t(l)] = ctx.comm.async([this, l, gpu, ready] {
       gpu::set_current_device(gpu);
       gather_stream->wait(*ready);  // on the GPU: the host goes on
-      gpu::StreamGuard on_gather_stream(*gather_stream);
+      gpu::StreamGuard guard(*gather_stream);
       try {
         gather_now(l);
       } catch (...) {
-        gather_stream->synchronize();  // nothing of it may still write once the error is out
+        try {
+          gather_stream->synchronize();  // nothing of it may still write once the error is out
+        } catch (const std::exception&) {  // a GPU in error: the gather's own error is the one to tell
+        }
         throw;
       }
       gather_stream->synchronize();
@@ -134,13 +148,23 @@ struct ZeroTrainer::Impl {
   void release(int l, Tensor& full) {
     if (full_params()) return;
     full = Tensor();
-    if (gather_stream) {  // the gather stream may reuse the block only after the compute stream's reads
+    if (gather_stream && on_gather_stream[std::size_t(l)]) {
+      // A block of the gather stream's goes back to that stream's cache, and
+      // the next gather may take it while the compute stream still reads it:
+      // it retires at the next retire(), when no gather runs, once the gather
+      // stream has been made to wait for this point. (A wait queued now would
+      // hold the gather in flight until this layer ends: no overlap.)
       gpu::set_current_device(ctx.device.index());
-      gpu::Event used;
-      used.record(gpu::current_stream(ctx.device.index()));
-      gather_stream->wait(used);
+      auto used = std::make_shared<gpu::Event>();
+      used->record(gpu::current_stream(ctx.device.index()));
+      retiring.push_back({gathered[std::size_t(l)], used});
     }
     release_layer(gathered[std::size_t(l)]);
+  }
+  // Only while no gather runs (none queued, or just waited for).
+  void retire() {
+    for (const Retiring& r : retiring) gather_stream->wait(*r.used);
+    retiring.clear();  // the blocks go back to the gather stream's cache
   }
   void wait_prefetch(int l) {
     if (l >= 0 && l < int(layers.size()) && prefetching[std::size_t(l)]) {
@@ -281,6 +305,7 @@ ZeroTrainer::ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const
   }
   s.gathered.resize(layers_.size());
   s.prefetching.resize(layers_.size());
+  s.on_gather_stream.assign(layers_.size(), 0);
   if (!s.full_grads()) {
     buckets_ = bucket_layers(layers_, plan.bucket_bytes);
     s.buckets = buckets_;
@@ -301,7 +326,10 @@ ZeroTrainer::~ZeroTrainer() {
     }
   }
   try {
-    if (impl_->gather_stream) impl_->gather_stream->synchronize();  // its waits too, before it is destroyed
+    if (impl_->gather_stream) {
+      impl_->retire();
+      impl_->gather_stream->synchronize();  // its waits too, before it is destroyed
+    }
   } catch (const std::exception&) {
   }
 }
@@ -317,6 +345,7 @@ float ZeroTrainer::step(const Batch& batch) {
     loss_value = loss.item();
     loss.backward();
   }
+  s.retire();  // every gather of the step is done: the last released blocks go back
   for (std::size_t b = 0; b < s.open.size(); ++b)
     DPT_CHECK(!s.open[b].defined(), "bucket " << b << " was never reduce-scattered: a layer got no gradient");
   s.update(++t_);

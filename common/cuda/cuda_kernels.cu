@@ -208,13 +208,23 @@ struct Aligned {
     DPT_CHECK(scratch, "gemm on cuda:" << gpu << ": no room for an aligned copy of " << count << " floats");
     auto at = (reinterpret_cast<std::uintptr_t>(scratch) + kGemmAlignment - 1) / kGemmAlignment * kGemmAlignment;
     ptr = reinterpret_cast<float*>(at);
-    if (read) DPT_CUDA_CHECK(cudaMemcpyAsync(ptr, data, std::size_t(count) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    if (!read) return;
+    cudaError_t status = cudaMemcpyAsync(ptr, data, std::size_t(count) * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+    if (status != cudaSuccess) {
+      free_scratch();  // no destructor runs for a constructor that throws
+      DPT_CUDA_CHECK(status);
+    }
   }
   void write_back(float* data, int64_t count, cudaStream_t stream) const {
     if (scratch) DPT_CUDA_CHECK(cudaMemcpyAsync(data, ptr, std::size_t(count) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   }
-  ~Aligned() {
-    if (scratch) gpu::free_on_stream(device, scratch);
+  ~Aligned() { free_scratch(); }
+  void free_scratch() noexcept {
+    try {
+      if (scratch) gpu::free_on_stream(device, scratch);
+    } catch (...) {  // a GPU already in error: its memory goes with the context (unwinding must go on)
+    }
+    scratch = nullptr;
   }
   Aligned(const Aligned&) = delete;
   Aligned& operator=(const Aligned&) = delete;
@@ -247,8 +257,8 @@ class CudaKernels final : public Kernels {
     // fresh block (ch07's gathered layer). So an operand off a 256-byte
     // boundary is computed through an aligned copy: one answer per shape,
     // wherever a tensor starts. Fresh tensors (cudaMalloc'd) never need it.
-    Aligned a_at(a, (transpose_a ? k : m) * (transpose_a ? m : k), false, stream, device_);
-    Aligned b_at(b, k * n, false, stream, device_);
+    Aligned a_at(a, m * k, true, stream, device_);
+    Aligned b_at(b, k * n, true, stream, device_);
     Aligned c_at(c, m * n, beta != 0.0f, stream, device_);
     cublasHandle_t blas = blas_handle();
     DPT_CUBLAS_CHECK(cublasSetStream(blas, stream));
