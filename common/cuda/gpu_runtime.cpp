@@ -162,8 +162,9 @@ StreamGuard::~StreamGuard() { t_streams.current[device_] = previous_; }
 // graphs
 
 namespace {
-// Takes `stream` out of capture mode whatever state the capture is in, and
-// throws away what it recorded. Returns the capture's status.
+// Takes `stream` out of capture mode whatever state the capture is in. On
+// success `graph` is the recording; on failure it is thrown away and nullptr.
+// Returns the capture's status.
 cudaError_t end_capture(cudaStream_t stream, cudaGraph_t& graph) {
   graph = nullptr;
   cudaError_t status = cudaStreamEndCapture(stream, &graph);
@@ -173,6 +174,13 @@ cudaError_t end_capture(cudaStream_t stream, cudaGraph_t& graph) {
     cudaGetLastError();  // a failed capture is not sticky: clear it for later calls
   }
   return status;
+}
+// Ends a capture that is being abandoned (its recording callback threw):
+// whatever it recorded, a valid graph included, is thrown away.
+void abandon_capture(cudaStream_t stream) {
+  cudaGraph_t graph = nullptr;
+  end_capture(stream, graph);
+  if (graph) cudaGraphDestroy(graph);
 }
 constexpr const char* kCaptureHint =
     " (while capturing, work is recorded, not run: a call that waits for the GPU, such as a "
@@ -195,21 +203,25 @@ void Graph::capture(Stream& stream, const std::function<void()>& record) {
   try {
     record();
   } catch (const std::exception& e) {
-    end_capture(s, graph);
+    abandon_capture(s);
     DPT_FAIL("capturing a CUDA graph on cuda:" << stream.device() << " failed: " << e.what() << kCaptureHint);
   } catch (...) {
-    end_capture(s, graph);
+    abandon_capture(s);
     throw;
   }
   cudaError_t status = end_capture(s, graph);
   DPT_CHECK(status == cudaSuccess, "capturing a CUDA graph on cuda:" << stream.device() << " failed: "
                                        << cudaGetErrorString(status) << kCaptureHint);
   DPT_CHECK(graph, "capturing a CUDA graph on cuda:" << stream.device() << " recorded nothing");
-  graph_ = graph;
-  device_ = stream.device();
   cudaGraphExec_t exec = nullptr;
-  DPT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  if (made != cudaSuccess) {  // the Graph stays empty, so a later capture may try again
+    cudaGraphDestroy(graph);
+    DPT_CUDA_CHECK(made);
+  }
+  graph_ = graph;
   exec_ = exec;
+  device_ = stream.device();
 }
 
 void Graph::replay(const Stream& stream) const {
@@ -253,6 +265,14 @@ void* allocate(int device, std::size_t bytes) {
   check_device(device);
   DPT_CUDA_CHECK(cudaSetDevice(device));
   void* ptr = nullptr;
+  if (void* got = allocated_or_null(cudaMalloc(&ptr, bytes), ptr)) return got;
+  // The stream-ordered pool keeps what scratch gave back (keep_pool_memory),
+  // where cudaMalloc cannot reach it: once this thread's frees have run,
+  // hand the pool's idle memory to the driver and try once more.
+  synchronize(device);
+  cudaMemPool_t pool = nullptr;
+  DPT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  DPT_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
   return allocated_or_null(cudaMalloc(&ptr, bytes), ptr);
 }
 
@@ -301,9 +321,13 @@ void* allocate_on_stream(int device, std::size_t bytes) {
 }
 
 void free_on_stream(int device, void* ptr) {
+  if (ptr) free_on_stream(device, ptr, current_stream(device));
+}
+
+void free_on_stream(int device, void* ptr, const Stream& stream) {
   if (!ptr) return;
   cudaError_t status = cudaSetDevice(device);
-  if (status == cudaSuccess) status = cudaFreeAsync(ptr, as_stream(current_stream(device).handle()));
+  if (status == cudaSuccess) status = cudaFreeAsync(ptr, as_stream(stream.handle()));
   check_freed(status);
 }
 

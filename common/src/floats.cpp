@@ -38,10 +38,9 @@ void copy_floats(float* dst, const float* src, int64_t count) {
     return;
   }
   int device = to >= 0 ? to : from;
-  int before = gpu::current_device();  // a peer's GPU must not stay this thread's current one
+  gpu::CurrentDeviceGuard keep;  // a peer's GPU must not stay this thread's current one
   gpu::copy(dst, src, bytes, device);
   gpu::current_stream(device).synchronize();  // GPU to GPU copies return early
-  if (before >= 0 && before != device) gpu::set_current_device(before);
 }
 
 void add_floats(float* dst, const float* src, int64_t count) {
@@ -73,6 +72,7 @@ Floats::Floats(int gpu, int64_t count) : gpu_(gpu), count_(count) {
   // Stream-ordered: scratch comes and goes on every ring call, and cudaFree
   // would wait for the whole GPU (every rank thread's stream, and chapter 05's
   // backward while its comm stream runs the ring).
+  stream_ = &gpu::current_stream(gpu);
   data_ = static_cast<float*>(gpu::allocate_on_stream(gpu, std::size_t(count) * sizeof(float)));
   DPT_CHECK(data_ != nullptr, "need " << count << " floats (" << 4 * count << " bytes) of scratch on cuda:" << gpu
                                       << ", and the GPU has no room left");
@@ -81,7 +81,7 @@ Floats::Floats(int gpu, int64_t count) : gpu_(gpu), count_(count) {
 Floats::~Floats() {
   if (gpu_ < 0 || data_ == nullptr) return;
   try {
-    gpu::free_on_stream(gpu_, data_);  // after this thread's queued work that uses it
+    gpu::free_on_stream(gpu_, data_, *stream_);  // after the queued work that uses it, even if a StreamGuard ended
   } catch (...) {  // a destructor must not throw; the error already surfaced elsewhere
   }
 }

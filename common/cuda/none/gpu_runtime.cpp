@@ -46,6 +46,7 @@ void* allocate(int, std::size_t) { no_cuda("GPU memory"); }
 void free(int, void*) {}
 void* allocate_on_stream(int, std::size_t) { no_cuda("GPU memory"); }
 void free_on_stream(int, void*) {}
+void free_on_stream(int, void*, const Stream&) {}
 void copy(void*, const void*, std::size_t, int) { no_cuda("a GPU copy"); }
 void synchronize(int) {}
 

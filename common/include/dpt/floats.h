@@ -20,6 +20,9 @@
 #include <vector>
 
 namespace dpt {
+namespace gpu {
+class Stream;
+}
 
 /// The GPU `ptr` points into, or -1 for host memory (always -1 without CUDA).
 int gpu_of(const void* ptr);
@@ -42,7 +45,7 @@ void divide_floats(float* data, int64_t count, float divisor);
 
 /// `count` floats of scratch in the same memory as a given buffer (host memory
 /// or its GPU), freed when it goes out of scope (on a GPU stream-ordered: after
-/// the work the calling thread has queued on its current stream, no wait). Not charged to any Device's
+/// the work queued on the stream that was current when it was made, no wait). Not charged to any Device's
 /// account: scratch a communication algorithm needs, like a library's own.
 class Floats {
  public:
@@ -65,6 +68,7 @@ class Floats {
   int gpu_;
   int64_t count_;
   float* data_ = nullptr;
+  const gpu::Stream* stream_ = nullptr;  // where GPU scratch was allocated, and is freed
   std::vector<float> host_;
 };
 

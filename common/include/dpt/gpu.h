@@ -95,6 +95,25 @@ void set_current_device(int device);
 /// without CUDA or a GPU.
 int current_device();
 
+/// Gives the calling thread its current GPU back at the end of a scope that
+/// works on another (a peer's buffer must not leave its GPU current: an
+/// Event made next would live there).
+class CurrentDeviceGuard {
+ public:
+  CurrentDeviceGuard() : before_(current_device()) {}
+  ~CurrentDeviceGuard() {
+    try {
+      if (before_ >= 0 && before_ != current_device()) set_current_device(before_);
+    } catch (...) {  // a GPU in error: the error surfaces at the next call
+    }
+  }
+  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
+  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
+
+ private:
+  int before_;
+};
+
 /// The calling thread's stream for GPU `device`: the one set with
 /// `StreamGuard`, else a stream of this thread's own, made on first use.
 Stream& current_stream(int device);
@@ -165,7 +184,8 @@ class Graph {
 // ----------------------------------------------------------------------------
 // memory (device.h's cuda:k devices allocate through these; use Tensor instead)
 
-/// `bytes` of memory on GPU `device`, or nullptr when the GPU has no room.
+/// `bytes` of memory on GPU `device`, or nullptr when the GPU has no room
+/// (after giving the stream-ordered pool's idle memory back and trying again).
 void* allocate(int device, std::size_t bytes);
 /// Frees memory from allocate(). Waits for the GPU's queued work first.
 void free(int device, void* ptr);
@@ -177,12 +197,17 @@ void* allocate_on_stream(int device, std::size_t bytes);
 /// Gives memory from allocate_on_stream() back once the work queued so far on
 /// the calling thread's current stream of `device` has run; never waits.
 void free_on_stream(int device, void* ptr);
+/// The same, in order on `stream` (a stream of `device`): scratch that may
+/// outlive a StreamGuard goes back on the stream it was allocated on.
+void free_on_stream(int device, void* ptr, const Stream& stream);
 /// Copies `bytes` between any two of host memory and GPU memory (unified
 /// addressing tells which is which), in order on the calling thread's current
 /// stream of `device`. When `dst` or `src` is host memory the call returns
 /// only once the copy is complete, so the host may read or reuse it.
 void copy(void* dst, const void* src, std::size_t bytes, int device);
-/// Blocks until every stream of this thread on GPU `device` is idle.
+/// Blocks until this thread's own stream of GPU `device`, and the stream a
+/// StreamGuard has made current there, are idle (a `Stream` the caller holds
+/// outside any guard is the caller's to synchronize).
 void synchronize(int device);
 
 // ----------------------------------------------------------------------------

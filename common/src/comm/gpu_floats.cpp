@@ -14,12 +14,15 @@ namespace detail {
 
 void finish_gpu_work(const void* ptr) {
   int device = gpu_of(ptr);
-  if (device >= 0) gpu::synchronize(device);
+  if (device < 0) return;
+  gpu::CurrentDeviceGuard keep;
+  gpu::synchronize(device);
 }
 
 std::function<void()> after_queued_gpu_work(const void* data, std::function<void()> op) {
   int device = gpu_of(data);
   if (device < 0) return op;
+  gpu::CurrentDeviceGuard keep;
   gpu::set_current_device(device);               // the event lives on data's GPU
   auto queued = std::make_shared<gpu::Event>();  // "this thread's work so far"
   queued->record(gpu::current_stream(device));

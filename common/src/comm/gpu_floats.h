@@ -29,7 +29,9 @@ namespace detail {
 void finish_gpu_work(const void* ptr);
 
 /// `op`, made to wait first for the GPU work the calling thread has queued so
-/// far on the GPU holding `data` (`op` itself for host memory). For work that
+/// far on its current stream of the GPU holding `data` (`op` itself for host
+/// memory; work on a stream held outside any StreamGuard is the caller's to
+/// order first). For work that
 /// runs on another thread (the progress thread), whose streams know nothing
 /// of this thread's kernels.
 std::function<void()> after_queued_gpu_work(const void* data, std::function<void()> op);

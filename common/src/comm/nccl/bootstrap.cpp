@@ -93,7 +93,7 @@ NcclBackend::~NcclBackend() {
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Avg: return ncclSum;  // then divide_for_avg
     case ReduceOp::Max: return ncclMax;
   }
   return ncclSum;
@@ -113,18 +113,30 @@ std::unique_ptr<Communicator> new_nccl_communicator(double timeout_s, int device
   config.blocking = 0;  // no NCCL call holds the host: each is polled (stream_wait.cpp)
   ncclComm_t comm = nullptr;
   ncclResult_t started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-  DPT_CHECK(started == ncclSuccess || started == ncclInProgress,
-            "ncclCommInitRankConfig failed on rank " << rank << ": " << ncclGetErrorString(started));
-  control->wait_for(
-      "ncclCommInitRank", -1, 0, 0,
-      [&] {
-        ncclResult_t state = ncclSuccess;
-        DPT_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
-        DPT_CHECK(state == ncclSuccess || state == ncclInProgress,
-                  "ncclCommInitRank failed on rank " << rank << ": " << ncclGetErrorString(state));
-        return state == ncclSuccess;
-      },
-      [&] { ncclCommAbort(comm); });
+  // A communicator whose init failed or timed out is ended with ncclCommAbort
+  // (NCCL's rule after an error), once, so its threads do not outlive the throw.
+  bool aborted = false;
+  auto abort_init = [&] {
+    if (comm && !aborted) ncclCommAbort(comm);
+    aborted = true;
+  };
+  try {
+    DPT_CHECK(started == ncclSuccess || started == ncclInProgress,
+              "ncclCommInitRankConfig failed on rank " << rank << ": " << ncclGetErrorString(started));
+    control->wait_for(
+        "ncclCommInitRank", -1, 0, 0,
+        [&] {
+          ncclResult_t state = ncclSuccess;
+          DPT_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+          DPT_CHECK(state == ncclSuccess || state == ncclInProgress,
+                    "ncclCommInitRank failed on rank " << rank << ": " << ncclGetErrorString(state));
+          return state == ncclSuccess;
+        },
+        abort_init);
+  } catch (...) {
+    abort_init();
+    throw;
+  }
   auto backend = std::make_unique<nccl::NcclBackend>(std::move(control), comm, device, timeout_s);
   backend->barrier();  // every process leaves here together (launch() reads its clock next)
   return CommAccess::wrap(std::move(backend), rank, size, timeout_s, TrafficLog(size).view(rank));

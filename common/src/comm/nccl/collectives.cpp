@@ -11,6 +11,13 @@ namespace dpt {
 namespace detail {
 namespace nccl {
 
+void NcclBackend::divide_for_avg(float* data, int64_t count, ReduceOp op) {
+  if (op != ReduceOp::Avg || count == 0) return;
+  divide_floats(data, count, float(control_->size()));
+  // Like NCCL's own result, the quotient is complete when the call returns.
+  if (gpu_of(data) >= 0) gpu::current_stream(gpu_of(data)).synchronize();
+}
+
 void NcclBackend::all_reduce(float* data, int64_t count, ReduceOp op) {
   control_->preflight({Collective::AllReduce, count, 0, op});
   StagedFloats both(device_, data, count, true);
@@ -19,6 +26,7 @@ void NcclBackend::all_reduce(float* data, int64_t count, ReduceOp op) {
            "ncclAllReduce");
   });
   both.write_back();
+  divide_for_avg(data, count, op);
 }
 
 void NcclBackend::reduce_scatter(const float* send_buf, float* recv_buf, int64_t recv_count,
@@ -38,6 +46,7 @@ void NcclBackend::reduce_scatter(const float* send_buf, float* recv_buf, int64_t
            "ncclReduceScatter");
   });
   if (!direct) copy_floats(recv_buf, out, recv_count);
+  divide_for_avg(recv_buf, recv_count, op);
 }
 
 void NcclBackend::all_gather(const float* send_buf, float* recv_buf, int64_t send_count) {

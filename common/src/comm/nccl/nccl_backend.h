@@ -92,6 +92,10 @@ class NcclBackend final : public Backend {
   void issued(ncclResult_t result, const char* what);
   void wait(const char* call, int peer, int tag, int64_t count);
   void abort();
+  // ---- collectives.cpp ----
+  /// Avg's last step on the final `count` floats of `data` (host or GPU):
+  /// divided by the rank count, as the other backends do (nothing for Sum, Max).
+  void divide_for_avg(float* data, int64_t count, ReduceOp op);
 
   std::unique_ptr<mpi::MpiBackend> control_;
   ncclComm_t comm_;
@@ -103,7 +107,10 @@ class NcclBackend final : public Backend {
   bool aborted_ = false;
 };
 
-/// NCCL's reduction for `op` (Avg is ncclAvg: NCCL divides by the rank count).
+/// NCCL's reduction for `op`. Avg is ncclSum, divided afterwards
+/// (divide_for_avg): NCCL's own ncclAvg multiplies every input by 1/n before
+/// summing, which differs in the last bit from the sum-then-divide of the
+/// threads and MPI backends whenever n is not a power of two.
 ncclRedOp_t nccl_op(ReduceOp op);
 
 }  // namespace nccl

@@ -139,7 +139,7 @@ void World::collective(int me, const Slot& slot, const Share& share,
 // the collectives
 
 void World::all_reduce(int me, float* data, int64_t count, ReduceOp op) {
-  int device = gpu_of(data);
+  int device = count == 0 ? -1 : gpu_of(data);  // nothing to move: no buffer to ask about
   if (device >= 0) return all_reduce_on_gpu(me, data, count, op, device);
   // Rank r reduces elements [r*chunk, (r+1)*chunk) into the shared scratch;
   // after phase B every rank copies the whole result out (so all agree bit
@@ -159,7 +159,7 @@ void World::all_reduce(int me, float* data, int64_t count, ReduceOp op) {
 
 void World::reduce_scatter(int me, const float* send_buf, float* recv_buf, int64_t recv_count,
                            ReduceOp op) {
-  int device = gpu_of(send_buf);
+  int device = recv_count == 0 ? -1 : gpu_of(send_buf);
   if (device >= 0) return reduce_scatter_on_gpu(me, send_buf, recv_buf, recv_count, op, device);
   // Write straight into recv_buf unless it overlaps our send_buf, which peers
   // are reading until phase B, or lives on a GPU (the reduction here is a
