@@ -1,6 +1,7 @@
 // cuda_kernels.cu — kernels.h on a GPU: cuBLAS SGEMM for gemm, one plain
 // grid-stride kernel per elementwise loop (the per-element math is
-// kernel_math.h's, shared with the CPU), and the reductions of
+// kernel_math.h's, shared with the CPU), a two-pass column sum for sum_rows
+// (a fixed order, so the same bits on every call), and the reductions of
 // cuda_reductions.cuh. One CudaKernels per GPU; everything is queued on the
 // calling thread's current stream for that GPU (gpu.h) and returns at once,
 // except count_correct and max_abs_diff, whose answer the host waits for.
@@ -81,14 +82,38 @@ __global__ void relu_backward_kernel(float* dx, const float* x, const float* dou
 __global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
   for (int64_t i = first_index(); i < rows * cols; i += grid_stride()) y[i] += bias[i % cols];
 }
-// dbias[c] = Σ_r dy[r, c], one thread per column, rows in order (as the CPU):
-// neighbouring threads read neighbouring columns, so each row is one coalesced read.
-__global__ void sum_rows_kernel(float* dbias, const float* dy, int64_t rows, int64_t cols) {
-  for (int64_t c = first_index(); c < cols; c += grid_stride()) {
-    float acc = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) acc += dy[r * cols + c];
-    dbias[c] = acc;
+
+// Column sums (sum_rows: dbias[c] = Σ_r dy[r, c]) in blocks of 32 columns × 8
+// row lanes: a warp is one lane and reads 32 neighbouring floats of a row (one
+// coalesced 128-byte read). The rows are cut into `chunks` chunks, one per
+// blockIdx.y, so even a 10-column matrix fills the GPU.
+constexpr int kColumnTile = 32;  // columns per block (blockDim.x, a warp)
+constexpr int kRowLanes = 8;     // rows a block reads at once (blockDim.y), a power of two
+static_assert(kColumnTile * kRowLanes == kThreads, "a column-sum block is kThreads threads");
+
+// out (gridDim.y, cols): out[k, c] = Σ in[r, c] over chunk k's rows,
+// r ∈ [k·rows_per_chunk, (k+1)·rows_per_chunk) ∩ [0, rows); in is (rows, cols).
+// The order is fixed by (rows, rows_per_chunk) alone: lane l adds rows
+// first+l, first+l+8, … one after the other, then lanes meet in a fixed tree
+// (lane l < 4 adds lane l+4's sum, l < 2 adds l+2's, lane 0 adds lane 1's).
+// No atomics: same input, same bits.
+__global__ void column_sums_kernel(float* out, const float* in, int64_t rows, int64_t cols, int64_t rows_per_chunk) {
+  __shared__ float lane_sums[kRowLanes][kColumnTile];
+  int64_t c = int64_t(blockIdx.x) * kColumnTile + threadIdx.x;
+  int64_t first = int64_t(blockIdx.y) * rows_per_chunk;
+  int64_t end = rows - first < rows_per_chunk ? rows : first + rows_per_chunk;
+  float acc = 0.0f;
+  if (c < cols) {
+#pragma unroll 8  // independent loads in flight; the adds stay in row order
+    for (int64_t r = first + threadIdx.y; r < end; r += kRowLanes) acc += in[r * cols + c];
   }
+  lane_sums[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  for (int half = kRowLanes / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half) lane_sums[threadIdx.y][threadIdx.x] += lane_sums[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < cols) out[int64_t(blockIdx.y) * cols + c] = lane_sums[0][threadIdx.x];
 }
 // dlogits (rows, classes) = (probs − onehot(labels)) · (*dloss) / rows.
 __global__ void softmax_cross_entropy_backward_kernel(float* dlogits, const float* probs, const int64_t* labels,
@@ -126,6 +151,16 @@ int blocks_for(int64_t n, int cap) {
   return int(std::max<int64_t>(1, std::min<int64_t>(blocks, cap)));
 }
 
+// Row chunks of a column sum (sum_rows' first pass), from rows alone, so a
+// column's summation order, and its bits, depend on rows and nothing else
+// (not cols, not the GPU): 64 rows a chunk (8 per row lane), at most 64
+// chunks. 4096 rows: 64 chunks, so 4096×10 runs 64 blocks and 4096×1024
+// 2048; under 128 rows: one chunk, a single pass. The partials (chunks × cols
+// floats) are at most 1/64 of the input.
+constexpr int64_t kRowsPerChunk = 64;
+constexpr int64_t kMaxChunks = 64;
+int64_t column_chunks(int64_t rows) { return std::clamp<int64_t>(rows / kRowsPerChunk, 1, kMaxChunks); }
+
 struct ThreadState {
   int device = -1;
   cublasHandle_t blas = nullptr;
@@ -135,6 +170,9 @@ struct ThreadState {
   int64_t staged_rows = -1;      // how many (-1: none yet)
   cudaEvent_t staged_copied = nullptr;  // recorded after the copy out of `staged`
   void* partials = nullptr;  // kMaxPartials 8-byte partials, then one 8-byte result
+  float* column_partials = nullptr;  // sum_rows' (chunks, cols) partials outside captures; grow-only
+  std::size_t column_partials_capacity = 0;  // floats
+  std::vector<void*> captured_scratch;  // partials of captured reductions, a CUDA graph's own: kept until the thread ends
   cudaEvent_t last_use = nullptr;
   cudaStream_t last_stream = nullptr;
   struct CapturedLabels {  // labels a CUDA graph's replays copy in: never rewritten
@@ -157,6 +195,8 @@ struct ThreadState {
     if (staged) cudaFreeHost(staged);
     if (staged_copied) cudaEventDestroy(staged_copied);
     if (partials) cudaFree(partials);
+    if (column_partials) cudaFree(column_partials);
+    for (void* p : captured_scratch) cudaFree(p);
     if (last_use) cudaEventDestroy(last_use);
     for (const CapturedLabels& c : captured) {
       cudaFree(c.device);
@@ -298,8 +338,30 @@ class CudaKernels final : public Kernels {
   void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
     launch(add_bias_kernel, rows * cols, y, bias, rows, cols);
   }
+  // Two passes (column_sums_kernel): chunk partials (chunks, cols), then each
+  // column's partials summed in chunk order; one pass when there is one chunk.
+  // rows = 0 writes zeros (an empty sum), cols = 0 writes nothing: as the CPU.
   void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
-    launch(sum_rows_kernel, cols, dbias, dy, rows, cols);
+    if (cols <= 0) return;
+    int64_t tiles = (cols + kColumnTile - 1) / kColumnTile;
+    DPT_CHECK(tiles <= INT_MAX, "sum_rows on cuda:" << device_ << ": " << cols << " columns exceed a grid's "
+                                                    << INT_MAX << " blocks of " << kColumnTile);
+    dim3 block(kColumnTile, kRowLanes);
+    int64_t chunks = column_chunks(rows);
+    if (chunks == 1) {
+      column_sums_kernel<<<dim3(unsigned(tiles), 1), block, 0, current()>>>(dbias, dy, rows, cols, rows);
+      DPT_CUDA_CHECK(cudaGetLastError());
+      return;
+    }
+    ThreadState& state = acquire();
+    float* partials = column_partials(state, chunks * cols);
+    int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+    column_sums_kernel<<<dim3(unsigned(tiles), unsigned(chunks)), block, 0, current()>>>(partials, dy, rows, cols,
+                                                                                         rows_per_chunk);
+    DPT_CUDA_CHECK(cudaGetLastError());
+    column_sums_kernel<<<dim3(unsigned(tiles), 1), block, 0, current()>>>(dbias, partials, chunks, cols, chunks);
+    DPT_CUDA_CHECK(cudaGetLastError());
+    release(state);
   }
 
   // ---- reductions ----
@@ -314,7 +376,7 @@ class CudaKernels final : public Kernels {
     ThreadState& state = acquire();
     const int64_t* device_labels = upload_labels(state, labels, rows);
     int blocks = blocks_for(rows, kMaxPartials);
-    auto* partials = static_cast<double*>(state.partials);
+    auto* partials = static_cast<double*>(reduction_partials(state));
     softmax_cross_entropy_kernel<<<blocks, kThreads, 0, current()>>>(probs, logits, device_labels, rows, classes,
                                                                       partials);
     DPT_CUDA_CHECK(cudaGetLastError());
@@ -391,7 +453,7 @@ class CudaKernels final : public Kernels {
   void reduce(Load load, Combine combine, int64_t n, float* out) {
     ThreadState& state = acquire();
     int blocks = blocks_for(n, kMaxPartials);
-    auto* partials = static_cast<float*>(state.partials);
+    auto* partials = static_cast<float*>(reduction_partials(state));
     reduce_kernel<<<blocks, kThreads, 0, current()>>>(load, combine, n, partials);
     DPT_CUDA_CHECK(cudaGetLastError());
     finish_kernel<<<1, kThreads, 0, current()>>>(static_cast<const float*>(partials), blocks, combine, out);
@@ -401,11 +463,18 @@ class CudaKernels final : public Kernels {
 
   // This thread's state on this GPU, with its earlier uses from another
   // stream (a StreamGuard switched it) ordered before what comes next.
+  // last_use is only ever recorded outside captures (release), and a stream
+  // being captured may wait on such an event only as an external event:
+  // without cudaEventWaitExternal the capture fails (cudaErrorStreamCaptureIsolation).
+  // With it the wait becomes a node of the graph: each replay waits for the
+  // work last_use marks when the replay runs.
   ThreadState& acquire() {
     ThreadState& state = thread_state(device_);
     cudaStream_t stream = current();
-    if (state.last_stream && state.last_stream != stream)
-      DPT_CUDA_CHECK(cudaStreamWaitEvent(stream, state.last_use, 0));
+    if (state.last_stream && state.last_stream != stream) {
+      unsigned int flags = capturing(stream) ? cudaEventWaitExternal : cudaEventWaitDefault;
+      DPT_CUDA_CHECK(cudaStreamWaitEvent(stream, state.last_use, flags));
+    }
     return state;
   }
   // While a CUDA graph is captured nothing is recorded: an event last
@@ -421,6 +490,43 @@ class CudaKernels final : public Kernels {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     DPT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
     return status != cudaStreamCaptureStatusNone;
+  }
+
+  // Scratch a CUDA graph being captured writes at every replay: its own
+  // (cudaMalloc is legal in a relaxed capture), never shared with eager calls
+  // or other graphs, which a replay on another stream is not ordered with;
+  // kept until the thread ends, since the graph may outlive any scope here.
+  void* graph_scratch(ThreadState& state, std::size_t bytes, const char* what) {
+    state.captured_scratch.reserve(state.captured_scratch.size() + 1);  // no throw after the allocation
+    void* scratch = gpu::allocate(device_, bytes);
+    DPT_CHECK(scratch, what << " on cuda:" << device_ << ": no room for " << bytes << " bytes of partials");
+    state.captured_scratch.push_back(scratch);
+    return scratch;
+  }
+  // The block partials of a reduction (kMaxPartials 8-byte slots, then the
+  // 8-byte result slot): the thread's own, or a captured graph's.
+  void* reduction_partials(ThreadState& state) {
+    if (!capturing(current())) return state.partials;
+    return graph_scratch(state, (kMaxPartials + 1) * 8, "a reduction");
+  }
+  // `count` floats of scratch for sum_rows' partials, after acquire(). Outside
+  // a capture: the thread's grow-only buffer (its earlier readers are ordered
+  // before this call's stream by acquire(); a growth frees the old buffer with
+  // cudaFree, which waits for the GPU). While a CUDA graph is captured: a
+  // buffer of the graph's own (graph_scratch), since every replay writes it
+  // and a later eager growth must not free it under the graph.
+  float* column_partials(ThreadState& state, int64_t count) {
+    std::size_t bytes = std::size_t(count) * sizeof(float);
+    if (capturing(current())) return static_cast<float*>(graph_scratch(state, bytes, "sum_rows"));
+    if (std::size_t(count) > state.column_partials_capacity) {
+      gpu::free(device_, state.column_partials);
+      state.column_partials = nullptr, state.column_partials_capacity = 0;
+      state.column_partials = static_cast<float*>(gpu::allocate(device_, bytes));
+      DPT_CHECK(state.column_partials,
+                "sum_rows on cuda:" << device_ << ": no room for " << count << " floats of partials");
+      state.column_partials_capacity = std::size_t(count);
+    }
+    return state.column_partials;
   }
 
   // The thread's device copy of `rows` host labels. A training step asks

@@ -7,14 +7,19 @@
 //   bias add): both sides round the same exact result, so equal bit for bit;
 // - a multiply feeding an add (axpy, optimizer updates): nvcc fuses it into
 //   an FMA (one rounding), the CPU may not: ≤ a few ulp, so 1e-6 relative;
-// - sums of n terms in another order (reductions, sum_rows): each side's
-//   error is a random walk of roundings of its partial sums. The GPU's tree
-//   keeps partials small; the CPU's Eigen sum runs a few vector lanes of n/16
-//   terms each, ~√(n/16)·2⁻²⁴/√3 ≈ 1e-6 of Σ|x| for n = 10⁶ when every term is
-//   positive (Σ x²): checked against 1e-5·Σ|x|. Signed terms (Σ x) keep the
-//   partial sums near √n·|x|, so 1e-6·Σ|x| is already loose;
+// - sums of n terms (reductions, sum_rows): CPU and GPU each against a
+//   double-precision serial sum, within float_sum_error_bound below, which
+//   holds in any summation order (Eigen's lane count, the GPU's tree), times
+//   Σ|terms|. Small integers sum exactly in any order: there both must equal
+//   the oracle bit for bit, which catches a dropped or doubled term that no
+//   rounding bound can. Σ x against the CPU stays at 1e-6·Σ|x|: signed
+//   terms uniform in [-1, 1] keep the k-th partial sum near √(k/3), so the n
+//   roundings add up (a random walk) to ~2⁻²⁴·n/4 even in serial order, the
+//   worst, a thirtieth of 1e-6·Σ|x| = 1e-6·n/2;
 // - max |a − b| and argmax counts: exact (no rounding at all).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -41,6 +46,56 @@ double abs_sum(const Tensor& t) {
   double s = 0;
   for (float v : t.to_vector()) s += std::fabs(v);
   return s;
+}
+
+// How far a float sum may be from the exact one, as a multiple of Σ|terms|,
+// when each term passes through at most k roundings (n terms summed: k = n − 1
+// additions, in whatever order; Σ x²: k = n, the square too), each a factor
+// (1 + δ) with |δ| ≤ u = 2⁻²⁴:
+// - worst case: γ(k) = k·u / (1 − k·u) (Higham, Accuracy and Stability of
+//   Numerical Algorithms, §4.2), growing like k;
+// - δ independent with mean zero (Higham & Mary, SIAM J. Sci. Comput. 41(5),
+//   2019, Thm 3.1): exp(λ·√k·u + k·u²/(1 − u)) − 1 ≈ λ·√k·u, exceeded with
+//   probability ≤ 2k·exp(−λ²(1 − u)²/2); λ = 8: < 3e-8 for k = 10⁶.
+// Both hold, so the smaller does (the worst case below k = λ² = 64); plus the
+// double oracle's own worst case, k·2⁻⁵³.
+double float_sum_error_bound(int64_t roundings) {
+  const double u = std::ldexp(1.0, -24), k = double(roundings), lambda = 8.0;
+  double worst = k * u < 1 ? k * u / (1 - k * u) : std::numeric_limits<double>::infinity();
+  double probable = std::expm1(lambda * std::sqrt(k) * u + k * u * u / (1 - u));
+  return std::min(worst, probable) + k * std::ldexp(1.0, -53);
+}
+
+// Same bits (NaN, −0 included), not just equal values.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+// (rows, cols) small integers in [-2, 2]: every partial sum of a column (of
+// squares, for one column) is an integer of at most 4·rows, exact in float
+// whatever the order while that stays below 2²⁴ (rows ≤ 4·10⁶).
+std::vector<float> small_integers(int64_t rows, int64_t cols) {
+  std::vector<float> values(std::size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) values[std::size_t(r * cols + c)] = float((r * 7 + c * 3) % 5 - 2);
+  return values;
+}
+// Column sums of dy (rows, cols) in double, serially, and Σ|dy| per column.
+void column_sums(const std::vector<float>& dy, int64_t rows, int64_t cols, std::vector<double>& sums,
+                 std::vector<double>& abs_sums) {
+  sums.assign(std::size_t(cols), 0.0), abs_sums.assign(std::size_t(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      sums[std::size_t(c)] += dy[std::size_t(r * cols + c)];
+      abs_sums[std::size_t(c)] += std::fabs(dy[std::size_t(r * cols + c)]);
+    }
+}
+// Columns of `got` farther from the oracle than bound · Σ|dy| of the column.
+int64_t columns_off(const std::vector<float>& got, const std::vector<double>& sums,
+                    const std::vector<double>& abs_sums, double bound) {
+  int64_t off = 0;
+  for (std::size_t c = 0; c < got.size(); ++c)
+    if (!(std::fabs(double(got[c]) - sums[c]) <= bound * abs_sums[c])) ++off;  // a NaN is off too
+  return off;
 }
 }  // namespace
 
@@ -111,6 +166,67 @@ TEST_CASE("cuda add_bias equals the CPU's, sum_rows matches it to summation orde
   CHECK(relative_diff(dbias.gpu, dbias.cpu) <= 1e-5);
 }
 
+TEST_CASE("cuda sum_rows matches a double column sum within float rounding, and small integers exactly", "[gpu]") {
+  DPT_REQUIRE_GPU();
+  // Rows: none, one pass (under 128), a few chunks, many (4097 ends in a
+  // 2-row chunk, 40000 has 625 rows a chunk); cols: under, over and many
+  // 32-column tiles.
+  for (int64_t rows : {0, 1, 7, 255, 256, 4097, 40000})
+    for (int64_t cols : {1, 10, 33, 1024}) {
+      INFO(rows << " x " << cols);
+      std::vector<double> sums, abs_sums;
+      const double bound = float_sum_error_bound(std::max<int64_t>(rows - 1, 0));  // rows − 1 additions a column
+      Twin dy = twin({rows, cols}, 18), dbias = zeros_twin({cols});
+      column_sums(dy.cpu.to_vector(), rows, cols, sums, abs_sums);
+      cpu_side().sum_rows(dbias.cpu.data(), dy.cpu.data(), rows, cols);
+      gpu_side().sum_rows(dbias.gpu.data(), dy.gpu.data(), rows, cols);
+      CHECK(columns_off(dbias.cpu.to_vector(), sums, abs_sums, bound) == 0);
+      CHECK(columns_off(dbias.gpu.to_vector(), sums, abs_sums, bound) == 0);
+
+      std::vector<float> integers = small_integers(rows, cols);
+      column_sums(integers, rows, cols, sums, abs_sums);
+      Tensor exact_dy = Tensor::from_vector({rows, cols}, integers, Device::cuda(0));
+      gpu_side().sum_rows(dbias.gpu.data(), exact_dy.data(), rows, cols);
+      CHECK(columns_off(dbias.gpu.to_vector(), sums, abs_sums, 0.0) == 0);  // exact, every column
+    }
+}
+
+TEST_CASE("cuda sum_rows gives the same bits on every call, after other shapes and inside a CUDA graph", "[gpu]") {
+  // Chapter 07 compares ZeRO stages bit for bit: the column sums' order must
+  // depend on the shape alone, never on timing, scratch or stream.
+  DPT_REQUIRE_GPU();
+  Device& gpu0 = Device::cuda(0);
+  for (Shape shape : {Shape{4097, 33}, Shape{40000, 10}, Shape{256, 1024}, Shape{7, 10}}) {
+    const int64_t rows = shape[0], cols = shape[1];
+    INFO(rows << " x " << cols);
+    Tensor dy = twin(shape, 19).gpu, dbias = Tensor::zeros({cols}, gpu0);
+    gpu_side().sum_rows(dbias.data(), dy.data(), rows, cols);
+    const std::vector<float> first = dbias.to_vector();
+    gpu_side().sum_rows(dbias.data(), dy.data(), rows, cols);
+    CHECK(same_bits(dbias.to_vector(), first));
+
+    Tensor wide = Tensor::zeros({4096, 4096}, gpu0), wide_sums = Tensor::zeros({4096}, gpu0);
+    gpu_side().sum_rows(wide_sums.data(), wide.data(), 4096, 4096);  // grows the scratch in between
+    gpu_side().sum_rows(dbias.data(), dy.data(), rows, cols);
+    CHECK(same_bits(dbias.to_vector(), first));
+
+    // Captured on a side stream while the last eager call ran on this
+    // thread's own: the capture must order itself after that call without
+    // failing, and every replay must write the eager bits.
+    gpu::Stream side(0);
+    Tensor replayed = Tensor::zeros({cols}, gpu0);
+    gpu::current_stream(0).synchronize();  // its zeros are written before the side stream's replay
+    gpu::Graph graph;
+    {
+      gpu::StreamGuard on_side(side);
+      graph.capture(side, [&] { gpu_side().sum_rows(replayed.data(), dy.data(), rows, cols); });
+      graph.replay(side);
+      side.synchronize();
+    }
+    CHECK(same_bits(replayed.to_vector(), first));
+  }
+}
+
 TEST_CASE("cuda sum and sum_squares match the CPU to summation order, also over a million elements", "[gpu]") {
   DPT_REQUIRE_GPU();
   for (int64_t n : {int64_t(1), int64_t(255), int64_t(257), kN, int64_t(1000003)}) {
@@ -119,9 +235,32 @@ TEST_CASE("cuda sum and sum_squares match the CPU to summation order, also over 
     cpu_side().sum(out.cpu.data(), x.cpu.data(), n);
     gpu_side().sum(out.gpu.data(), x.gpu.data(), n);
     CHECK(std::fabs(out.gpu.item() - out.cpu.item()) <= 1e-6 * abs_sum(x.cpu));
+    // Σ x² against double: each x² is exact in double, all terms are ≥ 0
+    // (Σ|terms| is the sum itself), and each term sees n roundings at most.
+    double exact = 0;
+    for (float v : x.cpu.to_vector()) exact += double(v) * double(v);
+    double tolerance = float_sum_error_bound(n) * exact;
     cpu_side().sum_squares(out.cpu.data(), x.cpu.data(), n);
     gpu_side().sum_squares(out.gpu.data(), x.gpu.data(), n);
-    CHECK(std::fabs(out.gpu.item() - out.cpu.item()) <= 1e-5 * out.cpu.item());  // all terms ≥ 0
+    CHECK(std::fabs(double(out.cpu.item()) - exact) <= tolerance);
+    CHECK(std::fabs(double(out.gpu.item()) - exact) <= tolerance);
+  }
+}
+
+TEST_CASE("cuda sum and sum_squares of small integers are exact, so no element is dropped or counted twice",
+          "[gpu]") {
+  DPT_REQUIRE_GPU();
+  for (int64_t n : {int64_t(1), int64_t(257), kN, int64_t(1000003)}) {
+    // Values in [-2, 2]: |Σ x| ≤ Σ x² ≤ 4n < 2²⁴, every partial sum exact.
+    std::vector<float> values = small_integers(n, 1);
+    double exact = 0, exact_squares = 0;
+    for (float v : values) exact += v, exact_squares += double(v) * v;
+    Tensor x = Tensor::from_vector({n}, values, Device::cuda(0)), out = Tensor::zeros({}, Device::cuda(0));
+    INFO(n << " elements");
+    gpu_side().sum(out.data(), x.data(), n);
+    CHECK(double(out.item()) == exact);
+    gpu_side().sum_squares(out.data(), x.data(), n);
+    CHECK(double(out.item()) == exact_squares);
   }
 }
 
