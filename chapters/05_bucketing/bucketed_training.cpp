@@ -11,7 +11,21 @@
 // communication stream that waits for that event on the GPU (the rank thread
 // never blocks), and the job leaves the bucket final before its Work
 // completes. On host memory (cpu:k) there are no streams: the same path, with
-// the GPU steps skipped (gpu_of < 0).
+// the GPU steps skipped (gpu < 0).
+//
+// Which clock times the record. On host memory the host's: backward runs on
+// the rank thread, a ring on its progress thread. On a GPU the host only
+// queues backward's kernels, and a ring's first send blocks until its pack has
+// run on the GPU, so host intervals would time the queueing and count the wait
+// for backward as communication. There CUDA events time them on the GPU's
+// clock: backward's start and end on the compute stream, each ring's start
+// (reached once its pack has run) and end on the communication stream, all
+// read as milliseconds after an anchor event at the step's start. Hidden =
+// the overlap of the two, on that one clock. The trace's spans stay the host
+// threads' (when each thread queued or waited); on a GPU each step adds an
+// instant "GPU clock (CUDA events)" carrying the numbers the table prints.
+// The loss is read after the optimizer step, where the host would wait for the
+// GPU anyway (the next batch's upload), not between forward and backward.
 #include "bucketed_training.h"
 
 #include <algorithm>
@@ -47,7 +61,16 @@ struct Engine : std::enable_shared_from_this<Engine> {
   bool syncing = false;  // true during the backward whose gradients are final for this step
   bool overlap = true;
   std::vector<int> deferred;  // --no-overlap: ready parameters, replayed after backward
-  std::unique_ptr<gpu::Stream> comm_stream;  // on a GPU: where the rings run (made at the first launch)
+  int gpu = -1;                              // the rank's GPU, -1 on host memory
+  std::unique_ptr<gpu::Stream> comm_stream;  // on a GPU: where the rings run
+  // On a GPU: the record's intervals as events on `gpu` (made once, recorded
+  // again every step; see the file comment).
+  struct GpuClock {
+    gpu::Event anchor;                           // compute stream, before the step's first forward
+    gpu::Event backward_start, backward_end;     // compute stream, around the syncing backward
+    std::vector<std::unique_ptr<gpu::Event>> ring_start, ring_end;  // bucket → comm stream, around its ring
+  };
+  std::unique_ptr<GpuClock> clock;
   // The record (written by the rank thread, except comm_* by the progress
   // thread; read after wait(), which orders the two).
   std::vector<bool> seen_ready;             // parameter → its hook fired this step
@@ -59,6 +82,22 @@ struct Engine : std::enable_shared_from_this<Engine> {
   int held_back = 0;
 
   explicit Engine(Context& c) : ctx(c) {}
+
+  // On a GPU: the communication stream and the clock's events, made on it.
+  void use_gpu(int device, std::size_t buckets) {
+    gpu = device;
+    if (gpu < 0) return;
+    gpu::set_current_device(gpu);  // events live on the GPU current when made: record them on its streams only
+    comm_stream = std::make_unique<gpu::Stream>(gpu);
+    clock = std::make_unique<GpuClock>();
+    for (std::size_t b = 0; b < buckets; ++b) {
+      clock->ring_start.push_back(std::make_unique<gpu::Event>());
+      clock->ring_end.push_back(std::make_unique<gpu::Event>());
+    }
+  }
+
+  // On a GPU: `event` marks the end of the rank thread's compute stream so far.
+  void mark_compute(gpu::Event& event) const { event.record(gpu::current_stream(gpu)); }
 
   void reset() {
     reset_bucket_state(state);
@@ -110,25 +149,27 @@ struct Engine : std::enable_shared_from_this<Engine> {
     }
     Tensor& flat = state.flat[std::size_t(b)];
     flatten_into(grads, flat);  // (bytes/4,) on the rank's device: device copies, on the compute stream
-    std::shared_ptr<gpu::Event> packed = record_packed(gpu_of(flat.data()));
+    std::shared_ptr<gpu::Event> packed = record_packed();
     state.work[std::size_t(b)] = ctx.comm.async(
         [self = shared_from_this(), b, step = step, packed] { self->all_reduce_bucket(b, step, packed.get()); });
   }
 
   // On a GPU: an event after the pack on the compute stream, which the
   // communication stream will wait for. nullptr on host memory.
-  std::shared_ptr<gpu::Event> record_packed(int device) {
-    if (device < 0) return nullptr;
-    gpu::set_current_device(device);  // the event lives on the bucket's GPU
-    if (!comm_stream) comm_stream = std::make_unique<gpu::Stream>(device);
+  std::shared_ptr<gpu::Event> record_packed() {
+    if (gpu < 0) return nullptr;
+    gpu::set_current_device(gpu);  // the event lives on the bucket's GPU
     auto packed = std::make_shared<gpu::Event>();
-    packed->record(gpu::current_stream(device));
+    mark_compute(*packed);
     return packed;
   }
 
   // On the progress thread: the ring, chapter 04's, averaging bucket b. On a
   // GPU its adds and copies go to the communication stream, queued after
   // `packed`; the ring's first sendrecv waits for that stream, so for the pack.
+  // There the ring's interval is the comm stream's, between two events: the
+  // start is reached once the pack has run (and this job has begun), the end
+  // once the ring's last add or copy has.
   void all_reduce_bucket(int b, int64_t in_step, const gpu::Event* packed) {
     Tensor& flat = state.flat[std::size_t(b)];
     comm_start[std::size_t(b)] = Clock::now();
@@ -139,6 +180,7 @@ struct Engine : std::enable_shared_from_this<Engine> {
       if (packed) {
         gpu::set_current_device(comm_stream->device());
         comm_stream->wait(*packed);  // a wait on the GPU, not on the host
+        clock->ring_start[std::size_t(b)]->record(*comm_stream);
         on_comm_stream = std::make_unique<gpu::StreamGuard>(*comm_stream);
       }
       try {
@@ -148,27 +190,54 @@ struct Engine : std::enable_shared_from_this<Engine> {
         throw;
       }
       // Final before the Work completes: wait_and_unpack reads the bucket on
-      // the compute stream, which knows nothing of this one.
-      if (packed) comm_stream->synchronize();
+      // the compute stream, which knows nothing of this one. (So is ring_end:
+      // the rank thread reads it after that wait.)
+      if (packed) {
+        clock->ring_end[std::size_t(b)]->record(*comm_stream);
+        comm_stream->synchronize();
+      }
     }
     comm_end[std::size_t(b)] = Clock::now();
   }
 
-  // What this step's record says (after wait_and_unpack).
+  // What this step's record says (after wait_and_unpack; on a GPU also after
+  // the compute stream has reached backward_end).
   BucketStep summarise(Clock::time_point bw_start, Clock::time_point bw_end) const {
     BucketStep s;
-    s.backward_s = seconds_between(bw_start, bw_end);
-    for (std::size_t b = 0; b < state.buckets.size(); ++b) {
-      s.comm_s += seconds_between(comm_start[b], comm_end[b]);
-      auto from = std::max(comm_start[b], bw_start), to = std::min(comm_end[b], bw_end);
-      if (to > from) s.hidden_s += seconds_between(from, to);
-      if (launched[b] < last_ready) ++s.launched_early;
+    if (clock) {
+      time_on_gpu(s);
+    } else {
+      s.backward_s = seconds_between(bw_start, bw_end);
+      for (std::size_t b = 0; b < state.buckets.size(); ++b) {
+        s.comm_s += seconds_between(comm_start[b], comm_end[b]);
+        auto from = std::max(comm_start[b], bw_start), to = std::min(comm_end[b], bw_end);
+        if (to > from) s.hidden_s += seconds_between(from, to);
+      }
     }
+    for (std::size_t b = 0; b < state.buckets.size(); ++b)
+      if (launched[b] < last_ready) ++s.launched_early;
     for (std::size_t i = 0; i < order.size(); ++i) s.in_order = s.in_order && order[i] == int(i);
     s.in_order = s.in_order && order.size() == state.buckets.size();
     s.launched_unready = launched_unready;
     s.held_back = held_back;
     return s;
+  }
+
+  // backward_s, comm_s, hidden_s from the events, in seconds on the GPU's
+  // clock. Every event was recorded after the anchor, on its stream or (a
+  // ring's, via its pack) after it: each time below is >= 0. Waiting on the
+  // last event of each stream makes every earlier one reached as well.
+  void time_on_gpu(BucketStep& s) const {
+    auto at = [&](const gpu::Event& e) { return 1e-3 * double(e.elapsed_ms_since(clock->anchor)); };
+    clock->backward_end.synchronize();
+    const double bw_start = at(clock->backward_start), bw_end = at(clock->backward_end);
+    s.backward_s = bw_end - bw_start;
+    for (std::size_t b = 0; b < state.buckets.size(); ++b) {
+      clock->ring_end[b]->synchronize();
+      const double start = at(*clock->ring_start[b]), end = at(*clock->ring_end[b]);
+      s.comm_s += end - start;
+      s.hidden_s += std::max(0.0, std::min(end, bw_end) - std::max(start, bw_start));
+    }
   }
 };
 }  // namespace
@@ -201,6 +270,8 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
   run.layout = assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes);
   e.state = make_bucket_state(run.layout, ctx.device, [&e](int b) { e.launch(b); });
   std::size_t nb = run.layout.size();
+  e.use_gpu(ctx.device.kind() == DeviceKind::Cuda ? ctx.device.index() : -1, nb);
+  run.gpu_clock = e.gpu >= 0;
   e.launched.resize(nb), e.comm_start.resize(nb), e.comm_end.resize(nb);
   for (const NamedTensor& p : replica.named_parameters()) e.names.push_back(p.name);
   for (std::size_t p = 0; p < e.params.size(); ++p)
@@ -222,8 +293,10 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
       e.reset();
       e.step = step;
       optimizer->zero_grad();
+      if (e.clock) e.mark_compute(e.clock->anchor);
       std::vector<int64_t> global = sampler.indices(step);
       float loss_sum = 0;
+      std::vector<Tensor> gpu_losses;  // on a GPU: each micro-batch's loss, read after the optimizer step
       Clock::time_point bw_start, bw_end;
       for (int64_t k = 0; k < K; ++k) {
         std::vector<int64_t> slice(global.begin() + k * micro, global.begin() + (k + 1) * micro);
@@ -233,17 +306,22 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
           auto span = ctx.trace.span("forward", "compute");
           loss = softmax_cross_entropy(replica.forward(batch.x), batch.y);
         }
-        loss_sum += loss.item();
+        if (e.clock)
+          gpu_losses.push_back(loss.clone());  // a device copy, queued: reading it now would stall the GPU's queue
+        else
+          loss_sum += loss.item();
         e.syncing = k == K - 1;  // DDP's no_sync for the others
         if (e.syncing && plan.find_unused)  // what backward will not reach is ready now, with a zero gradient
           for (int p : find_unused_parameters(loss, e.params)) e.on_ready(p, true);
         bw_start = Clock::now();
+        if (e.clock) e.mark_compute(e.clock->backward_start);
         {
           auto span = ctx.trace.span(e.syncing ? "backward (buckets launch)" : "backward (no sync)", "compute",
                                      {{"step", double(step)}});
           (K == 1 ? loss : scale(loss, 1.0f / float(K))).backward();
         }
         bw_end = Clock::now();
+        if (e.clock) e.mark_compute(e.clock->backward_end);
       }
       for (int p : e.deferred) mark_ready(e.state, p);  // --no-overlap: now, in the hooks' order
       {
@@ -257,12 +335,18 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
         auto span = ctx.trace.span("optimizer", "compute");
         optimizer->step();
       }
+      // On a GPU the first item() waits for the step's kernels; the same float sum as the host's.
+      for (const Tensor& l : gpu_losses) loss_sum += l.item();
       float global_loss = loss_sum / float(K);
       ctx.comm.all_reduce(&global_loss, 1, ReduceOp::Avg);
       run.losses.push_back(global_loss);
       BucketStep s = e.summarise(bw_start, bw_end);
       s.step_s = seconds_between(step_start, Clock::now());
       run.steps.push_back(s);
+      if (e.clock && ctx.trace.enabled())
+        ctx.trace.instant("GPU clock (CUDA events)", "compute",
+                          {{"step", double(step)}, {"backward_ms", s.backward_s * 1e3}, {"comm_ms", s.comm_s * 1e3},
+                           {"hidden_ms", s.hidden_s * 1e3}});
       metrics.write(step, {{"loss", global_loss}, {"backward_s", s.backward_s}, {"comm_s", s.comm_s},
                            {"hidden_s", s.hidden_s}, {"step_s", s.step_s}});
       bar.update(step + 1, "loss " + fixed(global_loss, 4));

@@ -9,7 +9,8 @@
 ///
 /// It also keeps its own record of every step, independent of your holes:
 /// when each gradient became ready, which bucket launched when and in what
-/// order, when each all-reduce ran on the progress thread. The chapter's
+/// order, when each all-reduce ran on the progress thread (on a GPU: when
+/// backward and each ring ran on the GPU, timed by CUDA events). The chapter's
 /// verdicts and the bench are computed from that record.
 ///
 /// Left out: gradients as views into the buckets,
@@ -38,12 +39,15 @@ struct BucketPlan {
   bool find_unused = false;           ///< --find-unused-parameters: after forward, mark what it did not reach ready
 };
 
-/// What one step measured on this rank (times in seconds).
+/// What one step measured on this rank (times in seconds). On host memory
+/// all on the host's clock; on a GPU backward_s, comm_s and hidden_s on the
+/// GPU's (CUDA events: backward's kernels, each ring's work on the
+/// communication stream from its pack to its last kernel), step_s the host's.
 struct BucketStep {
   double backward_s = 0;   ///< the syncing micro-batch's backward
-  double comm_s = 0;       ///< all-reduces on the progress thread, summed
+  double comm_s = 0;       ///< the buckets' all-reduces, summed
   double hidden_s = 0;     ///< the part of comm_s that ran while backward ran
-  double step_s = 0;       ///< the whole step: forward, backward, wait, optimizer
+  double step_s = 0;       ///< the whole step: forward, backward, wait, optimizer (host clock)
   bool in_order = true;    ///< buckets launched as 0, 1, 2, …
   int launched_unready = 0;  ///< buckets launched while one of their gradients was not ready
   int launched_early = 0;    ///< buckets launched before the step's last gradient was ready
@@ -57,6 +61,7 @@ struct BucketedRun {
   std::vector<BucketStep> steps;   ///< per step, this rank
   int64_t diverged_step = -1;      ///< first non-finite loss (training stopped), -1 if none
   double seconds = 0;              ///< wall time of the loop
+  bool gpu_clock = false;          ///< steps' backward/comm/hidden timed by CUDA events (the rank's device is a GPU)
   TrafficLog traffic;              ///< every rank's sends during the loop (gathered)
 };
 

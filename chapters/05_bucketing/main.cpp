@@ -125,7 +125,11 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
 // 2. the per-step report (rank 0's clocks) and the schedule's verdicts
 
 void print_steps(const BucketedRun& run) {
-  Table table("per step on rank 0 (ms): comm runs on the progress thread; hidden = during backward",
+  // On a GPU the host only queues backward's kernels: there the first three
+  // columns come from CUDA events on the GPU's clock (bucketed_training.cpp).
+  Table table(run.gpu_clock ? "per step on rank 0 (ms): backward, comm, hidden on the GPU's clock (CUDA events: "
+                              "backward's kernels; each ring on the comm stream, from its pack); step on the host's"
+                            : "per step on rank 0 (ms): comm runs on the progress thread; hidden = during backward",
               {"step", "backward", "comm", "hidden", "hidden %", "step", "buckets", "bytes (all ranks)"});
   const int64_t n = int64_t(run.steps.size()), every = std::max<int64_t>(1, n / 8);
   BucketStep total;

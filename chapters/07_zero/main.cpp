@@ -126,7 +126,8 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   auto observe = [&recorder, &o](int64_t step, const float* p, const float* g, int64_t psi) {
     recorder.record(step, o.steps, p, g, psi);
   };
-  if (f.stage == 0) plan.observe_stage0 = observe;
+  auto wants = [&recorder, &o](int64_t step, int64_t psi) { return recorder.keeps(step, o.steps, psi); };
+  if (f.stage == 0) plan.observe_stage0 = observe, plan.observe_stage0_wants = wants;
   ZeroRun run;
   try {
     run = train_zero(ctx, o, data, initial, plan, "ch07 stage " + std::to_string(f.stage), resumed.step, restore, save);
@@ -150,7 +151,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
     say.section("4. The same run at stage 0 (plain data parallel), for comparison");
     ZeroPlan zero = plan;
     zero.stage = 0;
-    zero.observe_stage0 = observe;
+    zero.observe_stage0 = observe, zero.observe_stage0_wants = wants;
     Options quiet = o;
     quiet.quiet = true, quiet.metrics.clear();
     // From the same start: the master copy, or the checkpoint this run resumed

@@ -257,13 +257,15 @@ struct ZeroTrainer::Impl {
     adam_update(plan.adam, t, p, g, m.data(), v.data(), S);
     if (full_params()) ring_all_gather(ctx.comm, params.data(), shard_bounds(part, {0, part.padded}));
   }
-  // The observer reads host memory: on a GPU it gets copies.
+  // The observer reads host memory: on a GPU it gets copies of the Ψ floats,
+  // made only for a step it wants (rank 0's recorder keeps a few steps).
   void observe(int64_t step) {
+    if (plan.observe_stage0_wants && !plan.observe_stage0_wants(step, part.psi)) return;
     if (params.device().is_host_memory()) {
       plan.observe_stage0(step, params.data(), grads.data(), part.psi);
       return;
     }
-    std::vector<float> p = params.to_vector(), g = grads.to_vector();
+    std::vector<float> p = params.slice(0, part.psi).to_vector(), g = grads.slice(0, part.psi).to_vector();
     plan.observe_stage0(step, p.data(), g.data(), part.psi);
   }
 };

@@ -65,6 +65,10 @@ struct ZeroPlan {
   /// Adam: the step (0-based), the Ψ parameters and averaged gradients, flat
   /// (for the step-by-step check against one device, dpt/step_check.h).
   std::function<void(int64_t step, const float* params, const float* grads, int64_t psi)> observe_stage0;
+  /// Asked first, every step (unset: always true): whether observe_stage0
+  /// wants this step. When not, it is not called, and on a GPU the buffers
+  /// are not copied to the host for it.
+  std::function<bool(int64_t step, int64_t psi)> observe_stage0_wants;
 };
 
 /// One bucket: consecutive layers, filled last layer first; a flat range.

@@ -26,24 +26,30 @@ double max_magnitude(const std::vector<float>& a) {
 void StepRecorder::record(int64_t step, int64_t steps, const std::vector<Tensor>& params) {
   if (!enabled_) return;
   std::vector<Tensor> grads;
+  int64_t count = 0;
   for (const Tensor& p : params) {
     DPT_CHECK(p.grad().defined(), "StepRecorder: a parameter has no gradient at step " << step);
     grads.push_back(p.grad());
+    count += p.numel();
   }
-  std::vector<float> w = flatten(params), g = flatten(grads);
-  record(step, steps, w.data(), g.data(), int64_t(w.size()));
+  if (!keeps(step, steps, count)) return;  // flatten (on a GPU: copies to the host) only what is kept
+  recorded_.push_back({step, flatten(params), flatten(grads)});
 }
 
 void StepRecorder::record(int64_t step, int64_t steps, const float* weights, const float* grads, int64_t count) {
-  if (!enabled_) return;
+  if (!keeps(step, steps, count)) return;
+  recorded_.push_back({step, std::vector<float>(weights, weights + count), std::vector<float>(grads, grads + count)});
+}
+
+bool StepRecorder::keeps(int64_t step, int64_t steps, int64_t count) {
+  if (!enabled_) return false;
   if (steps_ == 0) {  // the plan, on the first call: how many snapshots (weights + gradients) fit the budget
     steps_ = steps;
     const auto fit = std::max<int64_t>(2, int64_t(double(budget_) / (8.0 * double(count))));
     stride_ = std::max<int64_t>(1, (steps + fit - 2) / (fit - 1));  // ≤ fit − 1 strided steps + the last
   }
   steps_run_ = step + 1;
-  if (step % stride_ != 0 && step != steps_ - 1) return;
-  recorded_.push_back({step, std::vector<float>(weights, weights + count), std::vector<float>(grads, grads + count)});
+  return step % stride_ == 0 || step == steps_ - 1;
 }
 
 // ----------------------------------------------------------------------------

@@ -142,6 +142,17 @@ BucketedWeights train_bucketed_on(const std::string& device, const ch05::BucketP
     if (int64_t(run.losses.size()) != o.steps) seen += "stopped after " + std::to_string(run.losses.size()) + " steps; ";
     for (const ch05::BucketStep& s : run.steps)
       if (!s.in_order || s.launched_unready > 0) seen += "a bucket launched out of order or unready; ";
+    // The record's times: CUDA events on cuda, the host's clock on cpu. On
+    // either, the hidden part of each ring is an overlap with backward, so at
+    // most the ring; without overlap every ring starts after backward ends
+    // (on the GPU: after its pack, queued after backward_end), so none is.
+    if (run.gpu_clock != (device == "cuda")) seen += "timed on the wrong clock; ";
+    for (const ch05::BucketStep& s : run.steps) {
+      if (!(s.backward_s > 0 && s.comm_s > 0 && s.hidden_s >= 0 && s.hidden_s <= s.comm_s))
+        seen += "impossible times (backward " + std::to_string(s.backward_s) + " s, comm " + std::to_string(s.comm_s) +
+                " s, hidden " + std::to_string(s.hidden_s) + " s); ";
+      if (!plan.overlap && s.hidden_s != 0) seen += "communication hidden without overlap; ";
+    }
     if (ctx.is_root()) out.weights = flatten(replica.parameters());
     return seen;
   });

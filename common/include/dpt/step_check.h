@@ -76,6 +76,11 @@ class StepRecorder {
   /// The same for a loop that keeps its parameters and synced gradients as
   /// flat buffers in parameters() order (chapter 07): `count` floats of each.
   void record(int64_t step, int64_t steps, const float* weights, const float* grads, int64_t count);
+  /// Whether record() of `count` floats each would keep `step` (false when not
+  /// enabled); counts `step` as run either way, as record() does. A loop whose
+  /// buffers live on a GPU asks first and copies them to the host, and calls
+  /// record(), only when the answer is true.
+  bool keeps(int64_t step, int64_t steps, int64_t count);
 
   /// One device computes every recorded step's gradient from its recorded
   /// weights on that step's global batch (`global_batch` samples, drawn as the
