@@ -21,9 +21,12 @@
 // clock: backward's start and end on the compute stream, each ring's start
 // (reached once its pack has run) and end on the communication stream, all
 // read as milliseconds after an anchor event at the step's start. Hidden =
-// the overlap of the two, on that one clock. The trace's spans stay the host
-// threads' (when each thread queued or waited); on a GPU each step adds an
-// instant "GPU clock (CUDA events)" carrying the numbers the table prints.
+// the overlap of the two, on that one clock. The trace keeps the host
+// threads' spans (when each thread queued or waited) and, on a GPU, adds the
+// GPU's own: backward on the rank's "GPU compute stream" track and each ring
+// on its "GPU comm stream" track, placed by the host instant at which the
+// anchor was reached (with --trace only: the step then waits for the anchor,
+// when the stream is idle anyway after the previous step's loss was read).
 // The loss is read after the optimizer step, where the host would wait for the
 // GPU anyway (the next batch's upload), not between forward and backward.
 #include "bucketed_training.h"
@@ -71,6 +74,7 @@ struct Engine : std::enable_shared_from_this<Engine> {
     std::vector<std::unique_ptr<gpu::Event>> ring_start, ring_end;  // bucket → comm stream, around its ring
   };
   std::unique_ptr<GpuClock> clock;
+  Clock::time_point anchor_reached;  // with --trace on a GPU: when the host saw the anchor reached
   // The record (written by the rank thread, except comm_* by the progress
   // thread; read after wait(), which orders the two).
   std::vector<bool> seen_ready;             // parameter → its hook fired this step
@@ -232,12 +236,25 @@ struct Engine : std::enable_shared_from_this<Engine> {
     clock->backward_end.synchronize();
     const double bw_start = at(clock->backward_start), bw_end = at(clock->backward_end);
     s.backward_s = bw_end - bw_start;
+    trace_gpu("backward (GPU)", "compute", Tracer::GpuStream::Compute, bw_start, bw_end, -1);
     for (std::size_t b = 0; b < state.buckets.size(); ++b) {
       clock->ring_end[b]->synchronize();
       const double start = at(*clock->ring_start[b]), end = at(*clock->ring_end[b]);
       s.comm_s += end - start;
       s.hidden_s += std::max(0.0, std::min(end, bw_end) - std::max(start, bw_start));
+      trace_gpu("all-reduce bucket " + std::to_string(b) + " (GPU)", "comm", Tracer::GpuStream::Comm, start, end,
+                int(b));
     }
+  }
+  // With --trace: a GPU interval, seconds after the anchor, on the host clock.
+  void trace_gpu(const std::string& name, const char* category, Tracer::GpuStream stream, double from, double to,
+                 int bucket) const {
+    if (!ctx.trace.enabled()) return;
+    auto host = [&](double seconds) {
+      return anchor_reached + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    };
+    if (bucket < 0) ctx.trace.gpu_span(name, category, stream, host(from), host(to), {{"step", double(step)}});
+    else ctx.trace.gpu_span(name, category, stream, host(from), host(to), {{"step", double(step)}, {"bucket", double(bucket)}});
   }
 };
 }  // namespace
@@ -293,7 +310,13 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
       e.reset();
       e.step = step;
       optimizer->zero_grad();
-      if (e.clock) e.mark_compute(e.clock->anchor);
+      if (e.clock) {
+        e.mark_compute(e.clock->anchor);
+        if (ctx.trace.enabled()) {  // the trace's GPU spans are placed from here (see the file comment)
+          e.clock->anchor.synchronize();
+          e.anchor_reached = Clock::now();
+        }
+      }
       std::vector<int64_t> global = sampler.indices(step);
       float loss_sum = 0;
       std::vector<Tensor> gpu_losses;  // on a GPU: each micro-batch's loss, read after the optimizer step

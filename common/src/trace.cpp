@@ -7,6 +7,7 @@
 // ("ph":"M") naming each track.
 #include "dpt/trace.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -33,7 +34,14 @@ struct OpenSpan {
 };
 thread_local std::vector<OpenSpan> t_open;
 
-int tid_of(int rank, int lane) { return lane == 0 ? rank : 1000 + rank; }
+// Lanes: 0 the rank's thread, 1 its progress thread, 2 and 3 its GPU's
+// compute and comm streams (gpu_span).
+constexpr int kLanes = 4;
+int tid_of(int rank, int lane) { return 1000 * lane + rank; }
+const char* lane_suffix(int lane) {
+  static const char* const suffixes[kLanes] = {"", " async", " GPU compute stream", " GPU comm stream"};
+  return suffixes[lane];
+}
 
 double micros(TraceClock::duration d) {
   return double(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()) / 1000.0;
@@ -132,6 +140,23 @@ void Tracer::instant(std::string_view name, std::string_view category, std::init
   events_.push_back(std::move(e));
 }
 
+void Tracer::gpu_span(std::string_view name, std::string_view category, GpuStream stream,
+                      TraceClock::time_point start, TraceClock::time_point end,
+                      std::initializer_list<TraceArg> args) {
+  if (!enabled_) return;
+  Event e;
+  e.phase = 'X';
+  e.name = name;
+  e.category = category;
+  e.ts = start - origin_;
+  e.dur = std::max(end - start, TraceClock::duration::zero());  // a complete span, never "still open"
+  e.lane = stream == GpuStream::Compute ? 2 : 3;
+  for (const TraceArg& a : args) e.args.emplace_back(a.key, a.value);
+  std::lock_guard<std::mutex> lock(mutex_);
+  used_lane_[e.lane] = true;
+  events_.push_back(std::move(e));
+}
+
 void Tracer::counter(std::string_view name, double value) {
   if (!enabled_) return;
   Event e;
@@ -166,16 +191,16 @@ std::string Tracer::events_json() const {
   std::lock_guard<std::mutex> lock(mutex_);
   json out = json::array();
   // Track names: the rank's own thread always (so every rank has a track),
-  // its progress thread when it recorded something. Sort index keeps
-  // "rank R async" right under "rank R".
-  for (int lane = 0; lane < 2; ++lane) {
-    if (lane == 1 && !used_lane_[1]) continue;
+  // its progress thread and GPU streams when they recorded something. Sort
+  // index keeps them right under "rank R", in lane order.
+  for (int lane = 0; lane < kLanes; ++lane) {
+    if (lane > 0 && !used_lane_[lane]) continue;
     int tid = tid_of(rank_, lane);
-    std::string label = "rank " + std::to_string(rank_) + (lane ? " async" : "");
+    std::string label = "rank " + std::to_string(rank_) + lane_suffix(lane);
     out.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
                    {"args", {{"name", label}}}});
     out.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
-                   {"args", {{"sort_index", 2 * rank_ + lane}}}});
+                   {"args", {{"sort_index", kLanes * rank_ + lane}}}});
   }
   for (const Event& e : events_) {
     if (e.phase == 'X' && e.dur.count() < 0) continue;  // still open

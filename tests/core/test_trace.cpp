@@ -174,6 +174,41 @@ TEST_CASE("async communication is drawn on the rank's async track") {
   std::remove(o.trace_path.c_str());
 }
 
+TEST_CASE("GPU spans go on the rank's GPU stream tracks at the times given, and count no seconds") {
+  const auto origin = dpt::TraceClock::now();
+  dpt::Tracer trace(3, true, origin);
+  using std::chrono::microseconds;
+  trace.gpu_span("backward", "compute", dpt::Tracer::GpuStream::Compute, origin + microseconds(100),
+                 origin + microseconds(350));
+  trace.gpu_span("ring bucket 0", "comm", dpt::Tracer::GpuStream::Comm, origin + microseconds(200),
+                 origin + microseconds(500), {{"bucket", 0}});
+  trace.gpu_span("backwards in time", "comm", dpt::Tracer::GpuStream::Comm, origin + microseconds(900),
+                 origin + microseconds(800));
+  json doc = json::parse("{\"traceEvents\": " + trace.events_json() + "}");
+  CHECK(track_name(doc, 2003) == "rank 3 GPU compute stream");
+  CHECK(track_name(doc, 3003) == "rank 3 GPU comm stream");
+  CHECK(track_name(doc, 1003).empty());  // no async work: no async track
+  auto backward = spans(doc, 2003, "backward");
+  REQUIRE(backward.size() == 1);
+  CHECK(backward[0]["ts"].get<double>() == Approx(100.0).margin(1e-3));
+  CHECK(backward[0]["dur"].get<double>() == Approx(250.0).margin(1e-3));
+  CHECK(backward[0]["cat"] == "compute");
+  auto ring = spans(doc, 3003, "ring bucket 0");
+  REQUIRE(ring.size() == 1);
+  CHECK(ring[0]["ts"].get<double>() == Approx(200.0).margin(1e-3));
+  CHECK(ring[0]["dur"].get<double>() == Approx(300.0).margin(1e-3));
+  CHECK(ring[0]["args"]["bucket"] == 0);
+  auto reversed = spans(doc, 3003, "backwards in time");
+  REQUIRE(reversed.size() == 1);
+  CHECK(reversed[0]["dur"] == 0.0);  // never a negative duration
+  CHECK(spans(doc, 3, "backward").empty());  // not on the rank's own track
+  CHECK(trace.seconds("compute") == 0);      // the host's spans count the rank's time
+  CHECK(trace.seconds("comm") == 0);
+  dpt::Tracer off(0, false);
+  off.gpu_span("backward", "compute", dpt::Tracer::GpuStream::Compute, origin, origin + microseconds(5));
+  CHECK(off.event_count() == 0);
+}
+
 TEST_CASE("writing a trace where no file can be created is a dpt::Error") {
   CHECK_THROWS_AS(dpt::write_chrome_trace("/nonexistent-dir/x/trace.json", {"[]"}), dpt::Error);
   CHECK_THROWS_AS(dpt::write_chrome_trace(temp_path("bad.json"), {"not json"}), dpt::Error);

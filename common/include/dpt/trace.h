@@ -17,9 +17,14 @@
 /// the start of launch (threads), or the moment every process left a barrier
 /// at launch (MPI, so tracks agree to within the barrier's skew).
 ///
+/// GPU work is timed by CUDA events on the GPU's clock, not by host spans (the
+/// host only queues it): a caller that mapped those onto this clock records
+/// them with gpu_span(), on the tracks "rank R GPU compute stream" (tid 2000 +
+/// R) and "rank R GPU comm stream" (tid 3000 + R), shown under the rank's.
+///
 /// Disabled, a span reads the clock twice and adds to its category's seconds;
 /// nothing else is stored; an instant event costs nothing. Left out: flow
-/// arrows, GPU timing.
+/// arrows.
 #pragma once
 
 #include <chrono>
@@ -94,6 +99,15 @@ class Tracer {
   void instant(std::string_view name, std::string_view category, std::initializer_list<TraceArg> args = {});
   /// Records counter `name` = `value` now (a "ph":"C" event, e.g. memory).
   void counter(std::string_view name, double value);
+  /// Which GPU stream a gpu_span ran on.
+  enum class GpuStream { Compute, Comm };
+  /// Records a span that ran on a GPU stream from `start` to `end`: times on
+  /// this clock that the caller mapped from CUDA events (a host instant at
+  /// which an anchor event was reached, plus the events' elapsed times). It
+  /// goes on the rank's GPU track for `stream` and adds nothing to seconds()
+  /// (the host's spans already count the rank's time). Nothing when disabled.
+  void gpu_span(std::string_view name, std::string_view category, GpuStream stream, TraceClock::time_point start,
+                TraceClock::time_point end, std::initializer_list<TraceArg> args = {});
 
   /// Seconds spent in spans of `category` since the last reset, on all of the
   /// rank's threads. A span nested in a span of the same category on the same
@@ -127,7 +141,7 @@ class Tracer {
   std::vector<std::string> categories_;
   std::vector<double> seconds_;
   std::vector<Event> events_;
-  bool used_lane_[2] = {false, false};
+  bool used_lane_[4] = {false, false, false, false};  // rank thread, async thread, GPU compute, GPU comm
 };
 
 /// Writes one Chrome trace file from ranks' events_json() arrays: valid JSON
