@@ -196,11 +196,11 @@ int main(int argc, char** argv) {
       std::cout << "bench_gpu_ring: skipped: " << reason << "\n";
       doc["skipped"] = reason;
     } else {
-      doc["device"] = gpu::device_description(0);
-      std::cout << "device: " << doc["device"].get<std::string>() << "\n";
       // The copy is timed on this process's GPU: under mpirun --nccl each
       // process has its own (cuda:0 for all would share one GPU N ways).
       const int copy_gpu = nccl ? gpu_for_rank(detect_process_environment().local_rank) : 0;
+      doc["device"] = gpu::device_description(copy_gpu);
+      std::cout << "device: " << doc["device"].get<std::string>() << "\n";
       std::vector<int64_t> sizes;
       std::vector<double> copy_s;
       for (int64_t mib = min_mib; mib <= max_mib; mib *= 4) {

@@ -519,6 +519,9 @@ class CudaKernels final : public Kernels {
     std::size_t bytes = std::size_t(count) * sizeof(float);
     if (capturing(current())) return static_cast<float*>(graph_scratch(state, bytes, "sum_rows"));
     if (std::size_t(count) > state.column_partials_capacity) {
+      // The old buffer's readers are done first: this stream's, and (acquire()
+      // made this stream wait for them) another stream's last ones.
+      DPT_CUDA_CHECK(cudaStreamSynchronize(current()));
       gpu::free(device_, state.column_partials);
       state.column_partials = nullptr, state.column_partials_capacity = 0;
       state.column_partials = static_cast<float*>(gpu::allocate(device_, bytes));

@@ -217,7 +217,9 @@ void Graph::capture(Stream& stream, const std::function<void()>& record) {
   cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
   if (made != cudaSuccess) {  // the Graph stays empty, so a later capture may try again
     cudaGraphDestroy(graph);
-    DPT_CUDA_CHECK(made);
+    cudaGetLastError();  // not sticky: the next kernel launch's check must not report it
+    DPT_FAIL("instantiating the CUDA graph captured on cuda:" << stream.device() << " failed: "
+                                                                << cudaGetErrorString(made));
   }
   graph_ = graph;
   exec_ = exec;
@@ -261,6 +263,20 @@ void check_freed(cudaError_t status) {
 }
 }  // namespace
 
+namespace {
+// True when one of this thread's streams of GPU `device` is capturing.
+bool capturing_on(int device) {
+  for (const auto* streams : {&t_streams.own, &t_streams.current})
+    for (const auto& [index, stream] : *streams) {
+      if (index != device || !stream) continue;
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      DPT_CUDA_CHECK(cudaStreamIsCapturing(as_stream(stream->handle()), &status));
+      if (status != cudaStreamCaptureStatusNone) return true;
+    }
+  return false;
+}
+}  // namespace
+
 void* allocate(int device, std::size_t bytes) {
   check_device(device);
   DPT_CUDA_CHECK(cudaSetDevice(device));
@@ -268,7 +284,10 @@ void* allocate(int device, std::size_t bytes) {
   if (void* got = allocated_or_null(cudaMalloc(&ptr, bytes), ptr)) return got;
   // The stream-ordered pool keeps what scratch gave back (keep_pool_memory),
   // where cudaMalloc cannot reach it: once this thread's frees have run,
-  // hand the pool's idle memory to the driver and try once more.
+  // hand the pool's idle memory to the driver and try once more. Not while
+  // this thread captures a CUDA graph: a synchronize would end the capture,
+  // and the caller's out-of-memory sentence would turn into a capture error.
+  if (capturing_on(device)) return nullptr;
   synchronize(device);
   cudaMemPool_t pool = nullptr;
   DPT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));

@@ -150,7 +150,9 @@ class StreamGuard {
 /// `Tensor::item`) fails the capture. A replay reads and writes exactly the
 /// addresses the capture saw and runs none of the host code: every buffer the
 /// captured work touches must stay allocated, and be handed to nobody else,
-/// for as long as the graph is replayed (see bench/bench_gpu_step.cpp).
+/// for as long as the graph is replayed (see bench/bench_gpu_step.cpp). The
+/// kernels' own scratch that a capture records (labels, reduction partials)
+/// belongs to the capturing thread: replay a graph only while that thread lives.
 class Graph {
  public:
   /// An empty graph (nothing captured yet).

@@ -137,7 +137,13 @@ std::unique_ptr<Communicator> new_nccl_communicator(double timeout_s, int device
     abort_init();
     throw;
   }
-  auto backend = std::make_unique<nccl::NcclBackend>(std::move(control), comm, device, timeout_s);
+  std::unique_ptr<nccl::NcclBackend> backend;
+  try {
+    backend = std::make_unique<nccl::NcclBackend>(std::move(control), comm, device, timeout_s);
+  } catch (...) {  // its stream or scratch: the communicator is not the backend's yet
+    abort_init();
+    throw;
+  }
   backend->barrier();  // every process leaves here together (launch() reads its clock next)
   return CommAccess::wrap(std::move(backend), rank, size, timeout_s, TrafficLog(size).view(rank));
 }

@@ -13,6 +13,7 @@ namespace nccl {
 
 void NcclBackend::divide_for_avg(float* data, int64_t count, ReduceOp op) {
   if (op != ReduceOp::Avg || count == 0) return;
+  gpu::CurrentDeviceGuard keep;  // data may live on another GPU than device_
   divide_floats(data, count, float(control_->size()));
   // Like NCCL's own result, the quotient is complete when the call returns.
   if (gpu_of(data) >= 0) gpu::current_stream(gpu_of(data)).synchronize();

@@ -108,9 +108,10 @@ class NcclBackend final : public Backend {
 };
 
 /// NCCL's reduction for `op`. Avg is ncclSum, divided afterwards
-/// (divide_for_avg): NCCL's own ncclAvg multiplies every input by 1/n before
-/// summing, which differs in the last bit from the sum-then-divide of the
-/// threads and MPI backends whenever n is not a power of two.
+/// (divide_for_avg), the threads and MPI backends' recipe: NCCL's own ncclAvg
+/// multiplies every input by 1/n before summing, one more rounding per input
+/// whenever n is not a power of two. (The sum's order is NCCL's ring or tree,
+/// so from 3 ranks on the bits may still differ from another backend's.)
 ncclRedOp_t nccl_op(ReduceOp op);
 
 }  // namespace nccl
