@@ -17,9 +17,14 @@
 // What this cannot show: a missing event wait (the ring starting before the
 // pack) is a race; it shows up here only when the compute stream is still
 // busy at launch, so a pass is evidence, not proof.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
 #include <vector>
 
 #include "bucketed_training.h"
@@ -40,9 +45,11 @@ namespace {
 // Runs `body` on `world` rank threads (threads communicator, eager limit 0:
 // every send waits for its receive); each returns "" or what went wrong.
 std::vector<std::string> on_rank_threads(int world, const std::string& device,
-                                         const std::function<std::string(Context&)>& body) {
+                                         const std::function<std::string(Context&)>& body,
+                                         const std::string& trace_path = "") {
   LaunchOptions o;
   o.ranks = world;
+  o.trace_path = trace_path;
   o.device = device;
   o.timeout_s = 60;
   o.eager_limit_bytes = 0;
@@ -181,5 +188,48 @@ TEST_CASE("ch05's bucketed training on cuda, overlapped on a comm stream, ends w
     double gap = max_abs_difference(gpu.weights, cpu.weights);
     INFO("max |w_cuda - w_cpu| = " << gap);
     CHECK(gap <= kSingleDeviceTolerance);
+  }
+}
+
+TEST_CASE("ch05 on cuda with --trace draws backward and every bucket's ring on the rank's GPU stream tracks",
+          "[gpu][ring]") {
+  DPT_REQUIRE_GPU();
+  Options o = small_problem();
+  o.steps = 5;
+  Dataset data = load_dataset(o);
+  const ch05::BucketPlan plan{4096, 4096, true, 1, false};
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("dpt_gpu_trace_" + std::to_string(getpid()) + ".json")).string();
+  std::size_t buckets = 0;
+  check_all_ok(on_rank_threads(2, "cuda", [&](Context& ctx) {
+    MLP replica = make_replica(ctx, o);
+    ch05::BucketedRun run = ch05::train_bucketed(ctx, o, data, replica, plan, "gpu trace test");
+    if (ctx.is_root()) buckets = run.layout.size();
+    return run.gpu_clock ? std::string() : std::string("not timed on the GPU's clock");
+  }, path), "ch05 with --trace on cuda");
+  std::ifstream in(path);
+  REQUIRE(in);
+  nlohmann::json doc = nlohmann::json::parse(in);  // an independent parser: the file must be valid JSON
+  std::remove(path.c_str());
+  REQUIRE(buckets > 1);
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    int64_t backward = 0, rings = 0;
+    std::string compute_track, comm_track;
+    for (const nlohmann::json& e : doc["traceEvents"]) {
+      if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 2000 + r) compute_track = e["args"]["name"];
+      if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 3000 + r) comm_track = e["args"]["name"];
+      if (e["ph"] != "X") continue;
+      const std::string name = e["name"];
+      if (e["tid"] == 2000 + r && name == "backward (GPU)") ++backward;
+      if (e["tid"] == 3000 + r && name.rfind("all-reduce bucket ", 0) == 0) {
+        ++rings;
+        CHECK(e["dur"].get<double>() > 0);  // a ring moves bytes: never an empty interval
+      }
+    }
+    CHECK(compute_track == "rank " + std::to_string(r) + " GPU compute stream");
+    CHECK(comm_track == "rank " + std::to_string(r) + " GPU comm stream");
+    CHECK(backward == o.steps);                       // one per step
+    CHECK(rings == o.steps * int64_t(buckets));       // one per bucket per step
   }
 }
