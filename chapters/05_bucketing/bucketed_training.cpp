@@ -236,25 +236,24 @@ struct Engine : std::enable_shared_from_this<Engine> {
     clock->backward_end.synchronize();
     const double bw_start = at(clock->backward_start), bw_end = at(clock->backward_end);
     s.backward_s = bw_end - bw_start;
-    trace_gpu("backward (GPU)", "compute", Tracer::GpuStream::Compute, bw_start, bw_end, -1);
+    trace_gpu("backward (GPU)", "compute", Tracer::GpuStream::Compute, bw_start, bw_end, {{"step", double(step)}});
     for (std::size_t b = 0; b < state.buckets.size(); ++b) {
       clock->ring_end[b]->synchronize();
       const double start = at(*clock->ring_start[b]), end = at(*clock->ring_end[b]);
       s.comm_s += end - start;
       s.hidden_s += std::max(0.0, std::min(end, bw_end) - std::max(start, bw_start));
       trace_gpu("all-reduce bucket " + std::to_string(b) + " (GPU)", "comm", Tracer::GpuStream::Comm, start, end,
-                int(b));
+                {{"step", double(step)}, {"bucket", double(b)}});
     }
   }
   // With --trace: a GPU interval, seconds after the anchor, on the host clock.
   void trace_gpu(const std::string& name, const char* category, Tracer::GpuStream stream, double from, double to,
-                 int bucket) const {
+                 std::initializer_list<TraceArg> args) const {
     if (!ctx.trace.enabled()) return;
     auto host = [&](double seconds) {
       return anchor_reached + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     };
-    if (bucket < 0) ctx.trace.gpu_span(name, category, stream, host(from), host(to), {{"step", double(step)}});
-    else ctx.trace.gpu_span(name, category, stream, host(from), host(to), {{"step", double(step)}, {"bucket", double(bucket)}});
+    ctx.trace.gpu_span(name, category, stream, host(from), host(to), args);
   }
 };
 }  // namespace

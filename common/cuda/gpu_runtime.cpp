@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "dpt/check.h"
 
@@ -264,15 +265,21 @@ void check_freed(cudaError_t status) {
 }  // namespace
 
 namespace {
+// This thread's streams of GPU `device`: its own and the one a StreamGuard set.
+std::vector<Stream*> thread_streams(int device) {
+  std::vector<Stream*> streams;
+  for (const auto* map : {&t_streams.own, &t_streams.current})
+    for (const auto& [index, stream] : *map)
+      if (index == device && stream) streams.push_back(stream);
+  return streams;
+}
 // True when one of this thread's streams of GPU `device` is capturing.
 bool capturing_on(int device) {
-  for (const auto* streams : {&t_streams.own, &t_streams.current})
-    for (const auto& [index, stream] : *streams) {
-      if (index != device || !stream) continue;
-      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-      DPT_CUDA_CHECK(cudaStreamIsCapturing(as_stream(stream->handle()), &status));
-      if (status != cudaStreamCaptureStatusNone) return true;
-    }
+  for (Stream* stream : thread_streams(device)) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    DPT_CUDA_CHECK(cudaStreamIsCapturing(as_stream(stream->handle()), &status));
+    if (status != cudaStreamCaptureStatusNone) return true;
+  }
   return false;
 }
 }  // namespace
@@ -380,10 +387,7 @@ void copy(void* dst, const void* src, std::size_t bytes, int device) {
 
 void synchronize(int device) {
   DPT_CUDA_CHECK(cudaSetDevice(device));
-  for (auto& [index, stream] : t_streams.own)
-    if (index == device) stream->synchronize();
-  for (auto& [index, stream] : t_streams.current)
-    if (index == device && stream) stream->synchronize();
+  for (Stream* stream : thread_streams(device)) stream->synchronize();
 }
 
 // ----------------------------------------------------------------------------

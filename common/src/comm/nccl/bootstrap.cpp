@@ -116,6 +116,7 @@ std::unique_ptr<Communicator> new_nccl_communicator(double timeout_s, int device
   // A communicator whose init failed or timed out is ended with ncclCommAbort
   // (NCCL's rule after an error), once, so its threads do not outlive the throw.
   bool aborted = false;
+  std::unique_ptr<nccl::NcclBackend> backend;
   auto abort_init = [&] {
     if (comm && !aborted) ncclCommAbort(comm);
     aborted = true;
@@ -133,14 +134,8 @@ std::unique_ptr<Communicator> new_nccl_communicator(double timeout_s, int device
           return state == ncclSuccess;
         },
         abort_init);
-  } catch (...) {
-    abort_init();
-    throw;
-  }
-  std::unique_ptr<nccl::NcclBackend> backend;
-  try {
     backend = std::make_unique<nccl::NcclBackend>(std::move(control), comm, device, timeout_s);
-  } catch (...) {  // its stream or scratch: the communicator is not the backend's yet
+  } catch (...) {  // init failed, or the backend's stream or scratch: the communicator is not the backend's yet
     abort_init();
     throw;
   }
