@@ -1,10 +1,9 @@
-// cuda_kernels.cu — kernels.h on a GPU: cuBLAS SGEMM for gemm, one plain
-// grid-stride kernel per elementwise loop (the per-element math is
-// kernel_math.h's, shared with the CPU), a two-pass column sum for sum_rows
-// (a fixed order, so the same bits on every call), and the reductions of
-// cuda_reductions.cuh. One CudaKernels per GPU; everything is queued on the
-// calling thread's current stream for that GPU (gpu.h) and returns at once,
-// except count_correct and max_abs_diff, whose answer the host waits for.
+// cuda_kernels.cu — kernels.h on a GPU: cuBLAS SGEMM for gemm, and for the
+// rest the kernels of cuda_elementwise.cuh and cuda_reductions.cuh, launched
+// as cuda_launches.cuh plans them (the tests run those same plans on the CPU
+// emulator). One CudaKernels per GPU; everything is queued on the calling
+// thread's current stream for that GPU (gpu.h) and returns at once, except
+// count_correct and max_abs_diff, whose answer the host waits for.
 //
 // Per (thread, GPU) state: a cuBLAS handle (a handle is not meant to be
 // shared by threads), the buffer host labels are copied into, and the
@@ -25,7 +24,7 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda_reductions.cuh"
+#include "cuda_launches.cuh"
 #include "dpt/check.h"
 #include "dpt/gpu.h"
 #include "dpt/kernel_math.h"
@@ -35,132 +34,9 @@ namespace dpt {
 namespace cuda {
 
 // ----------------------------------------------------------------------------
-// elementwise kernels: one thread per element, grid-stride, n may exceed 2^31
-
-__global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
-}
-__global__ void scale_kernel(float* x, float s, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] *= s;
-}
-__global__ void divide_kernel(float* x, float d, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] /= d;  // IEEE division (no --use_fast_math)
-}
-__global__ void fill_kernel(float* x, float value, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = value;
-}
-__global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
-}
-__global__ void sub_kernel(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] - b[i];
-}
-__global__ void mul_kernel(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] * b[i];
-}
-__global__ void scaled_copy_kernel(float* out, const float* a, float s, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = s * a[i];
-}
-__global__ void scale_by_scalar_kernel(float* out, const float* a, const float* scalar, float multiplier,
-                                       float divisor, int64_t n) {
-  float f = math::scalar_factor(*scalar, multiplier, divisor);
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] * f;
-}
-__global__ void fill_from_scalar_kernel(float* out, const float* scalar, float multiplier, float divisor,
-                                        int64_t n) {
-  float f = math::scalar_factor(*scalar, multiplier, divisor);
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = f;
-}
-__global__ void relu_kernel(float* out, const float* x, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = math::relu(x[i]);
-}
-__global__ void relu_backward_kernel(float* dx, const float* x, const float* dout, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) dx[i] = math::relu_backward(x[i], dout[i]);
-}
-
-// y (rows, cols) += bias on every row; i runs over all rows·cols elements.
-__global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
-  for (int64_t i = first_index(); i < rows * cols; i += grid_stride()) y[i] += bias[i % cols];
-}
-
-// Column sums (sum_rows: dbias[c] = Σ_r dy[r, c]) in blocks of 32 columns × 8
-// row lanes: a warp is one lane and reads 32 neighbouring floats of a row (one
-// coalesced 128-byte read). The rows are cut into `chunks` chunks, one per
-// blockIdx.y, so even a 10-column matrix fills the GPU.
-constexpr int kColumnTile = 32;  // columns per block (blockDim.x, a warp)
-constexpr int kRowLanes = 8;     // rows a block reads at once (blockDim.y), a power of two
-static_assert(kColumnTile * kRowLanes == kThreads, "a column-sum block is kThreads threads");
-
-// out (gridDim.y, cols): out[k, c] = Σ in[r, c] over chunk k's rows,
-// r ∈ [k·rows_per_chunk, (k+1)·rows_per_chunk) ∩ [0, rows); in is (rows, cols).
-// The order is fixed by (rows, rows_per_chunk) alone: lane l adds rows
-// first+l, first+l+8, … one after the other, then lanes meet in a fixed tree
-// (lane l < 4 adds lane l+4's sum, l < 2 adds l+2's, lane 0 adds lane 1's).
-// No atomics: same input, same bits.
-__global__ void column_sums_kernel(float* out, const float* in, int64_t rows, int64_t cols, int64_t rows_per_chunk) {
-  __shared__ float lane_sums[kRowLanes][kColumnTile];
-  int64_t c = int64_t(blockIdx.x) * kColumnTile + threadIdx.x;
-  int64_t first = int64_t(blockIdx.y) * rows_per_chunk;
-  int64_t end = rows - first < rows_per_chunk ? rows : first + rows_per_chunk;
-  float acc = 0.0f;
-  if (c < cols) {
-#pragma unroll 8  // independent loads in flight; the adds stay in row order
-    for (int64_t r = first + threadIdx.y; r < end; r += kRowLanes) acc += in[r * cols + c];
-  }
-  lane_sums[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  for (int half = kRowLanes / 2; half > 0; half /= 2) {
-    if (threadIdx.y < half) lane_sums[threadIdx.y][threadIdx.x] += lane_sums[threadIdx.y + half][threadIdx.x];
-    __syncthreads();
-  }
-  if (threadIdx.y == 0 && c < cols) out[int64_t(blockIdx.y) * cols + c] = lane_sums[0][threadIdx.x];
-}
-// dlogits (rows, classes) = (probs − onehot(labels)) · (*dloss) / rows.
-__global__ void softmax_cross_entropy_backward_kernel(float* dlogits, const float* probs, const int64_t* labels,
-                                                      const float* dloss, int64_t rows, int64_t classes) {
-  float factor = math::scalar_factor(*dloss, 1.0f, float(rows));
-  for (int64_t i = first_index(); i < rows * classes; i += grid_stride())
-    dlogits[i] = math::softmax_cross_entropy_grad(probs[i], i % classes == labels[i / classes], factor);
-}
-
-// ---- optimizers ----
-
-__global__ void sgd_kernel(float* p, const float* g, float lr, float weight_decay, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) math::sgd_update(p[i], g[i], lr, weight_decay);
-}
-__global__ void momentum_kernel(float* p, float* v, const float* g, float lr, float momentum, float weight_decay,
-                                bool first, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride())
-    math::momentum_update(p[i], v[i], g[i], lr, momentum, weight_decay, first);
-}
-__global__ void adam_kernel(float* p, float* m, float* v, const float* g, AdamStep s, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride())
-    math::adam_update(p[i], m[i], v[i], g[i], s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled,
-                      s.correction1, s.correction2);
-}
-
-// ----------------------------------------------------------------------------
 // per (thread, GPU) state
 
 namespace {
-// Blocks for n elements: enough to fill an H100 (132 SMs), capped so the
-// grid-stride loops do the rest; at least 1 so reductions of 0 elements still
-// write their identity.
-int blocks_for(int64_t n, int cap) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  return int(std::max<int64_t>(1, std::min<int64_t>(blocks, cap)));
-}
-
-// Row chunks of a column sum (sum_rows' first pass), from rows alone, so a
-// column's summation order, and its bits, depend on rows and nothing else
-// (not cols, not the GPU): 64 rows a chunk (8 per row lane), at most 64
-// chunks. 4096 rows: 64 chunks, so 4096×10 runs 64 blocks and 4096×1024
-// 2048; under 128 rows: one chunk, a single pass. The partials (chunks × cols
-// floats) are at most 1/64 of the input.
-constexpr int64_t kRowsPerChunk = 64;
-constexpr int64_t kMaxChunks = 64;
-int64_t column_chunks(int64_t rows) { return std::clamp<int64_t>(rows / kRowsPerChunk, 1, kMaxChunks); }
-
 struct ThreadState {
   int device = -1;
   cublasHandle_t blas = nullptr;
@@ -270,6 +146,17 @@ struct Aligned {
   Aligned& operator=(const Aligned&) = delete;
 };
 
+// cuda_launches.cuh's `launch` on a GPU: queues kernel<<<grid, block>>> on
+// `stream` and turns a launch error into an exception.
+struct StreamLaunch {
+  cudaStream_t stream;
+  template <typename... Params, typename... Args>
+  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) const {
+    kernel<<<grid, block, 0, stream>>>(args...);
+    DPT_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
 class CudaKernels final : public Kernels {
  public:
   explicit CudaKernels(int device) : device_(device) {}
@@ -338,29 +225,20 @@ class CudaKernels final : public Kernels {
   void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
     launch(add_bias_kernel, rows * cols, y, bias, rows, cols);
   }
-  // Two passes (column_sums_kernel): chunk partials (chunks, cols), then each
-  // column's partials summed in chunk order; one pass when there is one chunk.
-  // rows = 0 writes zeros (an empty sum), cols = 0 writes nothing: as the CPU.
+  // launch_column_sums: one pass, or two through the thread's (or a captured
+  // graph's) chunk partials.
   void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
     if (cols <= 0) return;
-    int64_t tiles = (cols + kColumnTile - 1) / kColumnTile;
-    DPT_CHECK(tiles <= INT_MAX, "sum_rows on cuda:" << device_ << ": " << cols << " columns exceed a grid's "
-                                                    << INT_MAX << " blocks of " << kColumnTile);
-    dim3 block(kColumnTile, kRowLanes);
-    int64_t chunks = column_chunks(rows);
-    if (chunks == 1) {
-      column_sums_kernel<<<dim3(unsigned(tiles), 1), block, 0, current()>>>(dbias, dy, rows, cols, rows);
-      DPT_CUDA_CHECK(cudaGetLastError());
+    DPT_CHECK(column_tiles(cols) <= INT_MAX, "sum_rows on cuda:" << device_ << ": " << cols << " columns exceed a grid's "
+                                                                << INT_MAX << " blocks of " << kColumnTile);
+    StreamLaunch on_stream{current()};
+    int64_t scratch = column_sum_partials(rows, cols);
+    if (scratch == 0) {  // one pass: no scratch
+      launch_column_sums(on_stream, dbias, dy, rows, cols, nullptr);
       return;
     }
     ThreadState& state = acquire();
-    float* partials = column_partials(state, chunks * cols);
-    int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-    column_sums_kernel<<<dim3(unsigned(tiles), unsigned(chunks)), block, 0, current()>>>(partials, dy, rows, cols,
-                                                                                         rows_per_chunk);
-    DPT_CUDA_CHECK(cudaGetLastError());
-    column_sums_kernel<<<dim3(unsigned(tiles), 1), block, 0, current()>>>(dbias, partials, chunks, cols, chunks);
-    DPT_CUDA_CHECK(cudaGetLastError());
+    launch_column_sums(on_stream, dbias, dy, rows, cols, column_partials(state, scratch));
     release(state);
   }
 
@@ -375,13 +253,9 @@ class CudaKernels final : public Kernels {
                              int64_t classes) override {
     ThreadState& state = acquire();
     const int64_t* device_labels = upload_labels(state, labels, rows);
-    int blocks = blocks_for(rows, kMaxPartials);
-    auto* partials = static_cast<double*>(reduction_partials(state));
-    softmax_cross_entropy_kernel<<<blocks, kThreads, 0, current()>>>(probs, logits, device_labels, rows, classes,
-                                                                      partials);
-    DPT_CUDA_CHECK(cudaGetLastError());
-    softmax_cross_entropy_finish_kernel<<<1, kThreads, 0, current()>>>(partials, blocks, rows, loss);
-    DPT_CUDA_CHECK(cudaGetLastError());
+    StreamLaunch on_stream{current()};
+    launch_softmax_cross_entropy(on_stream, probs, loss, logits, device_labels, rows, classes,
+                                 static_cast<double*>(reduction_partials(state)));
     release(state);
   }
   void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels, const float* dloss,
@@ -412,12 +286,9 @@ class CudaKernels final : public Kernels {
     if (rows == 0 || classes == 0) return 0;
     ThreadState& state = acquire();
     const int64_t* device_labels = upload_labels(state, labels, rows);
-    int blocks = blocks_for(rows, kMaxPartials);
     auto* partials = static_cast<unsigned long long*>(state.partials);
-    count_correct_kernel<<<blocks, kThreads, 0, current()>>>(logits, device_labels, rows, classes, partials);
-    DPT_CUDA_CHECK(cudaGetLastError());
-    finish_kernel<<<1, kThreads, 0, current()>>>(partials, blocks, Add{}, partials + kMaxPartials);
-    DPT_CUDA_CHECK(cudaGetLastError());
+    StreamLaunch on_stream{current()};
+    launch_count_correct(on_stream, logits, device_labels, rows, classes, partials, partials + kMaxPartials);
     unsigned long long correct = 0;
     gpu::copy(&correct, partials + kMaxPartials, sizeof correct, device_);  // waits for the kernels
     release(state);
@@ -443,21 +314,16 @@ class CudaKernels final : public Kernels {
   // Queues kernel(args...) over n elements; nothing for n = 0.
   template <typename... Params, typename... Args>
   void launch(void (*kernel)(Params...), int64_t n, Args... args) {
-    if (n <= 0) return;
-    kernel<<<blocks_for(n, 8192), kThreads, 0, current()>>>(args...);
-    DPT_CUDA_CHECK(cudaGetLastError());
+    StreamLaunch on_stream{current()};
+    launch_elementwise(on_stream, kernel, n, args...);
   }
 
   // *out = combine over load(0 .. n), two launches through the partials.
   template <typename Load, typename Combine>
   void reduce(Load load, Combine combine, int64_t n, float* out) {
     ThreadState& state = acquire();
-    int blocks = blocks_for(n, kMaxPartials);
-    auto* partials = static_cast<float*>(reduction_partials(state));
-    reduce_kernel<<<blocks, kThreads, 0, current()>>>(load, combine, n, partials);
-    DPT_CUDA_CHECK(cudaGetLastError());
-    finish_kernel<<<1, kThreads, 0, current()>>>(static_cast<const float*>(partials), blocks, combine, out);
-    DPT_CUDA_CHECK(cudaGetLastError());
+    StreamLaunch on_stream{current()};
+    launch_reduce(on_stream, load, combine, n, static_cast<float*>(reduction_partials(state)), out);
     release(state);
   }
 

@@ -1,7 +1,9 @@
 // cuda_reductions.cuh — the GPU kernels that turn many numbers into few:
 // block reductions (sum, Σx², NaN-aware max |a − b|), softmax-cross-entropy
-// (one thread per row, the CPU's double math), correct-row counts. Included
-// only by cuda_kernels.cu, which owns the launches and the scratch memory.
+// (one thread per row, the CPU's double math), correct-row counts. Device
+// code only: cuda_launches.cuh plans the launches, cuda_kernels.cu owns the
+// streams and the scratch memory, and the tests run this file on the CPU
+// emulator (tests/support/cuda_emulator.h).
 //
 // Every reduction is two launches on one stream: `blocks` blocks each reduce
 // a grid-stride share of the input to one partial (partials[block]), then one
@@ -17,7 +19,16 @@
 
 #include "dpt/kernel_math.h"
 
+// The inline namespace of every kernel header here: `nvcc` under nvcc, and
+// `emulated` where tests/support/cuda_emulator.h compiles them as C++. Names
+// are dpt::cuda::… either way, but the two builds never share a symbol in a
+// program that links both.
+#ifndef DPT_CUDA_BUILD
+#define DPT_CUDA_BUILD nvcc
+#endif
+
 namespace dpt::cuda {
+inline namespace DPT_CUDA_BUILD {
 
 /// Threads per block in every launch; a power of two (the trees halve it).
 constexpr int kThreads = 256;
@@ -46,7 +57,7 @@ __device__ T block_reduce(T value, Combine combine) {
   __shared__ T shared[kThreads];
   shared[threadIdx.x] = value;
   __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
+  for (unsigned half = kThreads / 2; half > 0; half /= 2) {
     if (threadIdx.x < half) shared[threadIdx.x] = combine(shared[threadIdx.x], shared[threadIdx.x + half]);
     __syncthreads();
   }
@@ -121,4 +132,5 @@ __global__ void count_correct_kernel(const float* logits, const int64_t* labels,
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
+}  // namespace DPT_CUDA_BUILD
 }  // namespace dpt::cuda

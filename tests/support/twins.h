@@ -20,13 +20,14 @@ struct Twin {
   dpt::Tensor cpu, gpu;
 };
 
-/// Uniform values in [-scale, scale) from `seed`, on cpu:0 and cuda:0.
-inline Twin twin(const dpt::Shape& shape, uint64_t seed, float scale = 1.0f) {
+/// Uniform values in [-scale, scale) from `seed`, on cpu:0 and cuda:0 (or on
+/// `other`: the CPU emulator's twin lives on a CPU device).
+inline Twin twin(const dpt::Shape& shape, uint64_t seed, float scale = 1.0f, dpt::Device& other = dpt::Device::cuda(0)) {
   dpt::Rng rng(seed);
   std::vector<float> values(std::size_t(dpt::shape_numel(shape)));
   for (float& v : values) v = scale * (2.0f * rng.uniform() - 1.0f);
   dpt::Tensor cpu = dpt::Tensor::from_vector(shape, values, dpt::Device::cpu(0));
-  return {cpu, cpu.to(dpt::Device::cuda(0))};
+  return {cpu, cpu.to(other)};
 }
 
 /// max |gpu − cpu| / max |cpu| (normwise: GEMM rounding errors scale with the

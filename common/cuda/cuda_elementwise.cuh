@@ -1,0 +1,127 @@
+// cuda_elementwise.cuh — the GPU kernels that visit each element once: the
+// elementwise loops, the bias add, the column sums of sum_rows, the
+// softmax-cross-entropy backward and the optimizer updates. Each thread's
+// per-element math is kernel_math.h's, shared with the CPU loops.
+//
+// Device code only: which kernel runs with what grid is cuda_launches.cuh's,
+// the streams and scratch memory are cuda_kernels.cu's. So the tests can
+// compile this file as C++ and run it, thread by thread, on the CPU emulator
+// of tests/support/cuda_emulator.h.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_reductions.cuh"
+#include "dpt/kernel_math.h"
+#include "dpt/kernels.h"
+
+namespace dpt::cuda {
+inline namespace DPT_CUDA_BUILD {
+
+// ----------------------------------------------------------------------------
+// elementwise kernels: one thread per element, grid-stride, n may exceed 2^31
+
+__global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
+}
+__global__ void scale_kernel(float* x, float s, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] *= s;
+}
+__global__ void divide_kernel(float* x, float d, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] /= d;  // IEEE division (no --use_fast_math)
+}
+__global__ void fill_kernel(float* x, float value, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = value;
+}
+__global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+}
+__global__ void sub_kernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] - b[i];
+}
+__global__ void mul_kernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] * b[i];
+}
+__global__ void scaled_copy_kernel(float* out, const float* a, float s, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = s * a[i];
+}
+__global__ void scale_by_scalar_kernel(float* out, const float* a, const float* scalar, float multiplier,
+                                       float divisor, int64_t n) {
+  float f = math::scalar_factor(*scalar, multiplier, divisor);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] * f;
+}
+__global__ void fill_from_scalar_kernel(float* out, const float* scalar, float multiplier, float divisor,
+                                        int64_t n) {
+  float f = math::scalar_factor(*scalar, multiplier, divisor);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = f;
+}
+__global__ void relu_kernel(float* out, const float* x, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = math::relu(x[i]);
+}
+__global__ void relu_backward_kernel(float* dx, const float* x, const float* dout, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) dx[i] = math::relu_backward(x[i], dout[i]);
+}
+
+// y (rows, cols) += bias on every row; i runs over all rows·cols elements.
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t i = first_index(); i < rows * cols; i += grid_stride()) y[i] += bias[i % cols];
+}
+
+// Column sums (sum_rows: dbias[c] = Σ_r dy[r, c]) in blocks of 32 columns × 8
+// row lanes: a warp is one lane and reads 32 neighbouring floats of a row (one
+// coalesced 128-byte read). The rows are cut into `chunks` chunks, one per
+// blockIdx.y, so even a 10-column matrix fills the GPU.
+constexpr int kColumnTile = 32;  // columns per block (blockDim.x, a warp)
+constexpr int kRowLanes = 8;     // rows a block reads at once (blockDim.y), a power of two
+static_assert(kColumnTile * kRowLanes == kThreads, "a column-sum block is kThreads threads");
+
+// out (gridDim.y, cols): out[k, c] = Σ in[r, c] over chunk k's rows,
+// r ∈ [k·rows_per_chunk, (k+1)·rows_per_chunk) ∩ [0, rows); in is (rows, cols).
+// The order is fixed by (rows, rows_per_chunk) alone: lane l adds rows
+// first+l, first+l+8, … one after the other, then lanes meet in a fixed tree
+// (lane l < 4 adds lane l+4's sum, l < 2 adds l+2's, lane 0 adds lane 1's).
+// No atomics: same input, same bits.
+__global__ void column_sums_kernel(float* out, const float* in, int64_t rows, int64_t cols, int64_t rows_per_chunk) {
+  __shared__ float lane_sums[kRowLanes][kColumnTile];
+  int64_t c = int64_t(blockIdx.x) * kColumnTile + threadIdx.x;
+  int64_t first = int64_t(blockIdx.y) * rows_per_chunk;
+  int64_t end = rows - first < rows_per_chunk ? rows : first + rows_per_chunk;
+  float acc = 0.0f;
+  if (c < cols) {
+#pragma unroll 8  // independent loads in flight; the adds stay in row order
+    for (int64_t r = first + threadIdx.y; r < end; r += kRowLanes) acc += in[r * cols + c];
+  }
+  lane_sums[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned half = kRowLanes / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half) lane_sums[threadIdx.y][threadIdx.x] += lane_sums[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < cols) out[int64_t(blockIdx.y) * cols + c] = lane_sums[0][threadIdx.x];
+}
+// dlogits (rows, classes) = (probs − onehot(labels)) · (*dloss) / rows.
+__global__ void softmax_cross_entropy_backward_kernel(float* dlogits, const float* probs, const int64_t* labels,
+                                                      const float* dloss, int64_t rows, int64_t classes) {
+  float factor = math::scalar_factor(*dloss, 1.0f, float(rows));
+  for (int64_t i = first_index(); i < rows * classes; i += grid_stride())
+    dlogits[i] = math::softmax_cross_entropy_grad(probs[i], i % classes == labels[i / classes], factor);
+}
+
+// ---- optimizers ----
+
+__global__ void sgd_kernel(float* p, const float* g, float lr, float weight_decay, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) math::sgd_update(p[i], g[i], lr, weight_decay);
+}
+__global__ void momentum_kernel(float* p, float* v, const float* g, float lr, float momentum, float weight_decay,
+                                bool first, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    math::momentum_update(p[i], v[i], g[i], lr, momentum, weight_decay, first);
+}
+__global__ void adam_kernel(float* p, float* m, float* v, const float* g, AdamStep s, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    math::adam_update(p[i], m[i], v[i], g[i], s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled,
+                      s.correction1, s.correction2);
+}
+
+}  // namespace DPT_CUDA_BUILD
+}  // namespace dpt::cuda
