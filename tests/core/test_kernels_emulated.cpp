@@ -161,9 +161,10 @@ TEST_CASE("emulator: a thread that throws fails the launch with its coordinates"
 TEST_CASE("emulated plans: sum_rows takes one pass under 128 rows, two with up to 64 row chunks above", "[emulator]") {
   auto& kernels = dpt_test::emulated_cuda_kernels();
   std::vector<float> dy(4097 * 70, 1.0f), dbias(70);
-  for (auto [rows, passes, chunks] : {std::tuple{int64_t(0), 1, 1u}, std::tuple{int64_t(127), 1, 1u},
-                                      std::tuple{int64_t(128), 2, 2u}, std::tuple{int64_t(4096), 2, 64u},
-                                      std::tuple{int64_t(4097), 2, 64u}}) {
+  using Plan = std::tuple<int64_t, int, unsigned>;  // rows, passes, row chunks
+  std::vector<Plan> plans = {{0, 1, 1}, {127, 1, 1}, {128, 2, 2}, {4096, 2, 64}, {4097, 2, 64}};
+  if (!emulator::kFast) plans.resize(3);  // 4096 rows: 192 blocks of 256 threads, long on threads
+  for (auto [rows, passes, chunks] : plans) {
     INFO(rows << " rows");
     emulator::launches().clear();
     kernels.sum_rows(dbias.data(), dy.data(), rows, 70);

@@ -187,8 +187,9 @@ void run_on_fibers(dim3 grid, dim3 block, const std::function<void()>& thread) {
 // threads
 
 // The barrier of one block's threads. Once the launch failed (threads at
-// different sites, or a thread threw) it no longer waits: the threads run on
-// to the end of the kernel and stop, and run() reports the first failure.
+// different sites, or a thread threw) it no longer waits: each thread's next
+// __syncthreads() unwinds its kernel (Abandoned), its next end of block ends
+// it, and run() reports the first failure.
 class Barrier {
  public:
   explicit Barrier(int threads) : threads_(threads) {}
@@ -236,7 +237,12 @@ class Barrier {
   std::string error_;
 };
 
-[[maybe_unused]] thread_local Barrier* t_barrier = nullptr;  // the block this thread belongs to, during a launch
+[[maybe_unused]] thread_local Barrier* t_barrier = nullptr;
+
+// Thrown from __syncthreads() once the launch has failed: unwinds the
+// thread's kernel, so no thread runs on past a barrier the others never met
+// (it would race with them on shared memory).
+struct Abandoned {};  // the block this thread belongs to, during a launch
 
 [[maybe_unused]] void run_on_threads(dim3 grid, dim3 block, const std::function<void()>& thread) {
   const int count = int(block.x * block.y * block.z);
@@ -249,8 +255,13 @@ class Barrier {
           blockIdx = {x, y, z};
           try {
             thread();
+          } catch (const Abandoned&) {  // the launch failed at a barrier: this thread's kernel is unwound
+            t_barrier = nullptr;
+            return;
           } catch (const std::exception& e) {
             barrier.fail(threw(e.what()));
+          } catch (...) {
+            barrier.fail(threw("an exception that is not a std::exception"));
           }
           if (!barrier.arrive(Site{})) {
             t_barrier = nullptr;
@@ -282,7 +293,7 @@ void syncthreads(const char* file, int line) {
   park(Site{file, line});
 #else
   if (!t_barrier) throw std::logic_error("__syncthreads() outside an emulated launch");
-  t_barrier->arrive(Site{file, line});
+  if (!t_barrier->arrive(Site{file, line})) throw Abandoned{};
 #endif
 }
 
