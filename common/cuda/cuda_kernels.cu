@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "cuda_launches.cuh"
@@ -157,7 +158,9 @@ struct StreamLaunch {
   }
 };
 
-class CudaKernels final : public Kernels {
+// The Kernels calls of LaunchedKernels (cuda_launches.cuh) queued on the
+// calling thread's stream, and gemm through cuBLAS.
+class CudaKernels final : public LaunchedKernels<CudaKernels> {
  public:
   explicit CudaKernels(int device) : device_(device) {}
 
@@ -195,137 +198,27 @@ class CudaKernels final : public Kernels {
                                  int(transpose_a ? m : k), &beta, c_at.ptr, int(n)));
     c_at.write_back(c, m * n, stream);
   }
-  void axpy(float* y, float alpha, const float* x, int64_t n) override { launch(axpy_kernel, n, y, alpha, x, n); }
-  void scale(float* x, float s, int64_t n) override { launch(scale_kernel, n, x, s, n); }
-  void divide(float* x, float d, int64_t n) override { launch(divide_kernel, n, x, d, n); }
-  void fill(float* x, float value, int64_t n) override { launch(fill_kernel, n, x, value, n); }
-
-  // ---- elementwise ----
-
-  void add(float* out, const float* a, const float* b, int64_t n) override { launch(add_kernel, n, out, a, b, n); }
-  void sub(float* out, const float* a, const float* b, int64_t n) override { launch(sub_kernel, n, out, a, b, n); }
-  void mul(float* out, const float* a, const float* b, int64_t n) override { launch(mul_kernel, n, out, a, b, n); }
-  void scaled_copy(float* out, const float* a, float s, int64_t n) override {
-    launch(scaled_copy_kernel, n, out, a, s, n);
-  }
-  void scale_by_scalar(float* out, const float* a, const float* scalar, float multiplier, float divisor,
-                       int64_t n) override {
-    launch(scale_by_scalar_kernel, n, out, a, scalar, multiplier, divisor, n);
-  }
-  void fill_from_scalar(float* out, const float* scalar, float multiplier, float divisor, int64_t n) override {
-    launch(fill_from_scalar_kernel, n, out, scalar, multiplier, divisor, n);
-  }
-  void relu(float* out, const float* x, int64_t n) override { launch(relu_kernel, n, out, x, n); }
-  void relu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
-    launch(relu_backward_kernel, n, dx, x, dout, n);
-  }
-
-  // ---- rows and columns ----
-
-  void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
-    launch(add_bias_kernel, rows * cols, y, bias, rows, cols);
-  }
-  // launch_column_sums: one pass, or two through the thread's (or a captured
-  // graph's) chunk partials.
-  void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
-    if (cols <= 0) return;
-    DPT_CHECK(column_tiles(cols) <= INT_MAX, "sum_rows on cuda:" << device_ << ": " << cols << " columns exceed a grid's "
-                                                                << INT_MAX << " blocks of " << kColumnTile);
-    StreamLaunch on_stream{current()};
-    int64_t scratch = column_sum_partials(rows, cols);
-    if (scratch == 0) {  // one pass: no scratch
-      launch_column_sums(on_stream, dbias, dy, rows, cols, nullptr);
-      return;
-    }
-    ThreadState& state = acquire();
-    launch_column_sums(on_stream, dbias, dy, rows, cols, column_partials(state, scratch));
-    release(state);
-  }
-
-  // ---- reductions ----
-
-  void sum(float* out, const float* x, int64_t n) override { reduce(LoadValue{x}, Add{}, n, out); }
-  void sum_squares(float* out, const float* x, int64_t n) override { reduce(LoadSquare{x}, Add{}, n, out); }
-
-  // ---- loss ----
-
-  void softmax_cross_entropy(float* probs, float* loss, const float* logits, const int64_t* labels, int64_t rows,
-                             int64_t classes) override {
-    ThreadState& state = acquire();
-    const int64_t* device_labels = upload_labels(state, labels, rows);
-    StreamLaunch on_stream{current()};
-    launch_softmax_cross_entropy(on_stream, probs, loss, logits, device_labels, rows, classes,
-                                 static_cast<double*>(reduction_partials(state)));
-    release(state);
-  }
-  void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels, const float* dloss,
-                                      int64_t rows, int64_t classes) override {
-    ThreadState& state = acquire();
-    const int64_t* device_labels = upload_labels(state, labels, rows);
-    launch(softmax_cross_entropy_backward_kernel, rows * classes, dlogits, probs, device_labels, dloss, rows,
-           classes);
-    release(state);
-  }
-
-  // ---- optimizers ----
-
-  void sgd_step(float* p, const float* g, float lr, float weight_decay, int64_t n) override {
-    launch(sgd_kernel, n, p, g, lr, weight_decay, n);
-  }
-  void momentum_step(float* p, float* v, const float* g, float lr, float momentum, float weight_decay, bool first,
-                     int64_t n) override {
-    launch(momentum_kernel, n, p, v, g, lr, momentum, weight_decay, first, n);
-  }
-  void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& step, int64_t n) override {
-    launch(adam_kernel, n, p, m, v, g, step, n);
-  }
-
-  // ---- results for the host ----
-
-  int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows, int64_t classes) override {
-    if (rows == 0 || classes == 0) return 0;
-    ThreadState& state = acquire();
-    const int64_t* device_labels = upload_labels(state, labels, rows);
-    auto* partials = static_cast<unsigned long long*>(state.partials);
-    StreamLaunch on_stream{current()};
-    launch_count_correct(on_stream, logits, device_labels, rows, classes, partials, partials + kMaxPartials);
-    unsigned long long correct = 0;
-    gpu::copy(&correct, partials + kMaxPartials, sizeof correct, device_);  // waits for the kernels
-    release(state);
-    return int64_t(correct);
-  }
-  float max_abs_diff(const float* a, const float* b, int64_t n) override {
-    ThreadState& state = acquire();
-    float* result = static_cast<float*>(state.partials) + 2 * kMaxPartials;  // the 8-byte result slot
-    reduce(LoadAbsDiff{a, b}, NanAwareMax{}, n, result);
-    float worst = 0.0f;
-    gpu::copy(&worst, result, sizeof worst, device_);  // waits for the kernels
-    release(state);
-    return worst;
-  }
 
  private:
+  friend class LaunchedKernels<CudaKernels>;  // the hooks below
+
   // The calling thread's current stream on this GPU, with this GPU made current.
   cudaStream_t current() {
     DPT_CUDA_CHECK(cudaSetDevice(device_));
     return static_cast<cudaStream_t>(gpu::current_stream(device_).handle());
   }
 
-  // Queues kernel(args...) over n elements; nothing for n = 0.
-  template <typename... Params, typename... Args>
-  void launch(void (*kernel)(Params...), int64_t n, Args... args) {
-    StreamLaunch on_stream{current()};
-    launch_elementwise(on_stream, kernel, n, args...);
+  // ---- LaunchedKernels' hooks ----
+  StreamLaunch launcher() { return StreamLaunch{current()}; }
+  void* partials(ThreadState& state) { return reduction_partials(state); }
+  const int64_t* labels(ThreadState& state, const int64_t* host, int64_t rows) {
+    return upload_labels(state, host, rows);
   }
-
-  // *out = combine over load(0 .. n), two launches through the partials.
-  template <typename Load, typename Combine>
-  void reduce(Load load, Combine combine, int64_t n, float* out) {
-    ThreadState& state = acquire();
-    StreamLaunch on_stream{current()};
-    launch_reduce(on_stream, load, combine, n, static_cast<float*>(reduction_partials(state)), out);
-    release(state);
+  template <typename T>
+  void read_back(T* host, const T* result) {
+    gpu::copy(host, result, sizeof(T), device_);  // waits for the kernels
   }
+  std::string where() const { return "cuda:" + std::to_string(device_); }
 
   // This thread's state on this GPU, with its earlier uses from another
   // stream (a StreamGuard switched it) ordered before what comes next.

@@ -1,6 +1,7 @@
 // cuda_launches.cuh — which kernels each GPU Kernels call launches, with
 // what grid and block, in what order and with which scratch: the plan of a
-// call, apart from where it runs.
+// call, apart from where it runs; and LaunchedKernels, the Kernels calls
+// themselves, over a Host that says where they run.
 //
 // Every function takes a `launch` callable,
 //
@@ -21,6 +22,8 @@
 
 #include "cuda_elementwise.cuh"
 #include "cuda_reductions.cuh"
+#include "dpt/check.h"
+#include "dpt/kernels.h"
 
 namespace dpt::cuda {
 inline namespace DPT_CUDA_BUILD {
@@ -118,6 +121,161 @@ void launch_count_correct(Launch& launch, const float* logits, const int64_t* la
   launch(finish_kernel<unsigned long long, Add>, dim3(1), dim3(kThreads),
          static_cast<const unsigned long long*>(partials), blocks, Add{}, out);
 }
+
+// ----------------------------------------------------------------------------
+// the Kernels calls
+
+/// Every Kernels call but gemm, as launches of the kernels above, written once
+/// for the GPU (cuda_kernels.cu's CudaKernels) and for the tests' emulator
+/// (tests/support/emulated_kernels.cpp), so the emulated tests run these very
+/// bodies. What differs is where they run, which `Host` (the class deriving
+/// from this one) says:
+///
+///   launcher()                    the launch callable for the calling thread
+///   acquire() → Scratch&          the thread's scratch, before use …
+///   release(Scratch&)             … and after (skipped when a launch throws)
+///   partials(Scratch&)            kMaxPartials + 1 eight-byte slots: a
+///                                 reduction's partials, then one result
+///   column_partials(Scratch&, n)  n floats of sum_rows' chunk partials
+///   labels(Scratch&, host, rows)  host labels where the kernels can read them
+///   read_back(T* host, const T*)  one result to the host, once the launches ran
+///   where()                       the device, for messages ("cuda:0")
+template <typename Host>
+class LaunchedKernels : public Kernels {
+ public:
+  // ---- BLAS-like ----
+  void axpy(float* y, float alpha, const float* x, int64_t n) override { elementwise(axpy_kernel, n, y, alpha, x, n); }
+  void scale(float* x, float s, int64_t n) override { elementwise(scale_kernel, n, x, s, n); }
+  void divide(float* x, float d, int64_t n) override { elementwise(divide_kernel, n, x, d, n); }
+  void fill(float* x, float value, int64_t n) override { elementwise(fill_kernel, n, x, value, n); }
+
+  // ---- elementwise ----
+  void add(float* out, const float* a, const float* b, int64_t n) override {
+    elementwise(add_kernel, n, out, a, b, n);
+  }
+  void sub(float* out, const float* a, const float* b, int64_t n) override {
+    elementwise(sub_kernel, n, out, a, b, n);
+  }
+  void mul(float* out, const float* a, const float* b, int64_t n) override {
+    elementwise(mul_kernel, n, out, a, b, n);
+  }
+  void scaled_copy(float* out, const float* a, float s, int64_t n) override {
+    elementwise(scaled_copy_kernel, n, out, a, s, n);
+  }
+  void scale_by_scalar(float* out, const float* a, const float* scalar, float multiplier, float divisor,
+                       int64_t n) override {
+    elementwise(scale_by_scalar_kernel, n, out, a, scalar, multiplier, divisor, n);
+  }
+  void fill_from_scalar(float* out, const float* scalar, float multiplier, float divisor, int64_t n) override {
+    elementwise(fill_from_scalar_kernel, n, out, scalar, multiplier, divisor, n);
+  }
+  void relu(float* out, const float* x, int64_t n) override { elementwise(relu_kernel, n, out, x, n); }
+  void relu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    elementwise(relu_backward_kernel, n, dx, x, dout, n);
+  }
+
+  // ---- rows and columns ----
+  void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
+    elementwise(add_bias_kernel, rows * cols, y, bias, rows, cols);
+  }
+  /// launch_column_sums: one pass, or two through the chunk partials.
+  void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
+    if (cols <= 0) return;
+    DPT_CHECK(column_tiles(cols) <= 2147483647, "sum_rows on " << host().where() << ": " << cols
+                                                               << " columns exceed a grid's 2147483647 blocks of "
+                                                               << kColumnTile);
+    int64_t scratch = column_sum_partials(rows, cols);
+    if (scratch == 0) {  // one pass: no scratch
+      auto launch = host().launcher();
+      launch_column_sums(launch, dbias, dy, rows, cols, nullptr);
+      return;
+    }
+    auto& s = host().acquire();
+    auto launch = host().launcher();
+    launch_column_sums(launch, dbias, dy, rows, cols, host().column_partials(s, scratch));
+    host().release(s);
+  }
+
+  // ---- reductions ----
+  void sum(float* out, const float* x, int64_t n) override { reduce(LoadValue{x}, Add{}, n, out); }
+  void sum_squares(float* out, const float* x, int64_t n) override { reduce(LoadSquare{x}, Add{}, n, out); }
+
+  // ---- loss ----
+  void softmax_cross_entropy(float* probs, float* loss, const float* logits, const int64_t* labels, int64_t rows,
+                             int64_t classes) override {
+    auto& s = host().acquire();
+    const int64_t* device_labels = host().labels(s, labels, rows);
+    auto launch = host().launcher();
+    launch_softmax_cross_entropy(launch, probs, loss, logits, device_labels, rows, classes,
+                                 static_cast<double*>(host().partials(s)));
+    host().release(s);
+  }
+  void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels, const float* dloss,
+                                      int64_t rows, int64_t classes) override {
+    auto& s = host().acquire();
+    const int64_t* device_labels = host().labels(s, labels, rows);
+    elementwise(softmax_cross_entropy_backward_kernel, rows * classes, dlogits, probs, device_labels, dloss, rows,
+                classes);
+    host().release(s);
+  }
+
+  // ---- optimizers ----
+  void sgd_step(float* p, const float* g, float lr, float weight_decay, int64_t n) override {
+    elementwise(sgd_kernel, n, p, g, lr, weight_decay, n);
+  }
+  void momentum_step(float* p, float* v, const float* g, float lr, float momentum, float weight_decay, bool first,
+                     int64_t n) override {
+    elementwise(momentum_kernel, n, p, v, g, lr, momentum, weight_decay, first, n);
+  }
+  void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& step, int64_t n) override {
+    elementwise(adam_kernel, n, p, m, v, g, step, n);
+  }
+
+  // ---- results for the host (read_back waits for the launches) ----
+  int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows, int64_t classes) override {
+    if (rows == 0 || classes == 0) return 0;
+    auto& s = host().acquire();
+    const int64_t* device_labels = host().labels(s, labels, rows);
+    auto* partials = static_cast<unsigned long long*>(host().partials(s));
+    auto launch = host().launcher();
+    launch_count_correct(launch, logits, device_labels, rows, classes, partials, partials + kMaxPartials);
+    unsigned long long correct = 0;
+    host().read_back(&correct, partials + kMaxPartials);
+    host().release(s);
+    return int64_t(correct);
+  }
+  float max_abs_diff(const float* a, const float* b, int64_t n) override {
+    auto& s = host().acquire();
+    auto* partials = static_cast<float*>(host().partials(s));
+    float* result = partials + 2 * kMaxPartials;  // the 8-byte result slot
+    auto launch = host().launcher();
+    launch_reduce(launch, LoadAbsDiff{a, b}, NanAwareMax{}, n, partials, result);
+    float worst = 0.0f;
+    host().read_back(&worst, result);
+    host().release(s);
+    return worst;
+  }
+
+ private:
+  Host& host() { return static_cast<Host&>(*this); }
+
+  // kernel(args...) over n elements; nothing, not even the launcher, for n ≤ 0.
+  template <typename... Params, typename... Args>
+  void elementwise(void (*kernel)(Params...), int64_t n, Args... args) {
+    if (n <= 0) return;
+    auto launch = host().launcher();
+    launch_elementwise(launch, kernel, n, args...);
+  }
+
+  // *out = combine over load(0 .. n), two launches through the partials.
+  template <typename Load, typename Combine>
+  void reduce(Load load, Combine combine, int64_t n, float* out) {
+    auto& s = host().acquire();
+    auto launch = host().launcher();
+    launch_reduce(launch, load, combine, n, static_cast<float*>(host().partials(s)), out);
+    host().release(s);
+  }
+};
 
 }  // namespace DPT_CUDA_BUILD
 }  // namespace dpt::cuda

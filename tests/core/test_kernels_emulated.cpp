@@ -65,6 +65,11 @@ __global__ void throwing_kernel(float*) {
   if (blockIdx.x == 1 && threadIdx.x == 3) throw std::runtime_error("planted");
 }
 
+// Launches a kernel from a kernel (CUDA's dynamic parallelism).
+__global__ void nested_kernel(float* out) {
+  if (threadIdx.x == 0) emulator::Launch{}(throwing_kernel, dim3(1), dim3(1), out);
+}
+
 // Each thread writes its shared slot, then reads its neighbour's: right only
 // if the barrier holds every write back until all are done.
 __global__ void rotate_kernel(int* out) {
@@ -153,6 +158,9 @@ TEST_CASE("emulator: a thread that throws fails the launch with its coordinates"
   std::string error = launch_error([&] { launch(throwing_kernel, dim3(2), dim3(8), out.data()); });
   INFO(error);
   CHECK(error.find("block (1, 0, 0), thread (3, 0, 0) threw: planted") != std::string::npos);
+  std::string nested = launch_error([&] { launch(nested_kernel, dim3(1), dim3(4), out.data()); });
+  INFO(nested);
+  CHECK(nested.find("dynamic parallelism is not emulated") != std::string::npos);
 }
 
 // ----------------------------------------------------------------------------

@@ -24,7 +24,9 @@
 #include <stdexcept>
 #include <thread>
 #if DPT_EMULATOR_FIBERS
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 #endif
 
 namespace dpt_test::emulator {
@@ -51,6 +53,14 @@ struct Site {
   std::string str() const {
     return file ? "__syncthreads() at " + std::string(file) + ":" + std::to_string(line) : "the end of the kernel";
   }
+};
+
+// Whether this thread runs a kernel now (every fiber runs on the launching
+// thread; a threads engine worker marks itself).
+thread_local bool t_in_kernel = false;
+struct InKernel {
+  InKernel() { t_in_kernel = true; }
+  ~InKernel() { t_in_kernel = false; }
 };
 
 std::string mismatch(const uint3& thread, const Site& site, const uint3& other, const Site& other_site) {
@@ -84,21 +94,44 @@ void check_configuration(dim3 grid, dim3 block) {
 
 constexpr std::size_t kStackBytes = 256 * 1024;  // a kernel's frames are small; untouched pages cost nothing
 
+// A fiber's stack, mapped with an inaccessible page below it: an overflow
+// is a segmentation fault at once, not a heap silently overwritten.
+class Stack {
+ public:
+  Stack() {
+    const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+    bytes_ = kStackBytes + page;
+    base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base_ == MAP_FAILED) throw std::runtime_error("emulator: could not map a fiber's stack");
+    mprotect(base_, page, PROT_NONE);  // the guard (stacks grow down)
+    top_ = static_cast<char*>(base_) + page;
+  }
+  ~Stack() { munmap(base_, bytes_); }
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+  void* bottom() const { return top_; }
+
+ private:
+  void* base_;
+  char* top_;
+  std::size_t bytes_;
+};
+
 struct Fiber {
   ucontext_t context;
-  std::unique_ptr<char[]> stack{new char[kStackBytes]};
+  Stack stack;
   uint3 index;
   Site site;  // where it waits
 };
 
-// The launch in progress (one at a time: run() holds the mutex).
+// The launch in progress.
 struct Launching {
-  std::mutex one_at_a_time;
   ucontext_t scheduler;
   std::vector<std::unique_ptr<Fiber>> fibers;  // grown, never shrunk: stacks are reused
   Fiber* current = nullptr;
   std::size_t current_index = 0;  // current's place in fibers
   std::size_t count = 0;          // fibers in this launch's blocks
+  bool descending = false;        // this round's order: odd rounds run the threads last to first
   const std::function<void()>* thread = nullptr;
   std::string error;
 };
@@ -107,18 +140,20 @@ Launching& launching() {
   return l;
 }
 
-// Waits at `site`: on to the block's next thread, or, from the last one,
+// Waits at `site`: on to the round's next thread, or, from its last one,
 // back to the scheduler (one switch a thread a round, not two); returns when
-// the block goes on.
+// the block goes on. Rounds alternate their order, so a read that a missing
+// barrier leaves unordered sees the old value in one round or the other.
 void park(const Site& site) {
   Launching& l = launching();
   Fiber* self = l.current;
   self->site = site;
-  if (l.current_index + 1 == l.count) {
+  if (l.current_index == (l.descending ? 0 : l.count - 1)) {
     swapcontext(&self->context, &l.scheduler);
     return;
   }
-  l.current = l.fibers[++l.current_index].get();
+  l.current_index = l.descending ? l.current_index - 1 : l.current_index + 1;
+  l.current = l.fibers[l.current_index].get();
   threadIdx = l.current->index;
   swapcontext(&self->context, &l.current->context);
 }
@@ -142,7 +177,7 @@ void fiber_main() {
 // A fresh context for f that enters fiber_main on its own stack.
 void start(Fiber& f) {
   getcontext(&f.context);
-  f.context.uc_stack.ss_sp = f.stack.get();
+  f.context.uc_stack.ss_sp = f.stack.bottom();
   f.context.uc_stack.ss_size = kStackBytes;
   f.context.uc_link = nullptr;  // fiber_main never returns
   makecontext(&f.context, fiber_main, 0);
@@ -150,7 +185,6 @@ void start(Fiber& f) {
 
 void run_on_fibers(dim3 grid, dim3 block, const std::function<void()>& thread) {
   Launching& l = launching();
-  std::lock_guard<std::mutex> one(l.one_at_a_time);
   const std::size_t count = std::size_t(block.x) * block.y * block.z;
   while (l.fibers.size() < count) l.fibers.push_back(std::make_unique<Fiber>());
   l.thread = &thread, l.error.clear(), l.count = count;
@@ -166,8 +200,10 @@ void run_on_fibers(dim3 grid, dim3 block, const std::function<void()>& thread) {
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         blockIdx = {x, y, z};
-        for (;;) {  // one round: every thread, in order, runs to its next barrier
-          l.current_index = 0, l.current = l.fibers[0].get();
+        l.descending = false;
+        for (;; l.descending = !l.descending) {  // one round: every thread runs to its next barrier
+          l.current_index = l.descending ? count - 1 : 0;
+          l.current = l.fibers[l.current_index].get();
           threadIdx = l.current->index;
           swapcontext(&l.scheduler, &l.current->context);
           l.current = nullptr;
@@ -248,6 +284,7 @@ struct Abandoned {};  // the block this thread belongs to, during a launch
   const int count = int(block.x * block.y * block.z);
   Barrier barrier(count);
   auto work = [&](uint3 index) {
+    InKernel in_kernel;
     threadIdx = index, blockDim = block, gridDim = grid, t_barrier = &barrier;
     for (unsigned z = 0; z < grid.z; ++z)
       for (unsigned y = 0; y < grid.y; ++y)
@@ -303,8 +340,13 @@ std::vector<LaunchRecord>& launches() {
 }
 
 void run(dim3 grid, dim3 block, const std::function<void()>& thread) {
+  // A launch from a kernel (CUDA's dynamic parallelism) would wait for itself.
+  if (t_in_kernel) throw std::logic_error("emulated launch from inside a kernel: dynamic parallelism is not emulated");
+  static std::mutex one_at_a_time;  // __shared__ arrays are statics: one launch at a time in a process
+  std::lock_guard<std::mutex> one(one_at_a_time);
   check_configuration(grid, block);
   launches().push_back({grid, block});
+  InKernel in_kernel;
 #if DPT_EMULATOR_FIBERS
   run_on_fibers(grid, block, thread);
 #else

@@ -7,16 +7,18 @@
 // then z order); in each, blockDim.x·y·z execution contexts, one per CUDA
 // thread, meet at every __syncthreads() and at the end of the block. So a
 // kernel's indexing, its grid-stride loops and its shared-memory trees run as
-// written. The contexts are fibers (deterministic, fast), or real threads
-// under the sanitizers, where a shared-memory access that a missing
-// __syncthreads() leaves unordered is a race ThreadSanitizer reports.
+// written. The contexts are fibers (deterministic, fast; successive rounds
+// run the threads in opposite orders), or real threads under the sanitizers:
+// under ThreadSanitizer a shared-memory access that a missing __syncthreads()
+// leaves unordered is a reported race.
 // `__shared__` arrays are function statics: one block runs at a time, so they
 // are that block's.
 //
 // What CUDA would refuse, the emulator refuses with a sentence (an exception
 // from the launch): an empty grid or block, more than 1024 threads a block, a
-// grid beyond 2³¹−1 × 65535 × 65535 blocks, and threads of one block that do
-// not all reach the same __syncthreads() (undefined behaviour on a GPU).
+// grid beyond 2³¹−1 × 65535 × 65535 blocks, a launch from a kernel (dynamic
+// parallelism), and threads of one block that do not all reach the same
+// __syncthreads() (undefined behaviour on a GPU).
 //
 // Not emulated: warps (no shuffles, no warp-synchronous code), atomics,
 // dynamic shared memory, streams (a launch returns when it is done), and the
@@ -74,8 +76,8 @@ struct LaunchRecord {
 
 /// Runs `thread` (one CUDA thread's work) as every thread of grid × block
 /// and returns when all are done; throws on a launch CUDA would refuse or a
-/// block whose threads met at different barriers. Not reentrant: one launch
-/// at a time in a process.
+/// block whose threads met at different barriers. One launch at a time in a
+/// process: a second thread's launch waits, a kernel's own launch is refused.
 void run(dim3 grid, dim3 block, const std::function<void()>& thread);
 
 /// The launches run so far in this process, in order (tests clear it).

@@ -1,8 +1,16 @@
-// emulated_kernels.cpp — CudaKernels' calls (common/cuda/cuda_kernels.cu)
-// with the emulator's launch in place of the stream's, host vectors for the
-// scratch, and the labels read where they are (host memory is the device's).
+// emulated_kernels.cpp — LaunchedKernels (common/cuda/cuda_launches.cuh), the
+// very Kernels calls the GPU runs, over a host whose launch is the
+// emulator's, whose scratch is host vectors, and whose labels are read where
+// they are (host memory is this device's memory).
+//
+// Scratch is poisoned on every acquire: all bits set (NaN as a float or a
+// double, the largest count as an unsigned long long). A GPU's scratch holds
+// whatever the last call left; zeros would be the identity of every
+// reduction here and hide a pass that reads a partial nobody wrote.
 #include "support/emulated_kernels.h"
 
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "dpt/check.h"
@@ -13,94 +21,48 @@
 namespace dpt_test {
 namespace {
 using namespace dpt::cuda;
-using dpt::AdamStep;
 
-class EmulatedKernels final : public dpt::Kernels {
+class EmulatedKernels final : public LaunchedKernels<EmulatedKernels> {
  public:
   void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) override {
     DPT_FAIL("gemm is cuBLAS's on a GPU: the emulator runs dpt's own kernels only");
   }
-  void axpy(float* y, float alpha, const float* x, int64_t n) override {
-    launch_elementwise(launch_, axpy_kernel, n, y, alpha, x, n);
-  }
-  void scale(float* x, float s, int64_t n) override { launch_elementwise(launch_, scale_kernel, n, x, s, n); }
-  void divide(float* x, float d, int64_t n) override { launch_elementwise(launch_, divide_kernel, n, x, d, n); }
-  void fill(float* x, float value, int64_t n) override { launch_elementwise(launch_, fill_kernel, n, x, value, n); }
-  void add(float* out, const float* a, const float* b, int64_t n) override {
-    launch_elementwise(launch_, add_kernel, n, out, a, b, n);
-  }
-  void sub(float* out, const float* a, const float* b, int64_t n) override {
-    launch_elementwise(launch_, sub_kernel, n, out, a, b, n);
-  }
-  void mul(float* out, const float* a, const float* b, int64_t n) override {
-    launch_elementwise(launch_, mul_kernel, n, out, a, b, n);
-  }
-  void scaled_copy(float* out, const float* a, float s, int64_t n) override {
-    launch_elementwise(launch_, scaled_copy_kernel, n, out, a, s, n);
-  }
-  void scale_by_scalar(float* out, const float* a, const float* scalar, float multiplier, float divisor,
-                       int64_t n) override {
-    launch_elementwise(launch_, scale_by_scalar_kernel, n, out, a, scalar, multiplier, divisor, n);
-  }
-  void fill_from_scalar(float* out, const float* scalar, float multiplier, float divisor, int64_t n) override {
-    launch_elementwise(launch_, fill_from_scalar_kernel, n, out, scalar, multiplier, divisor, n);
-  }
-  void relu(float* out, const float* x, int64_t n) override { launch_elementwise(launch_, relu_kernel, n, out, x, n); }
-  void relu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
-    launch_elementwise(launch_, relu_backward_kernel, n, dx, x, dout, n);
-  }
-  void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
-    launch_elementwise(launch_, add_bias_kernel, rows * cols, y, bias, rows, cols);
-  }
-  void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
-    std::vector<float> partials(std::size_t(column_sum_partials(rows, cols)));
-    launch_column_sums(launch_, dbias, dy, rows, cols, partials.data());
-  }
-  void sum(float* out, const float* x, int64_t n) override {
-    launch_reduce(launch_, LoadValue{x}, Add{}, n, float_partials(), out);
-  }
-  void sum_squares(float* out, const float* x, int64_t n) override {
-    launch_reduce(launch_, LoadSquare{x}, Add{}, n, float_partials(), out);
-  }
-  void softmax_cross_entropy(float* probs, float* loss, const float* logits, const int64_t* labels, int64_t rows,
-                             int64_t classes) override {
-    std::vector<double> partials(kMaxPartials);
-    launch_softmax_cross_entropy(launch_, probs, loss, logits, labels, rows, classes, partials.data());
-  }
-  void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int64_t* labels, const float* dloss,
-                                      int64_t rows, int64_t classes) override {
-    launch_elementwise(launch_, softmax_cross_entropy_backward_kernel, rows * classes, dlogits, probs, labels, dloss,
-                       rows, classes);
-  }
-  void sgd_step(float* p, const float* g, float lr, float weight_decay, int64_t n) override {
-    launch_elementwise(launch_, sgd_kernel, n, p, g, lr, weight_decay, n);
-  }
-  void momentum_step(float* p, float* v, const float* g, float lr, float momentum, float weight_decay, bool first,
-                     int64_t n) override {
-    launch_elementwise(launch_, momentum_kernel, n, p, v, g, lr, momentum, weight_decay, first, n);
-  }
-  void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& step, int64_t n) override {
-    launch_elementwise(launch_, adam_kernel, n, p, m, v, g, step, n);
-  }
-  int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows, int64_t classes) override {
-    if (rows == 0 || classes == 0) return 0;
-    std::vector<unsigned long long> partials(kMaxPartials + 1);
-    launch_count_correct(launch_, logits, labels, rows, classes, partials.data(), partials.data() + kMaxPartials);
-    return int64_t(partials[kMaxPartials]);
-  }
-  float max_abs_diff(const float* a, const float* b, int64_t n) override {
-    float worst = 0.0f;
-    launch_reduce(launch_, LoadAbsDiff{a, b}, NanAwareMax{}, n, float_partials(), &worst);
-    return worst;
-  }
 
  private:
-  float* float_partials() {
-    partials_.assign(kMaxPartials, 0.0f);
-    return partials_.data();
+  friend class LaunchedKernels<EmulatedKernels>;
+
+  struct Scratch {
+    std::vector<unsigned long long> partials = std::vector<unsigned long long>(kMaxPartials + 1);
+    std::vector<float> columns;  // grow-only, as the GPU's
+  };
+  template <typename T>
+  static void poison(std::vector<T>& v) {
+    if (!v.empty()) std::memset(static_cast<void*>(v.data()), 0xff, v.size() * sizeof(T));
   }
-  emulator::Launch launch_;
-  std::vector<float> partials_;
+
+  emulator::Launch launcher() { return {}; }
+  Scratch& acquire() {
+    poison(scratch_.partials);
+    poison(scratch_.columns);
+    return scratch_;
+  }
+  void release(Scratch&) {}
+  void* partials(Scratch& s) { return s.partials.data(); }
+  float* column_partials(Scratch& s, int64_t count) {
+    if (std::size_t(count) > s.columns.size()) {
+      s.columns.resize(std::size_t(count));
+      poison(s.columns);
+    }
+    return s.columns.data();
+  }
+  const int64_t* labels(Scratch&, const int64_t* host, int64_t) { return host; }
+  template <typename T>
+  void read_back(T* host, const T* result) {
+    *host = *result;
+  }
+  std::string where() const { return "the emulated GPU"; }
+
+  Scratch scratch_;
 };
 }  // namespace
 

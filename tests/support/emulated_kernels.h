@@ -1,7 +1,7 @@
-// emulated_kernels.h — the GPU's Kernels with no GPU: the CUDA kernels of
-// common/cuda/ (cuda_elementwise.cuh, cuda_reductions.cuh), launched as
-// cuda_launches.cuh plans them, every thread run on the CPU by the emulator
-// (support/cuda_emulator.h), over host memory.
+// emulated_kernels.h — the GPU's Kernels with no GPU: the Kernels calls the
+// GPU runs (LaunchedKernels, common/cuda/cuda_launches.cuh) and their CUDA
+// kernels (cuda_elementwise.cuh, cuda_reductions.cuh), every thread run on
+// the CPU by the emulator (support/cuda_emulator.h), over host memory.
 //
 // So the kernel specs (support/kernel_checks.h) run against the GPU's own
 // kernel code on every machine, under the sanitizers too: indexing, grid-

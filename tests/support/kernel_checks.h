@@ -201,7 +201,7 @@ inline void sum_rows_match_oracle(const Side& side) {
   // 32-column tiles.
   using Counts = std::vector<int64_t>;
   Counts row_counts = pick<Counts>(side, {0, 1, 7, 255, 256, 4097, 40000}, {0, 1, 7, 127, 128, 255, 4097, 40000},
-                                   {0, 7, 128, 300});
+                                   {0, 7, 128, 301});  // 301: chunks of unequal size
   Counts col_counts = pick<Counts>(side, {1, 10, 33, 1024}, {1, 10, 33, 100}, {10, 33});
   for (int64_t rows : row_counts)
     for (int64_t cols : col_counts) {
@@ -229,7 +229,7 @@ inline void sum_rows_match_oracle(const Side& side) {
 inline void sum_rows_same_bits(const Side& side) {
   using Shapes = std::vector<dpt::Shape>;
   Shapes shapes = pick<Shapes>(side, {{4097, 33}, {40000, 10}, {256, 1024}, {7, 10}},
-                               {{4097, 33}, {40000, 10}, {256, 100}, {7, 10}}, {{300, 33}, {7, 10}});
+                               {{4097, 33}, {40000, 10}, {256, 100}, {7, 10}}, {{301, 33}, {7, 10}});
   const int64_t wide = pick<int64_t>(side, 4096, 512, 200);
   for (const dpt::Shape& shape : shapes) {
     const int64_t rows = shape[0], cols = shape[1];
