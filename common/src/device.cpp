@@ -13,6 +13,22 @@
 #include "dpt/check.h"
 #include "dpt/gpu.h"
 
+// Under AddressSanitizer, host blocks are poisoned where no tensor may read:
+// past a tensor's bytes (a block is rounded up to 64) and all of a cached
+// block. Without it, an index one past the end, or a read through a freed
+// tensor's pointer, lands in memory the allocator still owns, and ASan
+// (which sees one aligned_alloc) says nothing.
+#if defined(__SANITIZE_ADDRESS__)
+#define DPT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DPT_ASAN 1
+#endif
+#endif
+#ifdef DPT_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace dpt {
 
 namespace {
@@ -37,9 +53,37 @@ void* raw_allocate(DeviceKind kind, int index, std::size_t rounded) {
   if (kind == DeviceKind::Cuda) return gpu::allocate(index, rounded);
   return std::aligned_alloc(64, rounded);
 }
-void raw_free(DeviceKind kind, int index, void* ptr) {
-  if (kind == DeviceKind::Cuda) gpu::free(index, ptr);
-  else std::free(ptr);
+void raw_free(DeviceKind kind, int index, void* ptr, std::size_t rounded) {
+  if (kind == DeviceKind::Cuda) {
+    gpu::free(index, ptr);
+    return;
+  }
+#ifdef DPT_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(ptr, rounded);
+#else
+  (void)rounded;
+#endif
+  std::free(ptr);
+}
+
+// A host block handed out for `bytes`: those readable, the rest poisoned
+// (under AddressSanitizer; nothing otherwise).
+void expose(DeviceKind kind, void* ptr, std::size_t bytes, std::size_t rounded) {
+#ifdef DPT_ASAN
+  if (kind == DeviceKind::Cuda) return;
+  ASAN_UNPOISON_MEMORY_REGION(ptr, bytes);
+  ASAN_POISON_MEMORY_REGION(static_cast<char*>(ptr) + bytes, rounded - bytes);
+#else
+  (void)kind, (void)ptr, (void)bytes, (void)rounded;
+#endif
+}
+// A host block back in the cache: all of it poisoned.
+void hide(DeviceKind kind, void* ptr, std::size_t rounded) {
+#ifdef DPT_ASAN
+  if (kind != DeviceKind::Cuda) ASAN_POISON_MEMORY_REGION(ptr, rounded);
+#else
+  (void)kind, (void)ptr, (void)rounded;
+#endif
 }
 
 Device& lookup(DeviceKind kind, int index, int account = 0) {
@@ -143,6 +187,7 @@ void* Device::allocate(std::size_t bytes) {
       void* reused = it->second.back();
       it->second.pop_back();
       cached_ -= rounded;
+      expose(kind_, reused, bytes, rounded);
       ledger_.on_allocate(reused, bytes);
       return reused;
     }
@@ -167,6 +212,7 @@ void* Device::allocate(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     stream_of_[ptr] = stream;
   }
+  expose(kind_, ptr, bytes, rounded);
   ledger_.on_allocate(ptr, bytes);
   return ptr;
 }
@@ -186,10 +232,11 @@ void Device::release(void* ptr, std::size_t bytes) {
     if (cached_ + rounded <= kHostCacheLimit) {
       cache_[{nullptr, rounded}].push_back(ptr);
       cached_ += rounded;
+      hide(kind_, ptr, rounded);
       return;
     }
   }
-  raw_free(kind_, index_, ptr);
+  raw_free(kind_, index_, ptr, rounded);
 }
 
 Device::~Device() {
@@ -203,7 +250,7 @@ void Device::empty_cache() {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   for (auto& [key, blocks] : cache_)
     for (void* block : blocks) {
-      raw_free(kind_, index_, block);
+      raw_free(kind_, index_, block, key.second);
       stream_of_.erase(block);
     }
   cache_.clear();
