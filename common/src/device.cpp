@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -39,6 +40,12 @@ constexpr std::size_t kHostCacheLimit = std::size_t(256) << 20;
 
 // Allocation granularity: 64-byte aligned, at least one cache line.
 std::size_t rounded_size(std::size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
+// The size of a device's block for `bytes`: rounded, except a GPU's when
+// caching is off (exact, for compute-sanitizer; cudaMalloc aligns it to 256).
+std::size_t block_size(DeviceKind kind, std::size_t bytes) {
+  if (kind == DeviceKind::Cuda && !Device::memory_caching()) return bytes == 0 ? 1 : bytes;
+  return rounded_size(bytes);
+}
 
 // (kind, index, account) → the device, made on first use, never removed.
 using DeviceKey = std::tuple<int, int, int>;
@@ -178,7 +185,7 @@ void* Device::allocate(std::size_t bytes) {
   std::size_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }
-  std::size_t rounded = rounded_size(bytes);
+  std::size_t rounded = block_size(kind_, bytes);
   const void* stream = kind_ == DeviceKind::Cuda ? gpu::current_stream(index_).handle() : nullptr;
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
@@ -221,7 +228,15 @@ void Device::release(void* ptr, std::size_t bytes) {
   if (!ptr) return;
   current_.fetch_sub(bytes);
   ledger_.on_release(ptr, bytes);
-  std::size_t rounded = rounded_size(bytes);
+  std::size_t rounded = block_size(kind_, bytes);
+  if (!memory_caching()) {
+    if (kind_ == DeviceKind::Cuda) {
+      std::lock_guard<std::mutex> lock(cache_mutex_);
+      stream_of_.erase(ptr);
+    }
+    raw_free(kind_, index_, ptr, rounded);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (kind_ == DeviceKind::Cuda) {  // back to its own stream's blocks
@@ -237,6 +252,14 @@ void Device::release(void* ptr, std::size_t bytes) {
     }
   }
   raw_free(kind_, index_, ptr, rounded);
+}
+
+bool Device::memory_caching() {
+  static const bool on = [] {
+    const char* off = std::getenv("DPT_NO_MEMORY_CACHING");
+    return !(off && std::string(off) == "1");
+  }();
+  return on;
 }
 
 Device::~Device() {

@@ -1,5 +1,12 @@
 // test_device.cpp — per-device memory accounting and the capacity limit.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #include "support/catch.h"
+#include "support/run_program.h"
 
 #include "dpt/check.h"
 #include "dpt/gpu.h"
@@ -91,4 +98,38 @@ TEST_CASE("freed blocks are reused by the next allocation of the same size and n
   CHECK(b.data() == first);
   CHECK(dev.cached_bytes() == 0);
   dev.empty_cache();
+}
+
+// Runs in a child process started by the next test, with
+// DPT_NO_MEMORY_CACHING=1 set before the process started (hidden by [.]; inert
+// unless DPT_TEST_CHILD says so).
+TEST_CASE("child: with caching off a freed block goes straight back", "[.]") {
+  const char* child = std::getenv("DPT_TEST_CHILD");
+  if (!child || std::string(child) != "no-caching") return;
+  REQUIRE_FALSE(Device::memory_caching());
+  Device& d = Device::cpu(7);
+  { Tensor t = Tensor::zeros({1000}, d); }
+  CHECK(d.cached_bytes() == 0);
+  CHECK(d.current_bytes() == 0);
+  std::printf("child ran: caching off\n");
+}
+
+TEST_CASE("devices keep freed blocks for reuse unless the process starts with DPT_NO_MEMORY_CACHING=1",
+          "[device]") {
+  REQUIRE(Device::memory_caching());  // the default (CTest sets nothing)
+  Device& d = Device::cpu(6);
+  d.empty_cache();
+  { Tensor t = Tensor::zeros({1000}, d); }
+  CHECK(d.cached_bytes() == 4032);  // 4000 bytes rounded up to 64
+  { Tensor again = Tensor::zeros({1000}, d); }  // reuses that block
+  CHECK(d.cached_bytes() == 4032);
+
+  char self[4096] = {};
+  REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  dpt_test::ProgramResult r = dpt_test::run_command(
+      std::string("DPT_NO_MEMORY_CACHING=1 DPT_TEST_CHILD=no-caching '") + self +
+      "' 'child: with caching off a freed block goes straight back'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("child ran: caching off") != std::string::npos);  // it ran, not "no test matched"
 }

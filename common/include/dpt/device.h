@@ -72,12 +72,20 @@ class Device {
   /// capacity would be exceeded, naming the device, the request and the usage.
   void* allocate(std::size_t bytes);
   /// Returns memory obtained from allocate() with the same `bytes` (to the
-  /// block cache, up to its limit).
+  /// block cache, up to its limit; straight back when memory_caching() is off).
   void release(void* ptr, std::size_t bytes);
   /// Frees every cached block back to the operating system.
   void empty_cache();
   /// Bytes held in the block cache (not in use, not yet returned).
   std::size_t cached_bytes() const;
+  /// Whether devices keep freed blocks for reuse: yes, unless the process
+  /// started with DPT_NO_MEMORY_CACHING=1. Then every freed block goes back at
+  /// once and a GPU block is exactly the bytes asked for (not rounded up to
+  /// 64), so CUDA's compute-sanitizer sees each tensor's own bounds and
+  /// lifetime (scripts/gpu-check --sanitize sets it). Slower: a GPU free
+  /// waits for the GPU. Not for CUDA graphs: a captured step frees tensors
+  /// inside the capture, where cudaFree is not allowed.
+  static bool memory_caching();
 
   /// Bytes in use now.
   std::size_t current_bytes() const { return current_.load(); }
