@@ -207,6 +207,9 @@ void run_on_fibers(dim3 grid, dim3 block, const std::function<void()>& thread) {
           threadIdx = l.current->index;
           swapcontext(&l.scheduler, &l.current->context);
           l.current = nullptr;
+          // On a failure the fibers are left where they are, mid-kernel, and
+          // never resumed: their frames hold nothing to destroy (kernels keep
+          // plain values), and the next launch starts them afresh.
           if (!l.error.empty()) throw std::runtime_error("emulated launch: " + l.error);
           const Fiber& first = *l.fibers[0];
           for (std::size_t t = 1; t < count; ++t)
