@@ -23,8 +23,11 @@
 // Not emulated: warps (no shuffles, no warp-synchronous code), atomics,
 // dynamic shared memory, streams (a launch returns when it is done), and the
 // GPU's float rounding: a kernel's `a * b + c` is compiled as the C++ compiler
-// compiles it, where nvcc would fuse it into one FMA. The tests hold the
-// emulated kernels to the CPU kernels under the same rules as the GPU tests.
+// compiles it. nvcc fuses it into one FMA; g++ does too in C++ (its default
+// -ffp-contract=fast) where the target has FMA (the reference build's
+// -march=native), not in the sanitizer builds, and not always where nvcc
+// would. The tests hold the emulated kernels to the CPU kernels under the
+// same rules as the GPU tests, which allow for either rounding.
 #pragma once
 
 #include <cstdint>
