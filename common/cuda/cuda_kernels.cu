@@ -210,10 +210,6 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
 
   // ---- LaunchedKernels' hooks ----
   StreamLaunch launcher() { return StreamLaunch{current()}; }
-  void* partials(ThreadState& state) { return reduction_partials(state); }
-  const int64_t* labels(ThreadState& state, const int64_t* host, int64_t rows) {
-    return upload_labels(state, host, rows);
-  }
   template <typename T>
   void read_back(T* host, const T* result) {
     gpu::copy(host, result, sizeof(T), device_);  // waits for the kernels
@@ -264,7 +260,7 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
   }
   // The block partials of a reduction (kMaxPartials 8-byte slots, then the
   // 8-byte result slot): the thread's own, or a captured graph's.
-  void* reduction_partials(ThreadState& state) {
+  void* partials(ThreadState& state) {
     if (!capturing(current())) return state.partials;
     return graph_scratch(state, (kMaxPartials + 1) * 8, "a reduction");
   }
@@ -301,11 +297,11 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
   // While a CUDA graph is captured, the labels go to buffers of the graph's
   // own (kept until the thread ends): every replay reads the labels of the
   // capture, whatever later eager steps upload.
-  const int64_t* upload_labels(ThreadState& state, const int64_t* labels, int64_t rows) {
+  const int64_t* labels(ThreadState& state, const int64_t* host, int64_t rows) {
     if (rows <= 0) return state.labels;  // nothing to read
     std::size_t bytes = std::size_t(rows) * sizeof(int64_t);
-    if (capturing(current())) return capture_labels(state, labels, rows, bytes);
-    if (rows == state.staged_rows && std::memcmp(state.staged, labels, bytes) == 0) return state.labels;
+    if (capturing(current())) return capture_labels(state, host, rows, bytes);
+    if (rows == state.staged_rows && std::memcmp(state.staged, host, bytes) == 0) return state.labels;
     DPT_CUDA_CHECK(cudaEventSynchronize(state.staged_copied));  // never recorded: returns at once
     if (bytes > state.label_capacity) {  // grow-only; the frees wait for the GPU
       if (state.labels) gpu::free(device_, state.labels);
@@ -319,7 +315,7 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
       state.staged = static_cast<int64_t*>(pinned);
       state.label_capacity = bytes;
     }
-    std::memcpy(state.staged, labels, bytes);
+    std::memcpy(state.staged, host, bytes);
     DPT_CUDA_CHECK(cudaMemcpyAsync(state.labels, state.staged, bytes, cudaMemcpyHostToDevice, current()));
     DPT_CUDA_CHECK(cudaEventRecord(state.staged_copied, current()));
     state.staged_rows = rows;

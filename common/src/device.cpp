@@ -11,24 +11,10 @@
 #include <tuple>
 #include <vector>
 
+#include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION: no-ops without ASan
+
 #include "dpt/check.h"
 #include "dpt/gpu.h"
-
-// Under AddressSanitizer, host blocks are poisoned where no tensor may read:
-// past a tensor's bytes (a block is rounded up to 64) and all of a cached
-// block. Without it, an index one past the end, or a read through a freed
-// tensor's pointer, lands in memory the allocator still owns, and ASan
-// (which sees one aligned_alloc) says nothing.
-#if defined(__SANITIZE_ADDRESS__)
-#define DPT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DPT_ASAN 1
-#endif
-#endif
-#ifdef DPT_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
 
 namespace dpt {
 
@@ -60,37 +46,31 @@ void* raw_allocate(DeviceKind kind, int index, std::size_t rounded) {
   if (kind == DeviceKind::Cuda) return gpu::allocate(index, rounded);
   return std::aligned_alloc(64, rounded);
 }
+
+// Under AddressSanitizer, host blocks are poisoned where no tensor may read:
+// past a tensor's bytes (a block is rounded up to 64) and all of a cached
+// block (raw_free, expose, hide). Without it, an index one past the end, or a
+// read through a freed tensor's pointer, lands in memory the allocator still
+// owns, and ASan (which sees one aligned_alloc) says nothing.
 void raw_free(DeviceKind kind, int index, void* ptr, std::size_t rounded) {
   if (kind == DeviceKind::Cuda) {
     gpu::free(index, ptr);
     return;
   }
-#ifdef DPT_ASAN
   ASAN_UNPOISON_MEMORY_REGION(ptr, rounded);
-#else
-  (void)rounded;
-#endif
   std::free(ptr);
 }
 
 // A host block handed out for `bytes`: those readable, the rest poisoned
 // (under AddressSanitizer; nothing otherwise).
 void expose(DeviceKind kind, void* ptr, std::size_t bytes, std::size_t rounded) {
-#ifdef DPT_ASAN
   if (kind == DeviceKind::Cuda) return;
   ASAN_UNPOISON_MEMORY_REGION(ptr, bytes);
   ASAN_POISON_MEMORY_REGION(static_cast<char*>(ptr) + bytes, rounded - bytes);
-#else
-  (void)kind, (void)ptr, (void)bytes, (void)rounded;
-#endif
 }
 // A host block back in the cache: all of it poisoned.
 void hide(DeviceKind kind, void* ptr, std::size_t rounded) {
-#ifdef DPT_ASAN
   if (kind != DeviceKind::Cuda) ASAN_POISON_MEMORY_REGION(ptr, rounded);
-#else
-  (void)kind, (void)ptr, (void)rounded;
-#endif
 }
 
 Device& lookup(DeviceKind kind, int index, int account = 0) {

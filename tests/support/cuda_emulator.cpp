@@ -276,12 +276,13 @@ class Barrier {
   std::string error_;
 };
 
+// The barrier of the block this thread belongs to, during a launch.
 [[maybe_unused]] thread_local Barrier* t_barrier = nullptr;
 
 // Thrown from __syncthreads() once the launch has failed: unwinds the
 // thread's kernel, so no thread runs on past a barrier the others never met
 // (it would race with them on shared memory).
-struct Abandoned {};  // the block this thread belongs to, during a launch
+struct Abandoned {};
 
 [[maybe_unused]] void run_on_threads(dim3 grid, dim3 block, const std::function<void()>& thread) {
   const int count = int(block.x * block.y * block.z);
