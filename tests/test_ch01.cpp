@@ -1,8 +1,9 @@
 // test_ch01.cpp — chapter 01's holes against oracles that share none of their code:
-// hand arithmetic for the SGD update, hand arithmetic and finite differences
+// a serial torch.optim.SGD for the momentum update, hand arithmetic and finite differences
 // for linear_backward; then the chapter program itself: its verdicts, its exit
 // code, and how it stops when training diverges.
 #include "support/catch.h"
+#include <cmath>
 
 #include "dpt/nn.h"
 #include "dpt/ops.h"
@@ -16,29 +17,134 @@ using dpt_test::max_relative_error;
 using dpt_test::numeric_gradient;
 using dpt_test::random_tensor;
 
-TEST_CASE("sgd_update: moves each parameter by -lr times its gradient", "[ch01]") {
-  Tensor p = Tensor::from_vector({2, 2}, {1.0f, -2.0f, 0.5f, 4.0f}, Device::host());
-  Tensor g = Tensor::from_vector({2, 2}, {0.5f, 1.0f, -2.0f, 0.0f}, Device::host());
-  ch01::sgd_update(p, g, 0.1f);
-  // 1 − 0.1·0.5, −2 − 0.1·1, 0.5 + 0.1·2, 4 − 0: exact in float up to one rounding.
-  std::vector<float> expected = {0.95f, -2.1f, 0.7f, 4.0f};
-  for (int i = 0; i < 4; ++i) CHECK(p.data()[i] == Approx(expected[i]).epsilon(1e-6));
+namespace {
+// The oracle: torch.optim.SGD(momentum=μ, dampening=0, nesterov=False), written
+// here in double from its documentation, sharing no code with the hole:
+//     step 1: b = g;  later: b = μ·b + g;  p = p − lr·b.
+struct TorchSgd {
+  std::vector<double> p, b;
+  double momentum;
+  void step(const std::vector<float>& g, double lr) {
+    if (b.empty()) b.assign(g.begin(), g.end());
+    else for (std::size_t i = 0; i < p.size(); ++i) b[i] = momentum * b[i] + g[i];
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] -= lr * b[i];
+  }
+};
+
+// Largest |param − oracle| relative to the largest step the oracle took so far
+// plus float32 rounding of the weights: 1e-5 is ~100x the rounding of a few
+// float updates, a wrong rule is off by a whole step (O(1) on this scale).
+double error_vs(const Tensor& param, const TorchSgd& oracle, const std::vector<float>& start) {
+  double worst = 0, moved = 0;
+  for (std::size_t i = 0; i < oracle.p.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(param.data()[i]) - oracle.p[i]));
+    moved = std::max(moved, std::fabs(oracle.p[i] - start[i]));
+  }
+  return worst / std::max(moved, 1e-30);
 }
 
-TEST_CASE("sgd_update: leaves the gradient untouched and updates in place", "[ch01]") {
+// Runs `steps` calls of sgd_update on one parameter with fresh random
+// gradients and the learning rates `lrs` (cycled), and returns the first
+// step (1-based) after which the parameter left the oracle; 0 if none did.
+int first_step_off(float momentum, int steps, const std::vector<float>& lrs, uint64_t seed) {
+  Rng rng(seed);
+  Tensor p = random_tensor({4, 3}, rng), velocity;
+  std::vector<float> start = p.to_vector();
+  TorchSgd oracle{{start.begin(), start.end()}, {}, momentum};
+  for (int k = 1; k <= steps; ++k) {
+    Tensor g = random_tensor({4, 3}, rng);  // a new gradient tensor each step, as backward() makes
+    float lr = lrs[std::size_t(k - 1) % lrs.size()];
+    ch01::sgd_update(p, g, velocity, lr, momentum);
+    oracle.step(g.to_vector(), lr);
+    if (!(error_vs(p, oracle, start) <= 1e-5)) return k;
+  }
+  return 0;
+}
+
+// What went wrong, in words, from the first step that left the oracle.
+std::string first_step_words(int off) {
+  return off == 1 ? "already the first step is wrong: it must move p to p - lr*g, against the gradient (torch's "
+                    "first velocity is the gradient itself: no dampening, no Nesterov look-ahead)"
+                  : "";
+}
+}  // namespace
+
+TEST_CASE("sgd_update: with momentum 0 moves each parameter by -lr times its gradient", "[ch01]") {
+  Tensor p = Tensor::from_vector({2, 2}, {1.0f, -2.0f, 0.5f, 4.0f}, Device::host());
+  Tensor g = Tensor::from_vector({2, 2}, {0.5f, 1.0f, -2.0f, 0.0f}, Device::host());
+  Tensor velocity;
+  ch01::sgd_update(p, g, velocity, 0.1f, 0.0f);
+  // 1 − 0.1·0.5, −2 − 0.1·1, 0.5 + 0.1·2, 4 − 0: exact in float up to one rounding.
+  std::vector<float> expected = {0.95f, -2.1f, 0.7f, 4.0f};
+  for (int i = 0; i < 4; ++i) {
+    INFO("element " << i << ": plain SGD (momentum 0) moves p to p - lr*g, against the gradient");
+    CHECK(p.data()[i] == Approx(expected[i]).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("sgd_update: the first step with momentum moves by -lr times the gradient", "[ch01]") {
+  int off = first_step_off(0.9f, 1, {0.1f}, 11);
+  INFO("momentum 0.9: " << first_step_words(off));
+  CHECK(off == 0);
+}
+
+TEST_CASE("sgd_update: the velocity carries over between calls (torch's SGD over six steps)", "[ch01]") {
+  for (float momentum : {0.5f, 0.9f}) {
+    int off = first_step_off(momentum, 6, {0.05f}, 12);
+    INFO("momentum " << momentum << ": the parameter left torch's SGD after step " << off << " of 6; "
+                     << (off == 1 ? first_step_words(off)
+                                  : "the velocity must remember earlier gradients between calls, kept in `velocity` "
+                                    "(not restarted each step, not weighted by 1 - momentum, no look-ahead)"));
+    CHECK(off == 0);
+  }
+}
+
+TEST_CASE("sgd_update: the velocity sums gradients, not steps (the learning rate changes between calls)", "[ch01]") {
+  int off = first_step_off(0.9f, 6, {0.1f, 0.02f, 0.05f}, 13);
+  INFO("with a learning rate that changes between calls the parameter left torch's SGD after step "
+       << off << " of 6; " << (off == 1 ? first_step_words(off)
+                                        : "torch's velocity accumulates gradients, and the current lr scales it "
+                                          "when it is applied"));
+  CHECK(off == 0);
+}
+
+TEST_CASE("sgd_update: leaves every gradient untouched and updates in place", "[ch01]") {
   Rng rng(1);
-  Tensor p = random_tensor({3, 5}, rng), g = random_tensor({3, 5}, rng);
+  Tensor p = random_tensor({3, 5}, rng), velocity;
   Tensor alias = p;  // another handle on the same storage sees the update
-  std::vector<float> g_before = g.to_vector(), p_before = p.to_vector();
-  ch01::sgd_update(p, g, 0.25f);
-  CHECK(g.to_vector() == g_before);
-  for (int i = 0; i < 15; ++i) CHECK(alias.data()[i] == Approx(p_before[i] - 0.25f * g_before[i]).epsilon(1e-6));
+  std::vector<Tensor> grads = {random_tensor({3, 5}, rng), random_tensor({3, 5}, rng), random_tensor({3, 5}, rng)};
+  std::vector<std::vector<float>> before;
+  for (auto& g : grads) before.push_back(g.to_vector());
+  std::vector<float> p_before = p.to_vector();
+  ch01::sgd_update(p, grads[0], velocity, 0.25f, 0.0f);
+  {
+    INFO("the update must write into the parameter's storage, so that every handle on it (the model's) sees it; "
+         "`param` was made to point at other storage");
+    REQUIRE(p.same(alias));
+  }
+  double worst = 0;
+  for (int i = 0; i < 15; ++i) worst = std::max(worst, std::fabs(double(alias.data()[i]) - (p_before[i] - 0.25 * before[0][i])));
+  {
+    INFO("with momentum 0 the step is p - lr*g, against the gradient: largest difference " << worst);
+    CHECK(worst <= 1e-6);
+  }
+  ch01::sgd_update(p, grads[1], velocity, 0.25f, 0.9f);
+  ch01::sgd_update(p, grads[2], velocity, 0.25f, 0.9f);
+  for (std::size_t k = 0; k < grads.size(); ++k) {
+    INFO("the gradient of step " << k + 1 << " changed: gradients are only read; the velocity must own its "
+         "storage (a copy), not be a handle on a gradient the caller owns");
+    CHECK(grads[k].to_vector() == before[k]);
+  }
 }
 
 TEST_CASE("linear_backward: returns (B,in), (out,in) and (out) gradients", "[ch01]") {
   Rng rng(2);
   Tensor x = random_tensor({4, 3}, rng), w = random_tensor({5, 3}, rng), dy = random_tensor({4, 5}, rng);
   ch01::LinearGrads g = ch01::linear_backward(x, w, dy);
+  INFO("each gradient has the shape of what it is the gradient of: dx like x (4, 3), dweight like weight "
+       "(5, 3), dbias like bias (5); got dx " << (g.dx.defined() ? shape_str(g.dx.shape()) : "undefined")
+       << ", dweight " << (g.dweight.defined() ? shape_str(g.dweight.shape()) : "undefined") << ", dbias "
+       << (g.dbias.defined() ? shape_str(g.dbias.shape()) : "undefined"));
   REQUIRE(g.dx.defined());
   REQUIRE(g.dweight.defined());
   REQUIRE(g.dbias.defined());
@@ -47,32 +153,61 @@ TEST_CASE("linear_backward: returns (B,in), (out,in) and (out) gradients", "[ch0
   CHECK(g.dbias.shape() == Shape{5});
 }
 
-TEST_CASE("linear_backward: dx, dweight and dbias equal a product worked by hand", "[ch01]") {
+TEST_CASE("linear_backward: dx, dweight and dbias equal the chain rule worked by hand", "[ch01]") {
   // x (2, 2), weight (3, 2), dy (2, 3); small integers, so every product and
   // sum is exact in float and == is the right comparison.
   Tensor x = Tensor::from_vector({2, 2}, {1, 2, 3, 4}, Device::host());
   Tensor w = Tensor::from_vector({3, 2}, {1, 0, -1, 2, 0, 3}, Device::host());
   Tensor dy = Tensor::from_vector({2, 3}, {1, -1, 2, 0, 1, -2}, Device::host());
   ch01::LinearGrads g = ch01::linear_backward(x, w, dy);
-  // dx = dy·w: row 0 = 1·(1,0) − 1·(−1,2) + 2·(0,3) = (2, 4); row 1 = (−1,2) − 2·(0,3) = (−1, −4).
-  CHECK(g.dx.to_vector() == std::vector<float>{2, 4, -1, -4});
-  // dweight = dyᵀ·x: row o = Σ_b dy[b][o]·x[b] → (1,2), (−1+3, −2+4) = (2,2), (2−6, 4−8) = (−4,−4).
-  CHECK(g.dweight.to_vector() == std::vector<float>{1, 2, 2, 2, -4, -4});
-  // dbias = column sums of dy.
-  CHECK(g.dbias.to_vector() == std::vector<float>{1, 0, 0});
+  REQUIRE(g.dx.shape() == Shape{2, 2});
+  REQUIRE(g.dweight.shape() == Shape{3, 2});
+  REQUIRE(g.dbias.shape() == Shape{3});
+  // Worked out in docs/instructor/ch01_key.md: dx (2, 4, -1, -4); dweight
+  // (1, 2, 2, 2, -4, -4); dbias (1, 0, 0).
+  {
+    INFO("dx is not d loss / d x: input x[b][k] reaches every output y[b][o] of its own row, through weight[o][k]");
+    CHECK(g.dx.to_vector() == std::vector<float>{2, 4, -1, -4});
+  }
+  {
+    INFO("dweight is not d loss / d weight: weight[o][k] is used by every sample of the batch");
+    CHECK(g.dweight.to_vector() == std::vector<float>{1, 2, 2, 2, -4, -4});
+  }
+  {
+    INFO("dbias is not d loss / d bias: bias[o] is added to y[b][o] for every sample b of the batch");
+    CHECK(g.dbias.to_vector() == std::vector<float>{1, 0, 0});
+  }
 }
 
 TEST_CASE("linear_backward: matches finite differences of the layer", "[ch01]") {
   // With loss = Σ dy ⊙ (x·wᵀ + b), d loss/d y = dy exactly, so the finite
-  // differences of this loss are the true dx, dweight, dbias.
-  Rng rng(3);
-  Tensor x = random_tensor({6, 4}, rng), w = random_tensor({3, 4}, rng), b = random_tensor({3}, rng);
-  Tensor dy = random_tensor({6, 3}, rng);
-  auto loss = [&] { return sum(mul(linear(x, w, b), dy)); };
-  ch01::LinearGrads g = ch01::linear_backward(x, w, dy);
-  CHECK(max_relative_error(g.dx.to_vector(), numeric_gradient(loss, x)) < 1e-2);
-  CHECK(max_relative_error(g.dweight.to_vector(), numeric_gradient(loss, w)) < 1e-2);
-  CHECK(max_relative_error(g.dbias.to_vector(), numeric_gradient(loss, b)) < 1e-2);
+  // differences of this loss are the true dx, dweight, dbias. Square weight
+  // (4, 4) too: a transposed dweight has the right shape there.
+  for (int64_t out : {3, 4}) {
+    Rng rng(3 + uint64_t(out));
+    Tensor x = random_tensor({6, 4}, rng), w = random_tensor({out, 4}, rng), b = random_tensor({out}, rng);
+    Tensor dy = random_tensor({6, out}, rng);
+    auto loss = [&] { return sum(mul(linear(x, w, b), dy)); };
+    ch01::LinearGrads g = ch01::linear_backward(x, w, dy);
+    REQUIRE(g.dx.defined());
+    REQUIRE(g.dweight.defined());
+    REQUIRE(g.dbias.defined());
+    INFO("weight (" << out << ", 4), batch 6; largest |yours - finite difference| / max(1, |fd|) must be below "
+         "1e-2 (float32 noise ~1e-3, a wrong formula O(1))");
+    {
+      INFO("dx is not the gradient of the loss with respect to x");
+      CHECK(max_relative_error(g.dx.to_vector(), numeric_gradient(loss, x)) < 1e-2);
+    }
+    {
+      INFO("dweight is not the gradient of the loss with respect to weight (a transposed product has the "
+           "right shape when weight is square)");
+      CHECK(max_relative_error(g.dweight.to_vector(), numeric_gradient(loss, w)) < 1e-2);
+    }
+    {
+      INFO("dbias is not the gradient of the loss with respect to bias (every sample of the batch adds to it)");
+      CHECK(max_relative_error(g.dbias.to_vector(), numeric_gradient(loss, b)) < 1e-2);
+    }
+  }
 }
 
 TEST_CASE("chapter: ch01_sgd trains, the loss falls, and every verdict is a ✔ (exit 0)", "[ch01]") {
@@ -92,7 +227,7 @@ TEST_CASE("chapter: ch01_sgd trains, the loss falls, and every verdict is a ✔ 
   CHECK(run.output.find("ch01 summary") != std::string::npos);
   for (const char* verdict : {"✔ backward() vs finite differences", "✔ your linear_backward dx vs autograd",
                               "✔ your linear_backward dweight vs autograd", "✔ your linear_backward dbias vs autograd",
-                              "✔ one sgd update vs the formula", "✔ loss on the data set, after / before",
+                              "✔ two sgd updates vs the formula", "✔ loss on the data set, after / before",
                               "✔ largest step loss / first step loss"})
     CHECK_THAT(run.output, contains_text(verdict));
   CHECK(run.output.find("✘") == std::string::npos);
@@ -100,12 +235,12 @@ TEST_CASE("chapter: ch01_sgd trains, the loss falls, and every verdict is a ✔ 
   std::remove(metrics.c_str());
 }
 
-TEST_CASE("chapter: ch01_sgd checks dpt's optimizers' first step too (momentum, adam, adamw)", "[ch01]") {
+TEST_CASE("chapter: ch01_sgd checks two steps of momentum (yours), adam and adamw against the formula", "[ch01]") {
   for (const char* args : {"--optimizer momentum --lr 0.01", "--optimizer adam --lr 0.001", "--optimizer adamw --lr 0.001"}) {
     auto run = dpt_test::run_program("ch01_sgd", std::string("--quiet --steps 40 --model 64-32-10 --samples 512 ") + args);
     INFO(args << "\n" << run.output);
     CHECK(run.exit_code == 0);
-    CHECK_THAT(run.output, contains_text("✔ one "));
+    CHECK_THAT(run.output, contains_text("✔ two "));
   }
 }
 

@@ -1,37 +1,51 @@
 /// @file ch01.h
-/// @brief Chapter 01's holes, each specified once: the SGD update and the
-/// backward pass of a Linear layer.
+/// @brief Chapter 01's holes, each specified once: the SGD-with-momentum
+/// update and the backward pass of a Linear layer.
 ///
-/// Fill them in `exercises/01_sgd/` (hints sit next to each stub);
-/// `ctest --preset student -L ch01` checks them against hand arithmetic and
-/// finite differences, and `ch01_sgd` prints ✔/✘ verdicts for them. The math
-/// is derived in \ref ch01.
+/// Fill them in `exercises/01_sgd/`; tiered hints are in \ref ch01_hints.
+/// `ctest --preset student -L ch01` checks them against a serial oracle over
+/// several steps and against finite differences, and `ch01_sgd` prints ✔/✘
+/// verdicts for them.
 #pragma once
 
 #include "dpt/tensor.h"
 
 namespace dpt::ch01 {
 
-/// One plain SGD step on one parameter, in place: param[i] ← param[i] − lr · grad[i]
-/// for every element i.
+/// One step of SGD with momentum μ on one parameter, in place, with the
+/// semantics of PyTorch's `torch.optim.SGD(params, lr, momentum=μ)`
+/// (dampening 0, no Nesterov, no weight decay).
 ///
-/// param and grad have the same shape; grad is only read. The update writes
-/// into param's storage, so every handle aliasing param sees it.
+/// Contract:
+///  - `velocity` is this parameter's optimizer state between steps. The
+///    caller passes an undefined tensor (`Tensor()`) before the first step
+///    and then hands back, untouched, whatever the previous call left in it;
+///    what it holds and when it is created is yours to decide.
+///  - After k calls with gradients g₁ … g_k and learning rates lr₁ … lr_k,
+///    param equals what torch's SGD gives after the same k steps, the first
+///    step included (to float32 rounding). The learning rate may change
+///    between calls (a schedule); μ does not.
+///  - μ = 0 is plain SGD: the parameter moves against its gradient by lr.
+///  - param and grad have the same shape; grad is only read. The update
+///    writes into param's storage, so every handle aliasing param sees it.
 /// (Hole: exercises/01_sgd/sgd.cpp.)
-void sgd_update(Tensor& param, const Tensor& grad, float lr);
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, float lr, float momentum);
 
 /// The three gradients of a Linear layer y = x · weightᵀ + bias.
 struct LinearGrads {
-  Tensor dx;       ///< (B, in)   d loss / d x      = dy · weight
-  Tensor dweight;  ///< (out, in) d loss / d weight = dyᵀ · x
-  Tensor dbias;    ///< (out)     d loss / d bias   = Σ over the B rows of dy
+  Tensor dx;       ///< (B, in):   ∂ loss / ∂ x
+  Tensor dweight;  ///< (out, in): ∂ loss / ∂ weight
+  Tensor dbias;    ///< (out):     ∂ loss / ∂ bias
 };
 
-/// Backward of y = x · weightᵀ + bias, given dy = d loss / d y.
+/// Backward of y = x · weightᵀ + bias, given dy = ∂ loss / ∂ y for a scalar
+/// loss that depends on x, weight and bias only through y.
 ///
-/// x (B, in), weight (out, in), dy (B, out); returns new tensors on x's device
-/// with the shapes of LinearGrads. The bias itself is not needed (y is affine
-/// in it). Inputs are only read; autograd is not used.
+/// x (B, in), weight (out, in), dy (B, out). Returns new tensors on x's
+/// device with the shapes of LinearGrads: each the exact gradient of the loss
+/// with respect to that input, for every batch size B ≥ 1 (the tests compare
+/// them with finite differences). The bias itself is not needed. Inputs are
+/// only read; autograd is not used.
 /// (Hole: exercises/01_sgd/linear_backward.cpp.)
 LinearGrads linear_backward(const Tensor& x, const Tensor& weight, const Tensor& dy);
 

@@ -2,7 +2,7 @@
 //
 // What it teaches: the four moves every training step makes, on one device,
 // and how to trust each of them before training: backward() against finite
-// differences, your linear_backward against autograd, one update against the
+// differences, your linear_backward against autograd, two updates against the
 // formula worked by hand. Each later chapter keeps this loop and changes only
 // where gradients go. It ends with ✔/✘ verdicts computed from its numbers and
 // exits 3 when one fails (1 when the run stops, e.g. on a diverged loss).
@@ -41,7 +41,7 @@ double finite_difference_check(const MLP& model, const Batch& batch, const Narra
 struct LinearErrors { double dx, dweight, dbias; };  // max |yours − autograd| / max |autograd|
 LinearErrors check_linear_backward(const MLP& model, const Batch& batch);
 struct UpdateCheck { double error, tolerance; };  // max |p_after − p_expected|, and its bound
-UpdateCheck check_one_update(const Options& o, const MLP& model, const Batch& batch);
+UpdateCheck check_two_updates(const Options& o, const MLP& model, const Batch& batch);
 std::vector<double> train(const Options& o, MLP& model, const Dataset& data, const Narrator& say);
 
 // ----------------------------------------------------------------------------
@@ -93,11 +93,12 @@ int lecture(const Options& o, Device& device) {
 
   // --------------------------------------------------------------------------
   // 3. One update, checked by hand
-  say.section("3. One update, checked by hand");
-  say.say("The update training will use (" + std::string(o.optimizer == "sgd" ? "your sgd_update" : o.optimizer) +
-          ") runs once on copies of the weights,\nand is compared with its first-step "
-          "formula worked out here: p - lr*g (Adam: p - lr*g/(|g|+eps)).");
-  UpdateCheck update = check_one_update(o, checked, probe);
+  say.section("3. Two updates, checked by hand");
+  say.say("The update training will use (" +
+          std::string(o.optimizer == "sgd" || o.optimizer == "momentum" ? "your sgd_update, " + o.optimizer : o.optimizer) +
+          ") runs twice with the same gradient on copies of the\nweights, and is compared with the formula worked out "
+          "here: p - 2lr*g (momentum: p - lr*g - lr*(mu*g + g);\nAdam: p - 2lr*g/(|g|+eps)).");
+  UpdateCheck update = check_two_updates(o, checked, probe);
   say.say("max |updated weight - formula| = " + fmt(update.error, 2) + " (bound " + fmt(update.tolerance, 2) + ")");
 
   // --------------------------------------------------------------------------
@@ -132,7 +133,7 @@ int lecture(const Options& o, Device& device) {
   verdicts.at_most("your linear_backward dx vs autograd (relative)", yours.dx, 1e-4, float_order);
   verdicts.at_most("your linear_backward dweight vs autograd (relative)", yours.dweight, 1e-4, float_order);
   verdicts.at_most("your linear_backward dbias vs autograd (relative)", yours.dbias, 1e-4, float_order);
-  verdicts.at_most("one " + o.optimizer + " update vs the formula, max |difference|", update.error, update.tolerance,
+  verdicts.at_most("two " + o.optimizer + " updates vs the formula, max |difference|", update.error, update.tolerance,
                    "1e-3 of the largest step plus float32 rounding of the weights");
   verdicts.at_most("loss on the data set, after / before", after.loss / before.loss, 0.99,
                    "a run that learns ends at least 1% lower (measured 0.47 at the defaults, <= 0.96 in 10 steps)");
@@ -229,49 +230,60 @@ LinearErrors check_linear_backward(const MLP& model, const Batch& batch) {
 }
 
 // ----------------------------------------------------------------------------
-// 3. the update, once by the code and once by hand
+// 3. the update, twice by the code and once by hand
 
-// The update the training loop runs: your sgd_update for plain SGD, dpt's
-// optimizers (same rules as torch.optim) for the others.
+// The update the training loop runs: your sgd_update for sgd (μ = 0) and
+// momentum (μ = 0.9, as dpt's make_optimizer), dpt's Adam (torch.optim's
+// rules) for the others. It keeps one velocity per parameter for your code.
+constexpr float kMomentum = 0.9f;
 class Update {
  public:
-  Update(const Options& o, std::vector<Tensor> params) : params_(std::move(params)), lr_(o.lr) {
-    if (o.optimizer != "sgd") optimizer_ = make_optimizer(o.optimizer, params_, o.lr);
+  Update(const Options& o, std::vector<Tensor> params)
+      : params_(std::move(params)), velocity_(params_.size()), lr_(o.lr),
+        momentum_(o.optimizer == "momentum" ? kMomentum : 0.0f) {
+    if (o.optimizer != "sgd" && o.optimizer != "momentum") optimizer_ = make_optimizer(o.optimizer, params_, o.lr);
   }
   void step() {
     if (optimizer_) return optimizer_->step();
-    for (auto& p : params_) {
+    for (std::size_t k = 0; k < params_.size(); ++k) {
+      Tensor& p = params_[k];
       if (p.device().is_host_memory()) {
-        ch01::sgd_update(p, p.grad(), lr_);
+        ch01::sgd_update(p, p.grad(), velocity_[k], lr_, momentum_);
         continue;
       }
       // Your sgd_update loops in host memory: on a GPU it runs on host copies
       // of the weight and its gradient (two copies per tensor per step, the
-      // price of keeping your code in the loop; --optimizer momentum or adam
-      // step with dpt's CUDA kernels instead).
+      // price of keeping your code in the loop; --optimizer adam steps with
+      // dpt's CUDA kernels instead). The velocity stays in host memory.
       Tensor weight = p.to(Device::host()), grad = p.grad().to(Device::host());
-      ch01::sgd_update(weight, grad, lr_);
+      ch01::sgd_update(weight, grad, velocity_[k], lr_, momentum_);
       p.copy_from(weight);
     }
   }
 
  private:
-  std::vector<Tensor> params_;
-  float lr_;
+  std::vector<Tensor> params_, velocity_;
+  float lr_, momentum_;
   std::unique_ptr<Optimizer> optimizer_;
 };
 
-// What one first step does to a weight p with gradient g. Momentum's first
-// velocity is g itself; Adam's bias correction makes m̂ = g and v̂ = g² on step 1.
-double first_step_by_hand(const Options& o, double p, double g) {
-  if (o.optimizer == "sgd" || o.optimizer == "momentum") return p - o.lr * g;
-  if (o.optimizer == "adamw") p *= 1.0 - o.lr * 0.01;  // decoupled weight decay, lambda = 0.01
-  return p - o.lr * g / (std::fabs(g) + 1e-8);
+// What two steps with the same gradient g do to a weight p. Momentum's first
+// velocity is g itself, its second μg + g; Adam's bias correction makes
+// m̂ = g and v̂ = g² on both steps, so each moves by lr·g/(|g| + eps).
+double two_steps_by_hand(const Options& o, double p, double g) {
+  if (o.optimizer == "sgd") return p - 2 * o.lr * g;
+  if (o.optimizer == "momentum") return p - o.lr * g - o.lr * (kMomentum * g + g);
+  for (int step = 0; step < 2; ++step) {
+    if (o.optimizer == "adamw") p *= 1.0 - o.lr * 0.01;  // decoupled weight decay, lambda = 0.01
+    p -= o.lr * g / (std::fabs(g) + 1e-8);
+  }
+  return p;
 }
 
-// Runs one Update on copies of the parameters carrying the probe batch's
-// gradients, and compares every element with first_step_by_hand.
-UpdateCheck check_one_update(const Options& o, const MLP& model, const Batch& batch) {
+// Runs two steps of one Update on copies of the parameters carrying the probe
+// batch's gradients (the same both times), and compares every element with
+// two_steps_by_hand: the second step sees what the first left in the state.
+UpdateCheck check_two_updates(const Options& o, const MLP& model, const Batch& batch) {
   std::vector<Tensor> params = model.parameters(), copies;
   for (auto& p : params) p.zero_grad();
   softmax_cross_entropy(model.forward(batch.x), batch.y).backward();
@@ -281,12 +293,14 @@ UpdateCheck check_one_update(const Options& o, const MLP& model, const Batch& ba
     copies.push_back(copy);
     p.zero_grad();
   }
-  Update(o, copies).step();
+  Update update(o, copies);
+  update.step();
+  update.step();
   double error = 0, largest_step = 0, largest_weight = 0;
   for (std::size_t k = 0; k < params.size(); ++k) {
     const float *p = params[k].data(), *g = copies[k].grad().data(), *after = copies[k].data();
     for (int64_t i = 0; i < params[k].numel(); ++i) {
-      double expected = first_step_by_hand(o, p[i], g[i]);
+      double expected = two_steps_by_hand(o, p[i], g[i]);
       double difference = std::fabs(after[i] - expected);
       if (!(difference <= error)) error = difference;  // a NaN is the largest difference
       largest_step = std::max(largest_step, std::fabs(expected - p[i]));
