@@ -35,23 +35,64 @@ struct Fixture {
 };
 }  // namespace
 
+namespace {
+// True when every element of t is 0.
+bool all_zero(const Tensor& t) {
+  for (float v : t.to_vector()) if (v != 0) return false;
+  return true;
+}
+
+// Leaves a gradient in every parameter of the model, as a training loop that
+// has not zeroed yet would: per_sample_gradients must not depend on it.
+void leave_stale_gradients(Fixture& f) {
+  for (auto& p : f.model.parameters()) p.zero_grad();
+  softmax_cross_entropy(f.model.forward(f.batch.x), f.batch.y).backward();
+}
+}  // namespace
+
 TEST_CASE("per_sample_gradients: each equals the gradient of that sample alone", "[ch02]") {
   Fixture f;
   auto per_sample = ch02::per_sample_gradients(f.model, f.batch);
+  INFO("one list of gradients per sample of the batch (5), in sample order");
   REQUIRE(per_sample.size() == 5);
   for (int64_t i = 0; i < 5; ++i) {
     auto expected = f.gradient_of_rows(i, i + 1);
+    INFO("sample " << i << ": one gradient per model parameter, in model.parameters() order");
     REQUIRE(per_sample[i].size() == expected.size());
     for (std::size_t p = 0; p < expected.size(); ++p) {
       INFO("sample " << i << ", parameter " << p);
+      REQUIRE(per_sample[i][p].defined());
       REQUIRE(per_sample[i][p].shape() == expected[p].shape());
+      if (all_zero(per_sample[i][p]))
+        FAIL_CHECK("sample " << i << "'s gradient of parameter " << p << " is all zeros: was it a handle on the "
+                   "model's gradient, zeroed in place later, rather than a copy of its own?");
       // Same float ops in the same order: equal to the last bit; 1e-6 only
-      // forgives a student who sums differently. (A double, so Catch prints
-      // "1e-06" rather than a float rounded to "0.0f".)
+      // forgives a student who sums differently. A gradient that still holds
+      // earlier samples' (backward() adds into it) is off by O(0.1).
+      INFO("is not the gradient of this sample's loss alone (autograd on a batch of one): did gradients of "
+           "earlier samples stay in the model's gradients? backward() adds into them. Largest difference "
+           << max_abs_diff(per_sample[i][p], expected[p]));
       CHECK(double(max_abs_diff(per_sample[i][p], expected[p])) <= 1e-6);
     }
   }
-  for (auto& p : f.model.parameters()) CHECK_FALSE(p.grad().defined());
+  for (auto& p : f.model.parameters()) {
+    INFO("the model's gradients must be left cleared (undefined), as the spec says");
+    CHECK_FALSE(p.grad().defined());
+  }
+}
+
+TEST_CASE("per_sample_gradients: gradients already in the model on entry do not leak in", "[ch02]") {
+  Fixture f;
+  auto clean = ch02::per_sample_gradients(f.model, f.batch);
+  leave_stale_gradients(f);
+  auto after_stale = ch02::per_sample_gradients(f.model, f.batch);
+  REQUIRE(clean.size() == after_stale.size());
+  for (std::size_t i = 0; i < clean.size(); ++i)
+    for (std::size_t p = 0; p < clean[i].size(); ++p) {
+      INFO("sample " << i << ", parameter " << p << ": the result changed when the model's gradients held "
+           "something on entry; they must be cleared before the first sample too");
+      CHECK(double(max_abs_diff(clean[i][p], after_stale[i][p])) == 0);
+    }
 }
 
 TEST_CASE("per_sample_gradients: samples differ (no gradient reused across samples)", "[ch02]") {
@@ -59,6 +100,8 @@ TEST_CASE("per_sample_gradients: samples differ (no gradient reused across sampl
   auto per_sample = ch02::per_sample_gradients(f.model, f.batch);
   REQUIRE(per_sample.size() == 5);
   // Samples 1 and 4 share label 3 but not inputs: their gradients must differ.
+  INFO("samples 1 and 4 have different inputs, so their gradients must differ: is one tensor shared between "
+       "samples?");
   CHECK(max_abs_diff(per_sample[1][0], per_sample[4][0]) > 1e-3f);
 }
 
@@ -69,19 +112,25 @@ TEST_CASE("average_gradients: equals a serial double-precision mean", "[ch02]") 
   std::vector<std::vector<float>> before;
   for (auto& g : per_sample) before.push_back(g[0].to_vector());
   ch02::Gradients mean = ch02::average_gradients(per_sample);
+  INFO("one mean per parameter (2), with that parameter's shape");
   REQUIRE(mean.size() == 2);
   for (std::size_t p = 0; p < 2; ++p) {
     REQUIRE(mean[p].shape() == per_sample[0][p].shape());
     for (int64_t j = 0; j < mean[p].numel(); ++j) {
       double expected = 0;
       for (auto& g : per_sample) expected += g[p].data()[j];
+      INFO("parameter " << p << ", element " << j << ": the mean over the K = 7 lists (their sum is "
+           << expected << "; a sum is not a mean)");
       CHECK(mean[p].data()[j] == Approx(expected / 7).margin(1e-6));
     }
   }
-  for (std::size_t k = 0; k < per_sample.size(); ++k) CHECK(per_sample[k][0].to_vector() == before[k]);
+  for (std::size_t k = 0; k < per_sample.size(); ++k) {
+    INFO("list " << k << " changed: per_sample is the caller's and only read");
+    CHECK(per_sample[k][0].to_vector() == before[k]);
+  }
 }
 
-TEST_CASE("average_gradients: the mean of per-sample gradients is the batch gradient", "[ch02]") {
+TEST_CASE("average_gradients: the mean of per-sample gradients is the batch gradient", "[ch02][needs:per_sample_gradients]") {
   Fixture f;
   ch02::Gradients mean = ch02::average_gradients(ch02::per_sample_gradients(f.model, f.batch));
   auto batch_grad = f.gradient_of_rows(0, 5);
@@ -89,7 +138,8 @@ TEST_CASE("average_gradients: the mean of per-sample gradients is the batch grad
   // Same math summed in another order: float32 rounding, ~1e-7 at these sizes
   // (entries are O(0.1)); a sum instead of a mean is off by 4× the entries.
   for (std::size_t p = 0; p < mean.size(); ++p) {
-    INFO("parameter " << p);
+    INFO("parameter " << p << ": the mean of the 5 per-sample gradients must be the gradient of the batch's "
+         "mean loss");
     CHECK(double(max_abs_diff(mean[p], batch_grad[p])) <= 1e-5);
   }
 }

@@ -1,14 +1,11 @@
 // exercises/02_batching/average.cpp — hole: average K gradient lists.
-// The spec is dpt::ch02::average_gradients in chapters/02_batching/ch02.h;
-// why the mean (and not the sum) is in docs/ch02_batching.md.
+// The contract is dpt::ch02::average_gradients in chapters/02_batching/ch02.h;
+// hints in tiers are in docs/ch02_batching.md (§ Hints).
 //
-// Hints:
-//   - Start each result[p] with Tensor::zeros(shape, device) and add into it
-//     with dpt::axpy_(y, alpha, x) from dpt/ops.h. Not a loop over data():
-//     under --device cuda the gradients live on the GPU, where the host
-//     cannot read them (axpy_ runs where the tensors are).
-//   - Divide once at the end, by K = per_sample.size().
-//   - Do not add into per_sample's tensors: they are the caller's.
+// Pointers:
+//   - Gradients may live in device memory the host cannot read: reach them
+//     through the Tensor ops of dpt/ops.h (axpy_, scale_, …), not data().
+//   - per_sample's tensors are the caller's: only read them.
 // Chapter 03 does exactly this across devices.
 #include "ch02.h"
 

@@ -1,14 +1,12 @@
 // exercises/02_batching/per_sample.cpp — hole: one gradient per sample.
-// The spec is dpt::ch02::per_sample_gradients in chapters/02_batching/ch02.h.
+// The contract is dpt::ch02::per_sample_gradients in chapters/02_batching/ch02.h;
+// hints in tiers are in docs/ch02_batching.md (§ Hints).
 //
-// Hints, for each sample i of the batch:
-//   1. take its row as a batch of one:  batch.x.rows(i, i + 1)  → (1, D)
-//      and its label:                   {batch.y[i]}
-//   2. clear the model's gradients (p.zero_grad() for p in model.parameters())
-//   3. loss = softmax_cross_entropy(model.forward(x_i), {y_i}); loss.backward()
-//   4. keep a *copy* of every parameter's gradient: p.grad().clone()
-//      (the next backward would otherwise overwrite what you kept)
-// Clear the gradients once more at the end.
+// Pointers:
+//   - Chapter 01's loop has every move you need: model.forward,
+//     softmax_cross_entropy (dpt/ops.h), backward(), p.grad(), p.zero_grad().
+//   - batch.x.rows(begin, end) is a view of some rows; batch.y holds the labels.
+//   - Read how backward() treats a gradient that is already there (ch01's page).
 #include "ch02.h"
 
 #include "dpt/check.h"
