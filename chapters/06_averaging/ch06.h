@@ -1,58 +1,68 @@
 /// @file ch06.h
-/// @brief Chapter 06's exercises, specified here once: averaging parameters
-/// across ranks, and the schedule that says when (every H steps, after W
-/// warm-up steps of gradient averaging). Fill them in
-/// `exercises/06_averaging/` (hints there); `ctest --preset student -L ch06`
-/// checks the schedule against a list written out by hand, parameter
-/// averaging against a serial mean, and training with both against gradient
-/// averaging and one device (threads and mpirun).
+/// @brief Chapter 06's holes, specified here once: averaging tensors across
+/// ranks, and local SGD's step after backward, which decides when to average
+/// what (gradients, parameters, optimizer state).
 ///
-/// Steps are 0-based optimizer steps. In every step each rank runs forward and
-/// backward on its shard; then, depending on averaging_at(schedule, step):
-///  - Gradients: gradients are averaged (all-reduce, Avg) before the optimizer step;
-///  - Parameters: the optimizer steps on the local gradient, then the
-///    parameters (and, with --average-state, the optimizer state) are averaged;
-///  - None: the optimizer steps on the local gradient; nothing is sent.
+/// Fill them in `exercises/06_averaging/`; tiered hints are in \ref ch06_hints.
+/// `ctest --preset student -L ch06` checks them against a serial mean, a
+/// serial simulation of every replica, one device, and the traffic log
+/// (threads and mpirun).
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "dpt/comm.h"
+#include "dpt/optim.h"
 #include "dpt/tensor.h"
 
 namespace dpt::ch06 {
 
-/// What one step sends.
+/// What one step sent.
 enum class Averaging {
-  Gradients,   ///< average gradients before the optimizer step
-  Parameters,  ///< average parameters after the optimizer step
-  None,        ///< send nothing: replicas train apart
+  Gradients,   ///< gradients were averaged before the optimizer step
+  Parameters,  ///< parameters were averaged after the optimizer step
+  None,        ///< nothing was sent: the replicas trained apart
 };
 
-/// When to average: the flags --average, --every, --warmup-steps.
+/// Local SGD's flags: --every, --warmup-steps, --average-state.
 struct Schedule {
-  bool parameters = false;  ///< false: --average grads (every step); true: --average params
-  int64_t every = 1;        ///< H >= 1: parameters are averaged once every H steps
-  int64_t warmup = 0;       ///< W >= 0: steps 0 … W−1 average gradients first (post-local SGD)
+  bool parameters = false;     ///< false: --average grads (every step); true: --average params
+  int64_t every = 1;           ///< H >= 1: --every
+  int64_t warmup = 0;          ///< W >= 0: --warmup-steps
+  bool average_state = false;  ///< --average-state: the optimizer state is averaged with the parameters
 };
 
-/// What step `step` (>= 0) does under `schedule`:
-///  - --average grads: Gradients, every step;
-///  - --average params: Gradients for steps 0 … W−1; from step W on, the
-///    parameters are averaged after the H-th local step, the 2H-th, …, i.e.
-///    Parameters when (step − W + 1) is a multiple of H, None otherwise.
-/// With H = 1 and W = 0 every step is Parameters.
-/// (Hole: exercises/06_averaging/schedule.cpp.)
-Averaging averaging_at(const Schedule& schedule, int64_t step);
-
-/// Collective: replaces every rank's `tensors` (any devices) by their mean
-/// over ranks, element by element, with the library all-reduce (Avg) of all
-/// of them flattened into one payload on their device (a GPU buffer under
-/// --device cuda), one call per use, so the traffic log counts Σ numel · 4
-/// bytes per rank. Afterwards every rank holds the same bits.
+/// Collective: replaces every rank's `tensors` (any number, shapes and one
+/// device) by their mean over ranks, element by element.
+///
+/// Postconditions: afterwards every rank holds the same bits; the mean is the
+/// library all-reduce's (ReduceOp::Avg), one call for all the tensors
+/// together, so the traffic log counts one call of Σ numel · 4 bytes per rank.
 /// (Hole: exercises/06_averaging/average.cpp.)
 void average_parameters(Communicator& comm, std::vector<Tensor>& tensors);
+
+/// Collective (every rank calls it with the same schedule and step): the rest
+/// of training step `step` (0-based) after this rank's backward, under
+/// --average params. On entry each parameter's grad() holds this rank's
+/// gradient on its own shard; `optimizer` updates `params`. Returns what the
+/// step sent.
+///
+/// Postconditions, with W = schedule.warmup and H = schedule.every:
+///  - Steps 0 … W−1 (post-local SGD's warm-up) train exactly as gradient
+///    averaging does: each is one optimizer step on the mean gradient over
+///    ranks, and the replicas stay identical.
+///  - From step W on, each rank's optimizer steps on its own gradient, and
+///    the parameters are averaged once every H of these local steps, so
+///    that a run of W + k·H steps (k ≥ 1) ends with identical replicas,
+///    averaged exactly k times. No other step sends anything.
+///  - Right after an averaging every rank holds the same parameters, bit for
+///    bit. The optimizer state (optimizer.state_tensors()) is averaged with
+///    them when schedule.average_state, to the same bits on every rank;
+///    otherwise each rank keeps its own. It is never reset.
+///  - Everything sent goes through average_parameters.
+/// (Hole: exercises/06_averaging/local_step.cpp.)
+Averaging local_sgd_step(Communicator& comm, const Schedule& schedule, int64_t step, std::vector<Tensor>& params,
+                         Optimizer& optimizer);
 
 }  // namespace dpt::ch06

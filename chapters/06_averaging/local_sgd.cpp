@@ -13,8 +13,8 @@ namespace dpt::ch06 {
 namespace {
 double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
 
-// Gradient averaging, as chapters 04–05 do it, on the rank's device (not
-// the hole: the grads baseline runs before average_parameters is written).
+// Gradient averaging, as chapters 04–05 do it, on the rank's device, for
+// --average grads (not the hole: the baseline runs before the holes are written).
 void average_gradients(Context& ctx, std::vector<Tensor>& grads) {
   Tensor flat = flatten_on(grads, ctx.device);  // (Ψ,)
   ctx.comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
@@ -32,7 +32,7 @@ double mean_over_ranks(Context& ctx, float value) {
 }  // namespace
 
 LocalSgdRun train_local_sgd(Context& ctx, const Options& o, const Dataset& data, MLP& replica,
-                            const Schedule& schedule, bool average_state) {
+                            const Schedule& schedule) {
   std::vector<Tensor> params = replica.parameters();
   auto optimizer = make_optimizer(o.optimizer, params, o.lr);
   BatchSampler sampler(data.size(), o.batch * ctx.world, !o.no_shuffle, o.seed);  // same global batch everywhere
@@ -42,28 +42,25 @@ LocalSgdRun train_local_sgd(Context& ctx, const Options& o, const Dataset& data,
   ctx.comm.barrier();
   for (int64_t step = 0; step < o.steps; ++step) {
     ctx.comm.traffic().set_step(step);
-    Averaging what = schedule.parameters ? averaging_at(schedule, step) : Averaging::Gradients;
     Batch batch = gather_batch(data, strided_shard(sampler.indices(step), ctx.rank, ctx.world), ctx.device);
     optimizer->zero_grad();
     Tensor loss = softmax_cross_entropy(replica.forward(batch.x), batch.y);
     loss.backward();
-    if (what == Averaging::Gradients) {
+    Averaging what = Averaging::Gradients;
+    if (schedule.parameters) {
+      what = local_sgd_step(ctx.comm, schedule, step, params, *optimizer);  // the hole
+    } else {
       std::vector<Tensor> grads;
       for (Tensor& p : params) grads.push_back(p.grad());
       average_gradients(ctx, grads);  // now the same mean on every rank
-      ++run.gradient_steps;
+      optimizer->step();
     }
-    optimizer->step();  // on the mean gradient, or on this rank's own
     run.losses.push_back(mean_over_ranks(ctx, loss.item()));
-    run.drift.push_back(replica_spread(ctx, replica));  // how far apart the replicas walked
+    run.drift.push_back(replica_spread(ctx, replica));  // how far apart the replicas are at the step's end
+    if (what == Averaging::Gradients) ++run.gradient_steps;
     if (what == Averaging::Parameters) {
-      average_parameters(ctx.comm, params);
-      if (average_state) {
-        std::vector<Tensor> state = optimizer->state_tensors();  // same order on every rank
-        average_parameters(ctx.comm, state);
-      }
       run.averaged_at.push_back(step);
-      run.spread_after_averaging = nan_max(run.spread_after_averaging, replica_spread(ctx, replica));
+      run.spread_after_averaging = nan_max(run.spread_after_averaging, run.drift.back());
     }
     if (!std::isfinite(run.losses.back())) {  // the same value on every rank: all stop here
       run.diverged_step = step;

@@ -1,7 +1,9 @@
 /// @file local_sgd.h
 /// @brief Chapter 06's training loop (provided, not a hole): data-parallel
-/// training where each step averages gradients, parameters, or nothing, as
-/// ch06::averaging_at says — gradient averaging, local SGD, post-local SGD.
+/// training where each step averages gradients, parameters, or nothing —
+/// gradient averaging, local SGD, post-local SGD. After backward, a step under
+/// --average params is ch06::local_sgd_step (the hole); under --average grads
+/// the loop averages the gradients itself.
 ///
 /// The core's loop (dpt/data_parallel.h) has one hook, before the optimizer
 /// step; parameter averaging happens after it, so this chapter runs its own
@@ -24,7 +26,7 @@ namespace dpt::ch06 {
 /// What one run measured (the same on every rank, traffic included).
 struct LocalSgdRun {
   std::vector<double> losses;         ///< global-batch loss per step (mean of the shards' losses, before averaging)
-  std::vector<double> drift;          ///< per step: max |w_r − w_0| after the optimizer step, before any averaging
+  std::vector<double> drift;          ///< per step: max |w_r − w_0| at the step's end (0 after an averaging)
   std::vector<int64_t> averaged_at;   ///< the steps after which parameters were averaged
   int64_t gradient_steps = 0;         ///< steps that averaged gradients
   double spread_after_averaging = 0;  ///< largest max |w_r − w_0| right after a parameter averaging (0: same bits)
@@ -34,10 +36,9 @@ struct LocalSgdRun {
 
 /// Collective: trains `replica` (identical on every rank at entry) for
 /// options.steps steps on global batches of world · options.batch samples with
-/// options.optimizer at options.lr, averaging as `schedule` says;
-/// `average_state` also averages the optimizer state with the parameters.
-/// --average grads never calls averaging_at (it works before the holes do).
+/// options.optimizer at options.lr, averaging as `schedule` says.
+/// --average grads never calls the holes (it works before they are written).
 LocalSgdRun train_local_sgd(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
-                            const Schedule& schedule, bool average_state);
+                            const Schedule& schedule);
 
 }  // namespace dpt::ch06

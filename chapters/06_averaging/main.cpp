@@ -24,26 +24,25 @@
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch06_averaging --comm mpi
 //
 // Your holes (chapters/06_averaging/ch06.h): ch06::average_parameters and
-// ch06::averaging_at. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
+// ch06::local_sgd_step. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
+// The tour's harness (settings, metrics, verdicts on one run) is tour.h.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
-#include <map>
 
 #include "ch06.h"
 #include "dpt/data_parallel.h"
-#include "dpt/optim.h"
 #include "dpt/report.h"
 #include "dpt/verdict.h"
-#include "local_sgd.h"
+#include "tour.h"
 
 using namespace dpt;
 using namespace dpt::ch06;
 
 struct Ch06Flags {
   std::string average = "params";
-  Schedule schedule{true, 4, 0};
-  bool average_state = false, compare = true, verify = true;
+  Schedule schedule{true, 4, 0, false};
+  bool compare = true, verify = true;
   float adam_lr = 1e-3f;
   int64_t equivalence_steps = 30;
 };
@@ -54,122 +53,8 @@ struct Ch06Flags {
 /// so the two drift apart by ~lr·steps; the default run shows ~1e-2.
 constexpr double kAdamDiffers = 10 * kSingleDeviceTolerance;
 
-// One run of the tour and what came of it (rank 0 keeps the weights).
-struct Setting {
-  std::string name;
-  Options o;
-  Schedule schedule;
-  bool average_state = false;
-  bool written = true;  // false: a hole threw NotImplemented
-  LocalSgdRun run;
-  std::vector<float> weights;  // rank 0's final parameters, flattened (Ψ,)
-  Evaluation test;             // rank 0's replica on the held-out set
-};
-
-// ----------------------------------------------------------------------------
-// the schedule, written out independently of the hole: steps after which
-// parameters are averaged, W + H − 1, W + 2H − 1, … below T
-
-std::vector<int64_t> expected_averagings(const Setting& s) {
-  std::vector<int64_t> steps;
-  if (!s.schedule.parameters) return steps;
-  for (int64_t at = s.schedule.warmup + s.schedule.every - 1; at < s.o.steps; at += s.schedule.every) steps.push_back(at);
-  return steps;
-}
-
-int64_t expected_gradient_steps(const Setting& s) {
-  return s.schedule.parameters ? std::min(s.schedule.warmup, s.o.steps) : s.o.steps;
-}
-
-// ----------------------------------------------------------------------------
-// running one setting
-
-// `steps` < base.steps (the H = 1 comparisons) shows in the name.
-Setting make_setting(const Options& base, const std::string& optimizer, bool parameters, int64_t every,
-                     int64_t warmup, bool state, float adam_lr, int64_t steps) {
-  Setting s;
-  s.o = base;
-  s.o.steps = steps;
-  s.o.optimizer = optimizer;
-  if (optimizer.rfind("adam", 0) == 0) s.o.lr = adam_lr;
-  s.schedule = Schedule{parameters, every, warmup};
-  s.average_state = parameters && state;
-  s.name = parameters ? "params H=" + std::to_string(every) + (warmup ? " W=" + std::to_string(warmup) : "") +
-                            (s.average_state ? " +state" : "") + " " + optimizer
-                      : "grads " + optimizer;
-  if (steps != base.steps) s.name += ", " + std::to_string(steps) + " steps";
-  return s;
-}
-
-MLP run_setting(Context& ctx, const Dataset& data, Setting& s) {
-  MLP replica = make_replica(ctx, s.o);
-  try {
-    s.run = train_local_sgd(ctx, s.o, data, replica, s.schedule, s.average_state);
-  } catch (const NotImplemented& e) {  // thrown on every rank at the same step, before any message
-    s.written = false;
-    if (ctx.is_root()) std::cout << "  " << s.name << ": not written yet (" << e.what() << ")\n";  // even with --quiet: a hole to fill
-    return replica;
-  }
-  s.weights = flatten(replica.parameters());
-  return replica;
-}
-
-// ----------------------------------------------------------------------------
-// verdicts on one run: schedule, bytes, same bits after averaging, finite loss
-
-void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi) {
-  const LocalSgdRun& r = s.run;
-  std::vector<int64_t> want = expected_averagings(s);
-  if (s.schedule.parameters)
-    v.holds(s.name + ": parameters averaged exactly after steps W+H-1, W+2H-1, ... (" + std::to_string(want.size()) +
-                " times), gradients in the W warm-up steps",
-            r.averaged_at == want && r.gradient_steps == expected_gradient_steps(s),
-            "averaged " + std::to_string(r.averaged_at.size()) + " times" +
-                (r.averaged_at.empty() ? "" : ", first after step " + std::to_string(r.averaged_at.front())) +
-                ", gradients " + std::to_string(r.gradient_steps) + " times");
-  double state_floats = !s.average_state ? 0 : s.o.optimizer == "momentum" ? 1 : s.o.optimizer.rfind("adam", 0) == 0 ? 2 : 0;
-  double expected = 4.0 * double(psi) * (double(expected_gradient_steps(s)) + double(want.size()) * (1 + state_floats));
-  v.near(s.name + ": all-reduce bytes per rank (traffic log)", double(r.traffic.collective_bytes("all_reduce", 0)),
-         expected, 0, "4*Psi per averaging (and per optimizer state float); nothing else goes through all_reduce");
-  if (!want.empty())
-    v.at_most(s.name + ": replicas identical right after each averaging, max |w_r - w_0|", r.spread_after_averaging, 0,
-              "every rank receives the same mean: the same bits");
-}
-
 // ----------------------------------------------------------------------------
 // the lecture, run by every rank; rank 0 narrates and returns the exit code
-
-double max_over(const std::vector<double>& xs) {
-  double m = 0;
-  for (double x : xs) m = std::isnan(x) || std::isnan(m) ? std::nan("") : std::max(m, x);
-  return m;
-}
-
-double weight_gap(const Setting& a, const Setting& b) {
-  if (!a.written || !b.written || a.weights.size() != b.weights.size()) return std::nan("");
-  double worst = 0;
-  for (std::size_t i = 0; i < a.weights.size(); ++i) {
-    double d = std::fabs(double(a.weights[i]) - double(b.weights[i]));
-    worst = std::isnan(d) || std::isnan(worst) ? std::nan("") : std::max(worst, d);
-  }
-  return worst;
-}
-
-void write_metrics(const std::string& path, const std::vector<Setting>& settings) {
-  MetricsWriter metrics(path);
-  if (!metrics.enabled()) return;
-  int64_t steps = 0;
-  for (const Setting& s : settings) steps = std::max(steps, int64_t(s.run.losses.size()));
-  for (int64_t t = 0; t < steps; ++t) {
-    std::map<std::string, double> values;
-    for (const Setting& s : settings)
-      if (t < int64_t(s.run.losses.size())) {
-        values["loss:" + s.name] = s.run.losses[std::size_t(t)];
-        values["drift:" + s.name] = s.run.drift[std::size_t(t)];
-      }
-    metrics.write(t, values);
-  }
-}
 
 int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
@@ -181,29 +66,28 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
     if (ctx.is_root()) save_outputs(o, replica, data);
     return 0;
   }
+
+  // --------------------------------------------------------------------------
+  // 1. Training the settings side by side. The H = 1 comparisons run
+  // E = --equivalence-steps: beyond some tens of steps one ReLU flipped by
+  // rounding parts the two runs (docs/ch06_averaging.md).
   const bool params = f.average == "params";
-  std::vector<Setting> settings;  // the last one is the flags' own setting
-  // The H = 1 comparisons run E = --equivalence-steps: beyond some tens of
-  // steps one ReLU flipped by rounding parts the two runs (docs/ch06_averaging.md).
+  const Schedule& h = f.schedule;
   const int64_t e = std::min(o.steps, f.equivalence_steps);
   auto grads_of = [&](const std::string& opt, int64_t steps) { return make_setting(o, opt, false, 1, 0, false, f.adam_lr, steps); };
-  auto h1_of = [&](const std::string& opt) { return make_setting(o, opt, true, 1, 0, f.average_state, f.adam_lr, e); };
+  auto h1_of = [&](const std::string& opt) { return make_setting(o, opt, true, 1, 0, h.average_state, f.adam_lr, e); };
+  std::vector<Setting> settings;  // the tour's, then the checks', then the flags' own setting
   if (f.compare)
-    for (const char* opt : {"sgd", "momentum", "adam"}) {
-      settings.push_back(grads_of(opt, e));
-      settings.push_back(h1_of(opt));
-    }
-  Setting mine = make_setting(o, o.optimizer, params, f.schedule.every, f.schedule.warmup, f.average_state, f.adam_lr, o.steps);
-  Setting grads_mine = grads_of(o.optimizer, o.steps);
+    for (const char* opt : {"sgd", "momentum", "adam"}) settings.push_back(grads_of(opt, e)), settings.push_back(h1_of(opt));
+  const Setting mine = make_setting(o, o.optimizer, params, h.every, h.warmup, h.average_state, f.adam_lr, o.steps);
+  const Setting grads_mine = grads_of(o.optimizer, o.steps), verified = grads_of(o.optimizer, e);
   auto has = [&](const std::string& name) {
     for (const Setting& s : settings) if (s.name == name) return true;
     return false;
   };
-  Setting verified = grads_of(o.optimizer, e);  // one device checks gradient averaging over the same horizon
-  if (f.verify && !has(verified.name)) settings.push_back(verified);
+  if (f.verify && !has(verified.name)) settings.push_back(verified);  // one device checks it over the same horizon
   if (params && !has(grads_mine.name)) settings.push_back(grads_mine);  // the bytes to compare with
   if (!has(mine.name)) settings.push_back(mine);
-
   say.section("1. Training " + std::to_string(settings.size()) + " settings on " + std::to_string(ctx.world) +
               " ranks (" + std::to_string(o.steps) + " steps, batch " + std::to_string(o.batch) + " per rank)");
   MLP last = make_replica(ctx, o);  // what --save-weights writes: the flags' own setting
@@ -214,15 +98,17 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
     if (s.name == mine.name) last = trained;
   }
   if (!ctx.is_root()) return 0;
-  save_outputs(o, last, data);
-  write_metrics(o.metrics, settings);
   auto find = [&](const std::string& name) -> const Setting& {
     for (const Setting& s : settings) if (s.name == name) return s;
     return settings.back();
   };
+  save_outputs(o, last, data);
+  write_metrics(o.metrics, settings, find(mine.name));
   const Setting& grads_ref = find(grads_mine.name);
   const int64_t psi = last.num_parameters();
 
+  // --------------------------------------------------------------------------
+  // 2. What each setting computed and sent
   say.section("2. What each setting computed and sent");
   Table table("ch06: " + std::to_string(ctx.world) + " ranks, Psi = " + std::to_string(psi) + " parameters",
               {"setting", "final loss", "held-out acc.", "max |w - w_grads|", "averagings", "all-reduce/rank", "max drift"});
@@ -238,9 +124,21 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
   Table held("ch06 " + mine.name + ": training set vs held-out", {"what", "value"});
   report_held_out(last, data, held_out, o.steps, o.metrics, held);
   held.print(std::cout);
-  say.say("max drift: the largest max |w_r - w_0| just before an averaging. Losses and drift per step: --metrics,\n"
+  say.say("max drift: the largest max |w_r - w_0| at the end of a step. Losses and drift per step: --metrics,\n"
           "drawn by scripts/plot_ch06.py.");
+  const Setting& m = find(mine.name);
+  const bool local = params && m.written && ctx.world > 1 && h.every > 1 && o.steps > h.warmup + 1;
+  if (local) {
+    double saved = 1 - double(m.run.traffic.collective_bytes("all_reduce", 0)) /
+                           double(grads_ref.run.traffic.collective_bytes("all_reduce", 0));
+    say.say("communication saved by " + m.name + ": " + fixed(100 * saved, 1) + " % (" +
+            std::to_string(m.run.averaged_at.size() + std::size_t(m.run.gradient_steps)) + " averagings in " +
+            std::to_string(o.steps) + " steps; (H-1)/H = " + fixed(100.0 * double(h.every - 1) / double(h.every), 1) +
+            " % when W = 0 and H divides the steps)");
+  }
 
+  // --------------------------------------------------------------------------
+  // 3. Verdicts: each run against its spec, one device, the H = 1 identities
   Verdicts v;
   std::string diverged, unwritten;
   for (const Setting& s : settings) {
@@ -265,18 +163,9 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
                  weight_gap(find(h1_of("adam").name), find(grads_of("adam", e).name)),
                  kAdamDiffers, "m/sqrt(v) is not linear in g: the mean of updates is not the update of the mean");
   }
-  const Setting& m = find(mine.name);
-  if (params && m.written && ctx.world > 1 && mine.schedule.every > 1 && o.steps > mine.schedule.warmup + 1) {
-    double saved = 1 - double(m.run.traffic.collective_bytes("all_reduce", 0)) /
-                           double(grads_ref.run.traffic.collective_bytes("all_reduce", 0));
-    say.say("communication saved by " + m.name + ": " + fixed(100 * saved, 1) + " % (" +
-            std::to_string(m.run.averaged_at.size() + std::size_t(m.run.gradient_steps)) + " averagings in " +
-            std::to_string(o.steps) + " steps; (H-1)/H = " +
-            fixed(100.0 * double(mine.schedule.every - 1) / double(mine.schedule.every), 1) +
-            " % when W = 0 and H divides the steps)");
+  if (local)
     v.at_least(m.name + ": replicas drift apart between averagings, max |w_r - w_0|", max_over(m.run.drift), 1e-6,
                "each replica steps on its own shard's gradient");
-  }
   v.print(std::cout);
   return v.exit_code();
 }
@@ -298,7 +187,7 @@ int main(int argc, char** argv) {
       ->check(positive_integer())->capture_default_str();
   app.add_option("--warmup-steps", flags.schedule.warmup, "W: average gradients for the first W steps, then parameters")
       ->check(non_negative_integer())->capture_default_str();
-  app.add_flag("--average-state", flags.average_state, "Average the optimizer state with the parameters (default: local)");
+  app.add_flag("--average-state", flags.schedule.average_state, "Average the optimizer state with the parameters (default: local)");
   app.add_flag("--compare,!--no-compare", flags.compare,
                "Also train grads vs params at H=1 for sgd, momentum, adam and compare (default on)")
       ->capture_default_str();

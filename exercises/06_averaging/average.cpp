@@ -1,19 +1,13 @@
-// exercises/06_averaging/average.cpp — hole: average parameters across ranks.
+// exercises/06_averaging/average.cpp — hole: average tensors across ranks.
+// The contract is dpt::ch06::average_parameters in chapters/06_averaging/ch06.h;
+// hints in tiers are in docs/ch06_averaging.md (§ Hints).
 //
-// The spec is in chapters/06_averaging/ch06.h (average_parameters).
-//
-// Hints:
-//  * Chapter 04 taught how an all-reduce works; here use the library's:
-//        comm.all_reduce(ptr, count, ReduceOp::Avg);
-//    it logs its payload in the traffic log, which the chapter's byte
-//    verdicts read. One call for all tensors, not one per tensor.
-//  * dpt::flatten_on(tensors, device) copies them into one tensor on
-//    `device` (take tensors.front().device(): under --device cuda a GPU, so
-//    the all-reduce gets a GPU buffer and nothing goes through the host);
-//    dpt::unflatten(flat, tensors) copies it back (dpt/data_parallel.h).
-//    Pass flat.data() and flat.numel() to the all-reduce.
-//  * Avg, not Sum: a sum makes the weights n times too large, and training
-//    runs away within a few steps.
+// Pointers:
+//   - The library's all-reduce: comm.all_reduce(ptr, count, ReduceOp::Avg)
+//     (chapter 04 taught how one works; use the library's here).
+//   - dpt::flatten_on and dpt::unflatten (dpt/data_parallel.h) move a list of
+//     tensors into one tensor on a device and back; device memory is reached
+//     only through them and the all-reduce, never through a host loop.
 #include "ch06.h"
 
 #include "dpt/check.h"
