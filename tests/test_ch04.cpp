@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "ch04.h"
+#include "dpt/comm/watch.h"
 #include "support/ranks.h"
 #include "support/single_device.h"
 
@@ -58,7 +59,11 @@ TEST_CASE("ring_all_reduce: every rank gets the serial sum, any length and world
       INFO("world " << world << ", count " << count);
       RingRun run = run_ring(world, count, all_reduce_sum);
       for (int r = 0; r < world; ++r)
-        for (int64_t i = 0; i < count; ++i) REQUIRE(run.data[r][i] == float(serial_sum(world, i)));
+        for (int64_t i = 0; i < count; ++i)
+          if (run.data[r][i] != float(serial_sum(world, i)))
+            FAIL("after the all-reduce rank " << r << "'s element " << i << " is " << run.data[r][i]
+                 << ", the sum over ranks is " << serial_sum(world, i) << ": every rank must end with the sum in "
+                 "every element (the scatter-reduce and all-gather tests say which phase is off)");
     }
   }
 }
@@ -75,6 +80,7 @@ TEST_CASE("ring_all_reduce: Avg gives every rank the serial mean", "[ch04][needs
     for (int r = 0; r < world; ++r)
       for (int64_t i = 0; i < 1001; ++i) {
         double mean = serial_sum(world, i) / world;
+        INFO("rank " << r << "'s element " << i << " is " << run.data[r][i] << ", the mean over ranks is " << mean);
         REQUIRE(std::fabs(run.data[r][i] - mean) <= 2.4e-7 * mean);
       }
   }
@@ -89,40 +95,165 @@ TEST_CASE("ring_all_reduce: 500k floats (above any eager limit) on 2 and 4 rank 
     const int64_t count = 500000;
     RingRun run = run_ring(world, count, all_reduce_sum);
     for (int r = 0; r < world; ++r)
-      for (int64_t i = 0; i < count; i += 997) REQUIRE(run.data[r][i] == float(serial_sum(world, i)));
+      for (int64_t i = 0; i < count; i += 997) {
+        INFO("rank " << r << "'s element " << i << " must be the sum over ranks");
+        REQUIRE(run.data[r][i] == float(serial_sum(world, i)));
+      }
   }
 }
 
-TEST_CASE("ring_scatter_reduce: rank r ends with the full sum of chunk (r+1) mod n", "[ch04]") {
-  const int world = 4;
-  const int64_t count = 10;  // chunks of 3, 3, 2, 2
-  RingRun run = run_ring(world, count, [](Communicator& comm, std::vector<float>& d) {
-    ch04::ring_scatter_reduce(comm, d.data(), int64_t(d.size()));
-  });
-  for (int r = 0; r < world; ++r) {
-    ch04::Chunk owned = ch04::ring_chunk(count, world, (r + 1) % world);
-    for (int64_t i = owned.begin; i < owned.end; ++i) CHECK(run.data[r][i] == float(serial_sum(world, i)));
+namespace {
+// Rank r contributes 8^r to every element, so a sum read in base 8 says how
+// many times each rank's contribution reached it (exact below 2^24: n <= 5).
+float contribution(int rank) { return float(1 << (3 * rank)); }
+
+// "ranks 0 and 2 once, rank 1 twice, rank 3 missing" for a sum of contributions.
+std::string contributions(float value, int world) {
+  auto digits = static_cast<int64_t>(value);
+  std::string once, other;
+  for (int r = 0; r < world; ++r, digits /= 8) {
+    int64_t times = digits % 8;
+    if (times == 1) once += (once.empty() ? "" : ",") + std::to_string(r);
+    else other += std::string(other.empty() ? "" : "; ") + "rank " + std::to_string(r) + " " +
+                  (times == 0 ? "missing" : std::to_string(times) + " times");
   }
+  return (once.empty() ? "no rank once" : "ranks " + once + " once") + (other.empty() ? "" : "; " + other);
 }
 
-TEST_CASE("ring_all_gather: every rank ends with every rank's finished chunk", "[ch04]") {
-  const int world = 3;
-  const int64_t count = 8;
-  // Rank r's finished chunk (r+1) mod n holds 100·(chunk)+i; the rest is junk (−1).
-  auto finished = [&](int64_t i) {
-    for (int c = 0; c < world; ++c) {
-      ch04::Chunk ch = ch04::ring_chunk(count, world, c);
-      if (i >= ch.begin && i < ch.end) return float(100 * c + i);
+float all_once(int world) {
+  float sum = 0;
+  for (int r = 0; r < world; ++r) sum += contribution(r);
+  return sum;
+}
+}  // namespace
+
+TEST_CASE("ring_scatter_reduce: rank r ends owning chunk (r+1) mod n, every contribution counted once", "[ch04]") {
+  for (int world : {2, 3, 4, 5}) {
+    for (int64_t count : {int64_t(world), int64_t(10)}) {  // one element per chunk; chunks of unequal size
+      RingRun run = run_ring(world, count, [](Communicator& comm, std::vector<float>& d) {
+        std::fill(d.begin(), d.end(), contribution(comm.rank()));
+        ch04::ring_scatter_reduce(comm, d.data(), int64_t(d.size()));
+      });
+      for (int r = 0; r < world; ++r) {
+        int owned = (r + 1) % world;
+        ch04::Chunk chunk = ch04::ring_chunk(count, world, owned);
+        for (int64_t i = chunk.begin; i < chunk.end; ++i)
+          if (run.data[r][i] != all_once(world))
+            FAIL(world << " ranks, " << count << " floats: after scatter-reduce rank " << r << "'s chunk " << owned
+                       << " (the one it must own) holds " << contributions(run.data[r][i], world)
+                       << ". A partial sum must travel the whole ring, picking up each rank's contribution exactly "
+                          "once, and end on its owner.");
+      }
     }
-    return -2.0f;
-  };
-  RingRun run = run_ring(world, count, [&](Communicator& comm, std::vector<float>& d) {
-    ch04::Chunk mine = ch04::ring_chunk(count, world, (comm.rank() + 1) % world);
-    for (int64_t i = 0; i < count; ++i) d[i] = (i >= mine.begin && i < mine.end) ? finished(i) : -1.0f;
-    ch04::ring_all_gather(comm, d.data(), count);
-  });
-  for (int r = 0; r < world; ++r)
-    for (int64_t i = 0; i < count; ++i) CHECK(run.data[r][i] == finished(i));
+  }
+}
+
+TEST_CASE("ring_all_gather: every rank ends with a copy of every owner's finished chunk", "[ch04]") {
+  for (int world : {2, 3, 4}) {
+    const int64_t count = 8;
+    // Rank r's finished chunk (r+1) mod n holds 100·(chunk+1)+i; elsewhere this
+    // rank holds 10000·(rank+1) + i, which no finished value equals.
+    auto finished = [&](int64_t i) {
+      for (int c = 0; c < world; ++c) {
+        ch04::Chunk ch = ch04::ring_chunk(count, world, c);
+        if (i >= ch.begin && i < ch.end) return float(100 * (c + 1) + i);
+      }
+      return -2.0f;
+    };
+    RingRun run = run_ring(world, count, [&](Communicator& comm, std::vector<float>& d) {
+      ch04::Chunk mine = ch04::ring_chunk(count, world, (comm.rank() + 1) % world);
+      for (int64_t i = 0; i < count; ++i)
+        d[i] = (i >= mine.begin && i < mine.end) ? finished(i) : float(10000 * (comm.rank() + 1) + i);
+      ch04::ring_all_gather(comm, d.data(), count);
+    });
+    for (int r = 0; r < world; ++r)
+      for (int64_t i = 0; i < count; ++i) {
+        float got = run.data[r][i], want = finished(i), stale = float(10000 * (r + 1) + i);
+        if (got == want) continue;
+        FAIL(world << " ranks: after all-gather rank " << r << " element " << i << " is " << got
+                   << ", the owner's finished value is " << want
+                   << (got == stale ? " (it never arrived: every chunk must reach every rank in n-1 steps)"
+                       : got == want + stale ? " (it was added to this rank's old value: all-gather copies, it does not add)"
+                                             : " (a chunk other than the owner's finished one arrived there)"));
+      }
+  }
+}
+
+namespace {
+// Every rank's messages during one phase, as a watching communicator saw them
+// (up to the error that stopped the phase, if one did: `error` says it).
+std::vector<std::vector<Message>> phase_messages(int world, int64_t count,
+                                                 void (*phase)(Communicator&, float*, int64_t), std::string& error) {
+  std::vector<std::vector<Message>> seen(static_cast<std::size_t>(world));
+  try {
+    dpt_test::run_ranks(world, [&](Context& ctx) {
+      std::vector<float> data(std::size_t(count), 1.0f);
+      auto watched = watch_messages(ctx.comm, [&](const Message& m) { seen[std::size_t(ctx.rank)].push_back(m); });
+      phase(*watched, data.data(), count);
+    }, 3.0);
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  return seen;
+}
+}  // namespace
+
+TEST_CASE("ring_scatter_reduce: n-1 steps, each one whole chunk right and one from the left", "[ch04]") {
+  for (int world : {2, 3, 4, 5}) {
+    const int64_t count = 10;  // chunks of 3, 3, 2, 2 at n = 4: a send of a wrong size shows
+    for (auto phase : {std::make_pair("scatter-reduce", ch04::ring_scatter_reduce),
+                       std::make_pair("all-gather", ch04::ring_all_gather)}) {
+      std::string error;
+      auto seen = phase_messages(world, count, phase.second, error);
+      for (int r = 0; r < world; ++r) {
+        int right = (r + 1) % world, left = (r + world - 1) % world, sends = 0, receives = 0;
+        for (const Message& m : seen[std::size_t(r)]) {
+          if (m.dst >= 0) {
+            ++sends;
+            INFO(phase.first << ", " << world << " ranks: rank " << r << " sent " << m.send_count << " floats to rank "
+                             << m.dst << " (" << m.call << ")");
+            INFO("in a ring each rank sends only to its right neighbour, (r+1) mod n = " << right);
+            CHECK(m.dst == right);
+            bool whole = false;
+            for (int c = 0; c < world; ++c) whole = whole || m.send_count == ch04::ring_chunk(count, world, c).size();
+            INFO("each message is one whole chunk (a ring_chunk size), not part of one or several");
+            CHECK(whole);
+          }
+          if (m.src >= 0) {
+            ++receives;
+            INFO(phase.first << ", " << world << " ranks: rank " << r << " received from rank " << m.src);
+            INFO("in a ring each rank receives only from its left neighbour, (r-1) mod n = " << left);
+            CHECK(m.src == left);
+          }
+        }
+        INFO(phase.first << ", " << world << " ranks: rank " << r << " sent " << sends << " and received " << receives
+                         << " messages");
+        INFO("a phase is n-1 = " << world - 1 << " steps of one send and one receive each");
+        CHECK((sends == world - 1 && receives == world - 1));
+      }
+      if (!error.empty()) FAIL(phase.first << ", " << world << " ranks, stopped by an error: " << error);
+    }
+  }
+}
+
+TEST_CASE("ring_scatter_reduce: every rank steps at once without deadlock, even when each send waits for its receive",
+          "[ch04]") {
+  // The test world has no send buffer (eager limit 0, as MPI allows for any
+  // send): a send returns only once its receive is posted.
+  for (int world : {2, 3}) {
+    try {
+      dpt_test::run_ranks(world, [&](Context& ctx) {
+        std::vector<float> data(100, 1.0f);
+        ch04::ring_scatter_reduce(ctx.comm, data.data(), 100);
+      }, 3.0);
+    } catch (const Timeout& e) {
+      FAIL(world << " ranks deadlocked in scatter-reduce: every rank waited for a peer that was itself waiting. "
+           "When every rank sends first and receives after, no receive is ever posted for a send that waits for "
+           "one (communicator.h, rendezvous). The timeout said: " << e.what());
+    }
+  }
 }
 
 TEST_CASE("ring_all_reduce: each rank sends only to its right neighbour", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather]") {

@@ -16,8 +16,8 @@ Chunk ring_chunk(int64_t count, int n, int i) {
   return {begin, begin + base + (i < extra ? 1 : 0)};
 }
 
-void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op, const StepHook& after_step) {
-  ring_scatter_reduce(comm, data, count, after_step);
+void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op) {
+  ring_scatter_reduce(comm, data, count);
   if (op == ReduceOp::Avg) {
     // Between the phases each rank scales only the chunk it owns, (r+1) mod n:
     // S/n floats instead of S, and the all-gather spreads the scaled chunks.
@@ -25,7 +25,7 @@ void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op
     // data may be GPU memory: scale where it lives (the bits of `*= 1/n`).
     scale_floats(data + owned.begin, owned.size(), 1.0f / float(comm.size()));
   }
-  ring_all_gather(comm, data, count, after_step);
+  ring_all_gather(comm, data, count);
 }
 
 }  // namespace dpt::ch04

@@ -17,7 +17,7 @@ namespace {
 int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
 
-void ring_scatter_reduce(Communicator& comm, float* data, int64_t count, const StepHook& after_step) {
+void ring_scatter_reduce(Communicator& comm, float* data, int64_t count) {
   const int n = comm.size(), r = comm.rank();
   const int right = mod(r + 1, n), left = mod(r - 1, n);
   Floats scratch(data, ring_chunk(count, n, 0).size());  // in data's memory; chunk 0 is the largest
@@ -28,11 +28,10 @@ void ring_scatter_reduce(Communicator& comm, float* data, int64_t count, const S
     // and the right neighbour receives ours of chunk `out`.
     comm.sendrecv(data + out.begin, out.size(), right, scratch.data(), in.size(), left);
     add_floats(data + in.begin, scratch.data(), in.size());  // data[in.begin + i] += scratch[i]
-    if (after_step) after_step("scatter-reduce", s);
   }
 }
 
-void ring_all_gather(Communicator& comm, float* data, int64_t count, const StepHook& after_step) {
+void ring_all_gather(Communicator& comm, float* data, int64_t count) {
   const int n = comm.size(), r = comm.rank();
   const int right = mod(r + 1, n), left = mod(r - 1, n);
   for (int s = 0; s + 1 < n; ++s) {
@@ -41,7 +40,6 @@ void ring_all_gather(Communicator& comm, float* data, int64_t count, const StepH
     // Finished chunks circulate: what arrives from the left is final, so it
     // lands in place, over our partial copy.
     comm.sendrecv(data + out.begin, out.size(), right, data + in.begin, in.size(), left);
-    if (after_step) after_step("all-gather", s);
   }
 }
 

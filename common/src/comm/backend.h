@@ -78,6 +78,10 @@ struct CommAccess {
                                             double timeout_s, TrafficLog traffic);
   /// Communication calls record "comm" spans on `tracer` (may be null).
   static void set_tracer(Communicator& comm, Tracer* tracer) { comm.tracer_ = tracer; }
+  /// The tracer `comm` records on (null when none).
+  static Tracer* tracer(const Communicator& comm) { return comm.tracer_; }
+  /// The backend `comm` passes its calls to (watch.cpp wraps it).
+  static Backend& backend(Communicator& comm) { return *comm.backend_; }
   /// Backend::all_gather_bytes, in order with async work; not logged or traced.
   static void all_gather_bytes(Communicator& comm, const void* send, void* recv, int64_t bytes);
   /// Backend::fail.
