@@ -63,6 +63,21 @@ class Scoreboard(unittest.TestCase):
         self.assertIn("needs ring_scatter_reduce, ring_all_gather", row(out, "ring_all_reduce"))
         self.assertIn("needs ch03's shard_indices", row(out, "chapter"))
 
+    def test_a_row_never_needs_itself_or_a_hole_already_done(self):
+        records = [json.loads(l) for l in (HERE / "reference.jsonl").read_text().splitlines() if l.strip()]
+        for r in records:  # ring_all_gather fails again, tagged as needing itself and a done hole
+            if r.get("subject") == "ring_all_gather":
+                r.update(outcome="fail", needs=["ring_all_gather", "ring_scatter_reduce"],
+                         failure={"file": "tests/test_ch04.cpp", "line": 1, "expression": "x", "message": "",
+                                  "info": []})
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "records.jsonl"
+            path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+            code, out = grade(str(path))
+        self.assertEqual(code, 1, out)
+        self.assertIn("✘", row(out, "ring_all_gather"))
+        self.assertNotIn("needs", row(out, "ring_all_gather"))
+
     def test_all_passing_is_all_done_and_exit_0(self):
         code, out = grade("reference.jsonl")
         self.assertEqual(code, 0, out)
@@ -96,6 +111,16 @@ class ExpectHoles(unittest.TestCase):
             code, out = grade(str(path), "--expect-holes")
             self.assertEqual(code, 1, out)
             self.assertIn("helper: runs a hole: passes on the untouched hole", out)
+
+    def test_a_hole_no_test_checks_fails(self):
+        untouched = [l for l in (HERE / "untouched.jsonl").read_text().splitlines()
+                     if l.strip() and json.loads(l).get("subject") != "host_average_gradients"]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "records.jsonl"
+            path.write_text("\n".join(untouched) + "\n")
+            code, out = grade(str(path), "--expect-holes")
+        self.assertEqual(code, 1, out)
+        self.assertIn("ch03 host_average_gradients: no test checks this hole", out)
 
     def test_a_test_that_passes_or_fails_otherwise_is_named(self):
         code, out = grade("student.jsonl", "--expect-holes")
