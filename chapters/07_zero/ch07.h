@@ -1,32 +1,30 @@
 /// @file ch07.h
 /// @brief Chapter 07's exercises, specified here once: how ZeRO cuts the
-/// parameters across ranks, stage 2's reduce-scatter of one gradient bucket,
-/// and stage 3's gather and free around one layer. Fill them in
-/// `exercises/07_zero/zero.cpp` (hints there); `ctest --preset student -L ch07`
-/// checks them against serial computations and the library's collectives, and
-/// trains every stage against stage 0 and one device.
+/// parameters across ranks, and what makes a stage that stage — what a rank
+/// does when a bucket of gradients is ready, what it does at the update, and
+/// where stage 3 brings a layer's parameters in and lets them go. Fill them in
+/// `exercises/07_zero/` (`partition.cpp`, `stages.cpp`, `layers.cpp`); hints
+/// in tiers in docs/ch07_zero.md (\ref ch07_hints). `ctest --preset student -L ch07`
+/// checks each against serial computations, the library's collectives, the
+/// traffic log and the device's memory ledger, then trains every stage
+/// against stage 0 and one device.
 ///
 /// The layout every stage shares: ONE flat float32 buffer of all Ψ parameters
 /// in parameters() order (fc0.weight, fc0.bias, fc1.weight, …), padded with
-/// zeros to N·S floats, S = ⌈Ψ/N⌉. Rank r owns [r·S, (r+1)·S): its slice of
-/// the parameters (stage 3), of the gradients (stages 2, 3) and of Adam's m
-/// and v (stages 1–3). A layer, or a bucket of consecutive layers, is a flat
-/// range [begin, end) of that buffer; rank r's part of it is the range's
-/// intersection with its shard (empty for most ranks when the range is small).
+/// zeros to N·S floats. Rank r owns [r·S, (r+1)·S) of the parameters, of the
+/// gradients and of Adam's m and v. A layer, or a bucket of consecutive
+/// layers, is a flat range [begin, end) of that buffer; rank r's part of it is
+/// the range's intersection with its shard (often empty).
 ///
-/// Every buffer a hole gets (`bucket`, `grad_shard`, a tensor's data()) lives
-/// on the rank's device: host memory on cpu:k, GPU memory under --device cuda,
-/// where the host cannot read or write it. So the holes never touch a float
-/// themselves: they copy with `copy_floats` and divide with `divide_floats`
-/// (dpt/floats.h — the plain loops on host memory, copies and kernels on a
-/// GPU), and leave the rest to ch07's ring (sharded_ring.h), which does the same.
+/// What a rank keeps is the ZeRO paper's definition of the stages (the
+/// trainer allocates it; ZeroState below): stage 0 everything in full;
+/// stage 1 shards m and v; stage 2 the gradients too; stage 3 the parameters
+/// too. What a rank *does* with what it keeps is yours to write.
 ///
-///     Partition part = partition_parameters(psi, world);          // S, N·S
-///     std::vector<int64_t> b = shard_bounds(part, layer_range);   // rank r: [b[r], b[r+1])
-///     reduce_scatter_bucket(comm, part, bucket_range, bucket, grad_shard);  // stage 2
-///     Tensor w = gather_layer(comm, part, layer_range, param_shard, device);  // stage 3
-///     … forward or backward of the layer with w …
-///     release_layer(w);
+/// Every buffer lives on the rank's device. Reach it only through the seam
+/// dpt/floats.h (`copy_floats`, `add_floats`, `divide_floats`) and Tensor
+/// views (`slice`); communicate only through ch07's ring (sharded_ring.h),
+/// whose sum order makes every stage compute the same bits.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +35,9 @@
 
 namespace dpt::ch07 {
 
+// ----------------------------------------------------------------------------
+// the partition (partition.cpp)
+
 /// Elements [begin, end) of the flat parameter buffer.
 struct Range {
   int64_t begin = 0;  ///< first element
@@ -45,51 +46,123 @@ struct Range {
   int64_t size() const { return end - begin; }
 };
 
-/// How Ψ parameters are cut into N equal shards.
+/// How Ψ parameters are cut into N equal shards of S floats.
 struct Partition {
   int64_t psi = 0;     ///< Ψ, the number of parameters (unpadded)
   int world = 1;       ///< N, the number of ranks
-  int64_t shard = 0;   ///< S = ⌈Ψ/N⌉, floats per rank
-  int64_t padded = 0;  ///< N·S >= Ψ: the flat buffer's length (padding < N)
+  int64_t shard = 0;   ///< S, floats per rank
+  int64_t padded = 0;  ///< N·S: the flat buffer's length
   /// Rank r's shard [r·S, (r+1)·S).
   Range shard_of(int rank) const { return {rank * shard, (rank + 1) * shard}; }
 };
 
-/// The partition of `psi` >= 1 parameters over `world` >= 1 ranks: S = ⌈Ψ/N⌉
-/// (integer arithmetic), padded = N·S. Anything else is a dpt::Error naming
-/// the bad value. (Hole.)
+/// The partition of `psi` >= 1 parameters over `world` >= 1 ranks.
+/// Postconditions: every parameter belongs to exactly one shard (N·S >= Ψ);
+/// all shards are equal; the padding N·S − Ψ is the least possible (fewer
+/// than N floats). Any other input is a dpt::Error naming the bad value.
+/// (Hole.)
 Partition partition_parameters(int64_t psi, int world);
 
 /// Who owns which part of flat range `range` (0 <= begin <= end <= padded):
 /// N+1 offsets *relative to range.begin*, b[0] = 0 <= b[1] <= … <= b[N] =
-/// range.size(), such that rank r owns [b[r], b[r+1]) — the part of the range
-/// inside its shard, possibly empty. A range outside [0, padded) is a
-/// dpt::Error. (Hole.)
+/// range.size(), such that rank r owns [b[r], b[r+1]) of the range — exactly
+/// the elements of the range that lie in its shard, possibly none. A range
+/// outside [0, padded) is a dpt::Error. (Hole.)
 std::vector<int64_t> shard_bounds(const Partition& part, Range range);
 
-/// Stage 2: one bucket's gradients leave the rank. `bucket` holds this rank's
-/// gradients of flat range `range` (range.size() floats, overwritten). After
-/// the call this rank's part of the range (shard_bounds) holds the MEAN over
-/// ranks — summed by ch07's ring_reduce_scatter (sharded_ring.h, provided),
-/// then divided by float(N) with divide_floats (a division, as stages 0 and
-/// 1 do, so every stage computes the same bits) — copied (copy_floats) into
-/// `grad_shard` (S floats: this rank's shard of the gradient) at the part's
-/// offset from r·S. The rest of grad_shard is untouched. Collective: every
-/// rank calls it with the same range. Each rank sends range.size() minus its
-/// own part's floats. (Hole.)
-void reduce_scatter_bucket(Communicator& comm, const Partition& part, Range range, float* bucket, float* grad_shard);
+// ----------------------------------------------------------------------------
+// what a rank holds (the trainer builds it; the stage holes read and write it)
 
-/// Stage 3: the full parameters of flat range `range` (one layer), gathered
-/// from every rank's `param_shard` (S floats) into a new tensor (range.size(),)
-/// on `device`, charged to MemoryCategory::Comm (a dpt::MemoryScope around
-/// the allocation). Copy this rank's part in from its shard (copy_floats),
-/// then ring all-gather the parts (ch07's ring_all_gather with shard_bounds).
-/// Collective. (Hole.)
+/// Adam's hyper-parameters (PyTorch's defaults); decoupled = AdamW.
+struct AdamConfig {
+  float lr = 1e-3f;           ///< learning rate
+  float beta1 = 0.9f;         ///< first-moment decay
+  float beta2 = 0.999f;       ///< second-moment decay
+  float eps = 1e-8f;          ///< added to √v̂
+  float weight_decay = 0.0f;  ///< λ
+  bool decoupled = false;     ///< AdamW: p ← p·(1 − lr·λ) instead of g += λ p
+};
+
+/// Step `t` (1-based) of Adam on equally long flat tensors: p[i] moves by
+/// its own gradient g[i] and moments m[i], v[i] — dpt::Adam's arithmetic.
+/// Tensors of different lengths are a dpt::Error naming the four lengths.
+/// (Provided.)
+void adam_update(const AdamConfig& config, int64_t t, Tensor p, const Tensor& g, Tensor m, Tensor v);
+
+/// One rank's model states under its stage, as the trainer allocated them.
+/// "Full" is the padded buffer (N·S floats), "shard" this rank's S floats:
+///
+///   stage | params | grads | m, v
+///   ------|--------|-------|------
+///   0     | full   | full  | full
+///   1     | full   | full  | shard
+///   2     | full   | shard | shard
+///   3     | shard  | shard | shard
+struct ZeroState {
+  /// Empty states on `comm`'s rank and `device`; the trainer fills the rest.
+  ZeroState(Communicator& c, Device& d) : comm(c), device(d) {}
+  Communicator& comm;            ///< this rank's communicator (rank(), size())
+  Device& device;                ///< where every tensor here lives
+  Partition part;                ///< the flat layout
+  int stage = 0;                 ///< 0 … 3
+  std::vector<Range> layers;     ///< layer l's flat range (its weight, then its bias)
+  AdamConfig adam;               ///< the optimizer
+  Tensor params, grads, m, v;    ///< see the table
+  /// Stage 3: layer l's gathered parameters while the layer is in use (else
+  /// undefined). --prefetch may fill a layer's slot ahead of its use.
+  std::vector<Tensor> gathered;
+};
+
+// ----------------------------------------------------------------------------
+// the stages (stages.cpp)
+
+/// Backward has finished every gradient of flat range `range` (a bucket of
+/// whole layers, the same on every rank, buckets in the same order on every
+/// rank). `bucket` holds this rank's gradients of the range (range.size()
+/// floats): at stages 0–1 a view of s.grads, at stages 2–3 a buffer of its
+/// own (charged to comm buffers), which the call may overwrite. Collective.
+/// Postconditions, with "the mean" the sum over ranks divided by float(N):
+///  - stage 0: every rank's s.grads holds the mean over the whole range;
+///  - stages 1–3: this rank's part of the range (shard_bounds) holds the
+///    mean in its gradient — s.grads at the same flat place at stage 1, its
+///    place in the S-float shard s.grads at stages 2–3, whose other floats
+///    are untouched; no more bytes leave the rank than that needs;
+///  - stages 2–3: nothing of the bucket is kept (`bucket` is undefined).
+/// (Hole.)
+void on_bucket_ready(ZeroState& s, Range range, Tensor& bucket);
+
+/// Every bucket is done: Adam's step `t` (1-based). Collective.
+/// Postconditions: every one of the Ψ parameters has taken step t exactly
+/// once, with its mean gradient and its own moments; every rank holds what
+/// its stage keeps up to date — at stages 0–2 all N·S parameters (the same
+/// on every rank), at stage 3 its shard; each rank's m and v have advanced
+/// only for the parameters it keeps them for. (Hole.)
+void update_parameters(ZeroState& s, int64_t t);
+
+// ----------------------------------------------------------------------------
+// a layer's parameters around its use (layers.cpp)
+
+/// Before layer l's forward, and again before its backward: the layer's
+/// full parameters, s.layers[l].size() floats on s.device (weight then bias).
+/// Collective at the stages where it must communicate. Postcondition at
+/// stage 3: s.gathered[l] holds them until layer_done. (Hole.)
+Tensor layer_parameters(ZeroState& s, int l);
+
+/// After layer l's forward or backward; the caller holds no handle to what
+/// layer_parameters returned any more. Postcondition: the layer's parameters
+/// take no memory beyond what the stage keeps anyway (table above). (Hole.)
+void layer_done(ZeroState& s, int l);
+
+/// Stage 3: the full parameters of flat range `range` (one layer), from every
+/// rank's `param_shard` (S floats), in a new tensor (range.size(),) on
+/// `device`, charged to MemoryCategory::Comm. Collective; each rank sends
+/// only to its right neighbour, and each part reaches each other rank once.
+/// (Hole.)
 Tensor gather_layer(Communicator& comm, const Partition& part, Range range, const Tensor& param_shard, Device& device);
 
-/// Stage 3: frees a gathered layer as soon as its forward (or backward) is
-/// done: drops `gathered` (it becomes undefined), so its bytes go back to the
-/// device unless another handle still holds them. (Hole.)
+/// Stage 3: lets go of a gathered layer: afterwards `gathered` is undefined
+/// and, unless another handle holds them, its bytes are back with the device.
+/// (Hole.)
 void release_layer(Tensor& gathered);
 
 }  // namespace dpt::ch07

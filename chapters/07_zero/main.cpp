@@ -24,11 +24,12 @@
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch07_zero --comm mpi --stage 2
 //     build/reference/bin/ch07_zero --ranks 4 --stage 3 --device cuda          # on GPUs, each rank its own account
 //
-// Your holes (chapters/07_zero/ch07.h): partition_parameters, shard_bounds,
-// reduce_scatter_bucket, gather_layer, release_layer.
+// Your holes (chapters/07_zero/ch07.h): partition_parameters, shard_bounds;
+// on_bucket_ready and update_parameters (what makes a stage that stage);
+// layer_parameters, layer_done, gather_layer, release_layer (stage 3's
+// parameters around each layer's use).
 // Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <iostream>
 
 #include "ch07.h"
@@ -44,32 +45,16 @@
 #include "zero_checkpoint.h"
 #include "zero_engine.h"
 #include "zero_report.h"
+#include "zero_setup.h"
 
 using namespace dpt;
 using namespace dpt::ch07;
-
-struct Ch07Flags {
-  int stage = 3;
-  bool prefetch = false, verify = true, compare = false;
-  double bucket_mb = 0.25, weight_decay = -1;  // -1: the optimizer's default (adam 0, adamw 0.01)
-  std::string device_memory, report_json;
-  std::string save_checkpoint, resume, consolidate;  // directories
-  int64_t checkpoint_every = 0;                       // 0: only after the last step
-};
-
-int64_t parse_size(const std::string& text);
-ZeroPlan plan_of(const Options& o, const Ch07Flags& f);
-std::vector<float> initial_parameters(Context& ctx, const Options& o);
-void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f);
 
 // ----------------------------------------------------------------------------
 // the lecture, run by every rank; rank 0 narrates and returns the exit code
 
 int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
-  DPT_CHECK(checkpoints_available() || (f.save_checkpoint.empty() && f.resume.empty() && f.consolidate.empty()),
-            "this dpt was built without sharded checkpoints (dpt/sharded_checkpoint.h): --save-checkpoint, --resume "
-            "and --consolidate are not available");
   if (!f.consolidate.empty()) {  // no training: one safetensors file from the shards
     DPT_CHECK(!o.save_weights.empty(), "--consolidate DIR writes the weights to --save-weights FILE: give one");
     if (ctx.is_root()) consolidate_zero_checkpoint(f.consolidate, o.save_weights);
@@ -77,7 +62,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
     return 0;
   }
   Dataset data = load_dataset(o);
-  check_ranks_agree(ctx.comm, o, data);
+  check_ranks_agree(ctx.comm, o, data, flags_to_agree(f));
   HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   const int64_t capacity = parse_size(f.device_memory);
   ZeroPlan plan = plan_of(o, f);
@@ -142,7 +127,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   Verdicts verdicts;  // filled on rank 0
   report_memory(ctx, run, part, f.stage, f.prefetch, verdicts, !o.quiet);
   if (ctx.is_root()) report_traffic(run, part, f.stage, verdicts, !o.quiet);
-  nlohmann::json report = run_json(ctx, run, part, f.stage);
+  nlohmann::json report = run_json(ctx, run, part, f.stage, f.prefetch);
   if (ctx.is_root() && !f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
 
   // ---- 4. The same weights as stage 0, and as one device
@@ -185,85 +170,6 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
 }
 
 // ----------------------------------------------------------------------------
-// set-up: the plan and the master copy
-
-ZeroPlan plan_of(const Options& o, const Ch07Flags& f) {
-  DPT_CHECK(o.optimizer == "adam" || o.optimizer == "adamw",
-            "ch07 shards Adam's state: --optimizer must be adam or adamw, got '" << o.optimizer << "'");
-  ZeroPlan plan;
-  plan.stage = f.stage;
-  plan.prefetch = f.prefetch;
-  plan.bucket_bytes = int64_t(std::llround(f.bucket_mb * 1024 * 1024));
-  plan.adam.lr = o.lr;
-  plan.adam.decoupled = o.optimizer == "adamw";
-  plan.adam.weight_decay = float(f.weight_decay >= 0 ? f.weight_decay : (plan.adam.decoupled ? 0.01 : 0.0));
-  return plan;
-}
-
-// "2MiB", "512KiB", "3MB", "1GiB" or plain bytes; "" is 0 (no cap).
-int64_t parse_size(const std::string& text) {
-  if (text.empty()) return 0;
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
-  const std::pair<const char*, double> units[] = {{"", 1}, {"B", 1}, {"KiB", 1024}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-                                                  {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}};
-  for (auto [name, scale] : units)
-    if (used > 0 && unit == name && std::isfinite(value) && value > 0) return int64_t(value * scale);
-  DPT_FAIL("--device-memory expects a size such as 2MiB, 512KiB or 3000000, got '" << text << "'");
-}
-
-// Rank 0 builds the master copy (seeded, or --load-weights) and broadcasts it.
-std::vector<float> initial_parameters(Context& ctx, const Options& o) {
-  std::vector<float> flat;
-  if (ctx.is_root()) flat = flatten(build_model(o, Device::host()).parameters());
-  int64_t psi = 0;
-  std::vector<int64_t> widths = o.widths();
-  for (std::size_t l = 0; l + 1 < widths.size(); ++l) psi += widths[l] * widths[l + 1] + widths[l + 1];
-  flat.resize(std::size_t(psi));
-  ctx.comm.broadcast(flat.data(), psi, 0);
-  return flat;
-}
-
-// ----------------------------------------------------------------------------
-// --compare-stages: the four stages side by side in one run
-
-void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f) {
-  Options quiet = o;
-  quiet.quiet = true, quiet.metrics.clear();
-  std::vector<float> initial = initial_parameters(ctx, o);
-  Partition part = partition_parameters(int64_t(initial.size()), ctx.world);
-  Table table("stages side by side (" + std::to_string(ctx.world) + " ranks, " + std::to_string(o.steps) + " steps)",
-              {"stage", "step time / stage 0", "sent per rank per step", "theory", "peak per rank (worst)",
-               "formula"});
-  double base = 0;
-  nlohmann::json report = {{"world", ctx.world}, {"psi", part.psi}, {"stages", nlohmann::json::array()}};
-  for (int stage = 0; stage <= 3; ++stage) {
-    Ch07Flags g = f;
-    g.stage = stage;
-    ZeroRun run = train_zero(ctx, quiet, data, initial, plan_of(o, g), "stage " + std::to_string(stage));
-    double t = max_over_ranks(ctx.comm, median(run.step_seconds));
-    double peak = max_over_ranks(ctx.comm, run.memory.peak_total);
-    if (stage == 0) base = t;
-    double sent = 0;
-    for (int r = 0; r < ctx.world; ++r) sent = std::max(sent, double(run.traffic.bytes_sent(r)));
-    sent /= double(std::max<std::size_t>(1, run.losses.size()));
-    table.add_row({std::to_string(stage), fixed(t / base, 2), format_bytes(sent),
-                   format_bytes(theory_bytes_per_step(stage, double(part.psi), ctx.world)), format_bytes(peak),
-                   formula_text(stage) + " = " + format_bytes(formula_bytes(stage, double(part.psi), ctx.world))});
-    report["stages"].push_back(run_json(ctx, run, part, stage));
-  }
-  if (!ctx.is_root()) return;
-  table.print(std::cout);
-  if (!f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
-}
-
-// ----------------------------------------------------------------------------
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
@@ -278,32 +184,7 @@ int main(int argc, char** argv) {
   add_common_flags(app, options);
   add_launch_flags(app, launch_options);
   add_data_parallel_flags(app, flags.verify);
-  app.add_option("--stage", flags.stage, "ZeRO stage: 0 plain DP, 1 +optimizer state, 2 +gradients, 3 +parameters")
-      ->check(CLI::Range(0, 3))->capture_default_str();
-  app.add_flag("--prefetch", flags.prefetch, "Stage 3: gather the next layer while this one computes");
-  app.add_option("--bucket-mb", flags.bucket_mb, "Stages 2-3: bucket cap in MiB (whole layers, last first)")
-      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
-  app.add_option("--weight-decay", flags.weight_decay, "Adam: L2 penalty; AdamW: decoupled decay (default 0 / 0.01)")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--device-memory", flags.device_memory, "Cap each rank's device, e.g. 2MiB (default: no cap)")
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            try {
-              parse_size(text);
-              return std::string();
-            } catch (const Error& e) {
-              return std::string(e.what());
-            }
-          },
-          "SIZE"));
-  app.add_option("--report-json", flags.report_json, "Write memory by category and bytes per rank as JSON")
-      ->check(output_path());
-  app.add_option("--save-checkpoint", flags.save_checkpoint, "Save a sharded checkpoint into DIR (after the last step)");
-  app.add_option("--checkpoint-every", flags.checkpoint_every, "With --save-checkpoint: also every K steps")
-      ->check(positive_integer());
-  app.add_option("--resume", flags.resume, "Continue the run saved in DIR (any number of ranks, same global batch)");
-  app.add_option("--consolidate", flags.consolidate, "Write the checkpoint in DIR to --save-weights FILE, then stop");
-  app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
+  add_ch07_flags(app, flags);
   parse_flags(app, argc, argv);
   return run_lecture("ch07_zero", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
 }

@@ -6,22 +6,10 @@
 
 #include "dpt/check.h"
 #include "dpt/report.h"
-
-// The core's sharded checkpoints arrived on their own branch; until both are
-// merged this chapter builds without them and says so when asked to save
-// (CMakeLists.txt defines DPT_CH07_CHECKPOINTS where the header exists).
-#ifndef DPT_CH07_CHECKPOINTS
-#define DPT_CH07_CHECKPOINTS 0
-#endif
-#if DPT_CH07_CHECKPOINTS
 #include "dpt/sharded_checkpoint.h"
-#endif
 
 namespace dpt::ch07 {
 
-bool checkpoints_available() { return DPT_CH07_CHECKPOINTS == 1; }
-
-#if DPT_CH07_CHECKPOINTS
 namespace {
 // What must be equal for a resume to continue the same run.
 std::map<std::string, std::string> run_settings(const Options& o, const AdamConfig& adam, int world) {
@@ -67,16 +55,5 @@ LoadedShard load_zero_checkpoint(Context& ctx, const std::string& dir, const Opt
 }
 
 void consolidate_zero_checkpoint(const std::string& dir, const std::string& out) { consolidate_checkpoint(dir, out); }
-#else
-[[noreturn]] static void unavailable() {
-  DPT_FAIL("this dpt was built without sharded checkpoints (dpt/sharded_checkpoint.h): "
-           "--save-checkpoint, --resume and --consolidate are not available");
-}
-void save_zero_checkpoint(Context&, const std::string&, const ZeroTrainer&, const Options&, const AdamConfig&) {
-  unavailable();
-}
-LoadedShard load_zero_checkpoint(Context&, const std::string&, const Options&, const AdamConfig&) { unavailable(); }
-void consolidate_zero_checkpoint(const std::string&, const std::string&) { unavailable(); }
-#endif
 
 }  // namespace dpt::ch07

@@ -22,9 +22,6 @@
 
 namespace dpt::ch07 {
 
-/// True when this dpt has sharded checkpoints (dpt/sharded_checkpoint.h).
-bool checkpoints_available();
-
 /// Collective: every rank saves its shard of `trainer` under `dir` at the
 /// trainer's step; after a barrier rank 0 writes the index and the completion
 /// marker; a second barrier, so no rank reads or saves again before that.

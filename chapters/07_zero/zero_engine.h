@@ -1,25 +1,14 @@
 /// @file zero_engine.h
 /// @brief Chapter 07's trainer (provided, not a hole): one MLP held as ZeRO
-/// stage 0, 1, 2 or 3 holds it, trained with Adam/AdamW on sharded state.
+/// stage 0, 1, 2 or 3 holds it (ZeroState, ch07.h), trained with Adam/AdamW.
 ///
-/// Every stage keeps the same flat layout (ch07.h) and differs only in what a
-/// rank keeps and when it talks:
-///
-///   stage | keeps in full            | keeps its 1/N of        | per step
-///   ------|--------------------------|-------------------------|------------------------------
-///   0     | params, grads, m, v      | —                       | all-reduce grads (RS + AG)
-///   1     | params, grads            | m, v                    | RS grads, update shard, AG params
-///   2     | params                   | grads, m, v             | RS each bucket in backward, AG params
-///   3     | —                        | params, grads, m, v     | AG a layer before its forward and
-///         |                          |                         | its backward, RS each bucket
-///
-/// A layer's forward and backward are one autograd op (`zero_linear`) whose
-/// backward writes dW, db straight into the layer's gradient destination (the
-/// flat gradient buffer, or the open bucket) — so no full per-parameter
-/// gradient tensor ever exists in stages 2 and 3. Every allocation is charged
-/// to a memory category (dpt/memory_ledger.h). All stages sum each gradient in
-/// the same order (sharded_ring.h) and run the same Adam arithmetic, so they
-/// compute the same bits.
+/// A step: forward and backward through zero_layers.h; backward fills the
+/// gradients of whole layers, last layer first, into buckets of consecutive
+/// layers (at most --bucket-mb, a larger layer alone), and each bucket, once
+/// complete, goes to the stage's on_bucket_ready; then update_parameters.
+/// What the stage does at those two points, and around each layer's use, is
+/// the student's (ch07.h). Every allocation is charged to a memory category
+/// (dpt/memory_ledger.h).
 ///
 /// Left out: mixed precision (the paper's 2+2+12 bytes), gradient
 /// accumulation, overlapping the reduce-scatter with backward (chapter 05 did
@@ -41,25 +30,11 @@
 
 namespace dpt::ch07 {
 
-/// Adam's hyper-parameters (PyTorch's defaults); decoupled = AdamW.
-struct AdamConfig {
-  float lr = 1e-3f;            ///< learning rate
-  float beta1 = 0.9f;          ///< first-moment decay
-  float beta2 = 0.999f;        ///< second-moment decay
-  float eps = 1e-8f;           ///< added to √v̂
-  float weight_decay = 0.0f;   ///< λ
-  bool decoupled = false;      ///< AdamW: p ← p·(1 − lr·λ) instead of g += λ p
-};
-
-/// Step `t` (1-based) of Adam on n floats: the very arithmetic of dpt::Adam,
-/// on a flat range (p, g, m, v each n floats).
-void adam_update(const AdamConfig& config, int64_t t, float* p, const float* g, float* m, float* v, int64_t n);
-
 /// What to run.
 struct ZeroPlan {
   int stage = 0;                 ///< 0 … 3
   bool prefetch = false;         ///< stage 3: gather the next layer while this one computes
-  int64_t bucket_bytes = 1 << 20;  ///< stages 2, 3: bucket cap (consecutive layers, last first)
+  int64_t bucket_bytes = 1 << 20;  ///< bucket cap (consecutive layers, last first; a larger layer alone)
   AdamConfig adam;               ///< the optimizer
   /// Stage 0 only, on every rank, after the gradient all-reduce and before
   /// Adam: the step (0-based), the Ψ parameters and averaged gradients, flat
@@ -87,9 +62,9 @@ class ZeroTrainer {
   ZeroTrainer(const ZeroTrainer&) = delete;
   ZeroTrainer& operator=(const ZeroTrainer&) = delete;
 
-  /// One training step on this rank's batch: forward, backward (reduce-
-  /// scattering buckets in stages 2, 3), gradient sync, Adam on what this rank
-  /// owns, parameter all-gather (stages 1, 2). Returns the local loss. Collective.
+  /// One training step on this rank's batch: forward, backward (each
+  /// complete bucket to on_bucket_ready), update_parameters. Returns the
+  /// local loss. Collective.
   float step(const Batch& batch);
   /// Collective: all Ψ parameters (flat, unpadded), on every rank.
   std::vector<float> full_parameters();
@@ -98,7 +73,7 @@ class ZeroTrainer {
   const Partition& partition() const { return part_; }
   /// Layer l's flat range (weight then bias).
   const std::vector<Range>& layer_ranges() const { return layers_; }
-  /// The buckets (stages 2, 3; empty otherwise).
+  /// The buckets, in the order backward completes them.
   const std::vector<LayerBucket>& buckets() const { return buckets_; }
   /// Adam steps taken.
   int64_t steps_taken() const { return t_; }
@@ -139,6 +114,8 @@ struct ZeroRun {
   double seconds = 0;              ///< the loop's wall time
   TrafficLog traffic;              ///< every rank's sends during the loop
   MemorySnapshot memory;           ///< this rank's device, from just before the first step
+  std::vector<Range> layers;       ///< the layout trained: each layer's flat range
+  std::vector<LayerBucket> buckets;  ///< and the buckets
   std::vector<float> weights;      ///< the final Ψ parameters (flat)
 };
 

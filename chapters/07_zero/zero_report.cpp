@@ -2,6 +2,7 @@
 // their verdicts.
 #include "zero_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -36,15 +37,31 @@ double padded_state_bytes(int stage, const Partition& part) {
   }
 }
 
+double comm_formula_bytes(int stage, bool prefetch, const std::vector<Range>& layers,
+                          const std::vector<LayerBucket>& buckets) {
+  if (stage <= 1) return 0;
+  int64_t bucket = 0, first = 0, second = 0;  // the largest bucket; the two largest layers
+  for (const LayerBucket& b : buckets) bucket = std::max(bucket, b.range.size());
+  for (const Range& l : layers) {
+    if (l.size() > first) second = first, first = l.size();
+    else second = std::max(second, l.size());
+  }
+  if (stage == 2) return 4.0 * double(bucket);
+  return 4.0 * double(bucket + first + (prefetch ? second : 0));
+}
+
 void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch, Verdicts& v,
                    bool print) {
   const MemorySnapshot& m = run.memory;
   auto at = [&](MemoryCategory c) { return m.at_peak[std::size_t(c)]; };
   const double formula = formula_bytes(stage, double(part.psi), part.world);
-  const double padding = padded_state_bytes(stage, part) - formula;
-  const double extras = padding + at(MemoryCategory::Activations) + at(MemoryCategory::Comm) + at(MemoryCategory::Other);
-  const double deviation = std::fabs(m.peak_total - (formula + extras)) / (formula + extras);
-  const double worst = max_over_ranks(ctx.comm, deviation);
+  const double padded = padded_state_bytes(stage, part), padding = padded - formula;
+  const double comm = comm_formula_bytes(stage, prefetch, run.layers, run.buckets);
+  const double states = at(MemoryCategory::Params) + at(MemoryCategory::Grads) + at(MemoryCategory::OptimizerState);
+  const double expected = padded + at(MemoryCategory::Activations) + at(MemoryCategory::Other) + comm;
+  const double states_off = max_over_ranks(ctx.comm, std::fabs(states - padded));
+  const double comm_over = max_over_ranks(ctx.comm, m.peak[std::size_t(MemoryCategory::Comm)] - comm);
+  const double above = max_over_ranks(ctx.comm, (m.peak_total - expected) / expected);
   if (!ctx.is_root()) return;
   if (print) {
     Table table("memory on rank 0's device by category (" + ctx.device.name() + ")",
@@ -60,19 +77,23 @@ void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int 
                                ", N = " + std::to_string(part.world) + ")",
                            format_bytes(formula)});
     formula_table.add_row({"+ padding to N·S = " + std::to_string(part.padded) + " floats", format_bytes(padding)});
-    formula_table.add_row({"+ activations and backward temporaries", format_bytes(at(MemoryCategory::Activations))});
-    formula_table.add_row({stage >= 2 ? std::string("+ comm buffers: open bucket") +
-                                            (stage == 3 ? std::string(", gathered layer") + (prefetch ? "s (prefetch)" : "")
-                                                        : "")
-                                      : "+ comm buffers (the ring's scratch is not charged)",
-                           format_bytes(at(MemoryCategory::Comm))});
-    formula_table.add_row({"= expected peak", format_bytes(formula + extras)});
+    formula_table.add_row({"+ activations and backward temporaries (measured)", format_bytes(at(MemoryCategory::Activations))});
+    formula_table.add_row({stage <= 1   ? std::string("+ comm buffers: none (a bucket is a view of the gradients)")
+                           : stage == 2 ? std::string("+ comm buffers: the largest bucket")
+                                        : std::string("+ comm buffers: the largest bucket and gathered layer") +
+                                              (prefetch ? "s (two, prefetch)" : ""),
+                           format_bytes(comm)});
+    formula_table.add_row({"= expected peak", format_bytes(expected)});
     formula_table.add_row({"measured peak", format_bytes(m.peak_total)});
     formula_table.print(std::cout);
   }
-  v.at_most("peak per rank vs formula + named extras: |measured - expected| / expected (worst rank)", worst, 0.05,
-            "the model states at the peak are exactly the formula's on the padded buffer; a stage that keeps a full "
-            "copy it should shard is off by 4Ψ(N-1)/N or more");
+  v.at_most("model states at the peak vs the formula on the padded buffer: |measured - formula| (bytes, worst rank)",
+            states_off, 0, "a stage keeps exactly its formula's parameters, gradients and m, v");
+  v.at_most("comm buffers' own peak minus their formula (bytes, worst rank)", comm_over, 0,
+            "at most one open bucket, and at stage 3 one gathered layer (two with --prefetch): a bucket or a "
+            "gathered layer kept after its use shows here");
+  v.at_most("peak per rank above formula + named extras: (measured - expected) / expected (worst rank)", above, 0.05,
+            "expected = model states + padding + activations + other + the comm buffers' formula");
 }
 
 void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdicts& v, bool print) {
@@ -100,7 +121,7 @@ void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdic
                 std::to_string(part.padded - part.psi) + " padding floats");
 }
 
-nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage) {
+nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch) {
   // Every rank's ledger, gathered: [peak_total, at_peak × categories, peak × categories] per rank.
   const int width = 1 + 2 * kMemoryCategories;
   std::vector<float> mine{float(run.memory.peak_total)}, all(std::size_t(width * ctx.world));
@@ -112,6 +133,7 @@ nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part,
                         {"formula", formula_text(stage)},
                         {"formula_bytes", formula_bytes(stage, double(part.psi), part.world)},
                         {"padded_state_bytes", padded_state_bytes(stage, part)},
+                        {"comm_formula_bytes", comm_formula_bytes(stage, prefetch, run.layers, run.buckets)},
                         {"theory_bytes_per_step", theory_bytes_per_step(stage, double(part.psi), part.world)},
                         {"median_step_s", median(run.step_seconds)}, {"ranks", nlohmann::json::array()}};
   for (int r = 0; r < ctx.world; ++r) {

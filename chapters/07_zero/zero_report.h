@@ -31,9 +31,21 @@ double theory_bytes_per_step(int stage, double psi, int n);
 /// padded buffer (N·S instead of Ψ where a full copy is kept, S for a shard).
 double padded_state_bytes(int stage, const Partition& part);
 
+/// Comm-buffer bytes a rank needs at most, by the stage's own rule — never
+/// measured: none at stages 0–1 (a bucket is a view of the full gradient
+/// buffer); the largest bucket at stage 2; at stage 3 that plus the largest
+/// gathered layer (the two largest with --prefetch, one in use and the next
+/// in flight).
+double comm_formula_bytes(int stage, bool prefetch, const std::vector<Range>& layers,
+                          const std::vector<LayerBucket>& buckets);
+
 /// Collective. Prints (rank 0) rank 0's memory by category next to the formula
-/// and its named extras, and adds the verdict "peak within 5 % of formula +
-/// extras" over every rank (the worst rank's deviation).
+/// and its named extras, and adds three verdicts over every rank (the worst
+/// rank's): the model states at the peak are the formula's on the padded
+/// buffer; the comm buffers' own peak is at most comm_formula_bytes; the
+/// peak is at most 5 % above formula + padding + activations + other +
+/// comm_formula_bytes. Every "expected" figure comes from a formula, never
+/// from the quantity judged.
 void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch, Verdicts& v,
                    bool print);
 
@@ -42,10 +54,11 @@ void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int 
 void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdicts& v, bool print);
 
 /// Collective: the run as JSON (complete on rank 0): stage, world, psi,
-/// padded, formula_bytes, padded_state_bytes, theory_bytes_per_step, and per
-/// rank {rank, peak_total, at_peak{category: bytes}, peak{…}, sent_per_step}.
-/// What --report-json writes and scripts/plot_ch07.py draws.
-nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage);
+/// padded, formula_bytes, padded_state_bytes, comm_formula_bytes,
+/// theory_bytes_per_step, and per rank {rank, peak_total, at_peak{category:
+/// bytes}, peak{…}, sent_per_step}. What --report-json writes and
+/// scripts/plot_ch07.py draws.
+nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch);
 
 /// For an out-of-memory message at `stage`: the formula per stage against
 /// `capacity` bytes, and the stage to run instead ("run with --stage 2").

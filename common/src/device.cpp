@@ -13,6 +13,7 @@
 
 #include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION: no-ops without ASan
 
+#include "block_registry.h"
 #include "dpt/check.h"
 #include "dpt/gpu.h"
 
@@ -104,7 +105,47 @@ int parse_index(const std::string& text) {
   if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
   return std::stoi(text);
 }
+
+// The live blocks of every device, by address (student build only).
+std::mutex g_blocks_mutex;
+std::map<const char*, detail::LiveBlock>& live_blocks() {
+  static std::map<const char*, detail::LiveBlock> blocks;
+  return blocks;
+}
 }  // namespace
+
+namespace detail {
+void note_block(const void* begin, std::size_t bytes, const Device& device) {
+  std::lock_guard<std::mutex> lock(g_blocks_mutex);
+  const char* at = static_cast<const char*>(begin);
+  live_blocks()[at] = LiveBlock{at, bytes, &device};
+}
+
+void forget_block(const void* begin) {
+  std::lock_guard<std::mutex> lock(g_blocks_mutex);
+  live_blocks().erase(static_cast<const char*>(begin));
+}
+
+bool block_holding(const void* p, LiveBlock* out) {
+  std::lock_guard<std::mutex> lock(g_blocks_mutex);
+  const char* at = static_cast<const char*>(p);
+  auto it = live_blocks().upper_bound(at);
+  if (it == live_blocks().begin()) return false;
+  --it;
+  if (at >= it->first + rounded_size(it->second.bytes)) return false;
+  *out = it->second;
+  return true;
+}
+
+bool block_starting_within(const void* p, std::size_t bytes, LiveBlock* out) {
+  std::lock_guard<std::mutex> lock(g_blocks_mutex);
+  const char* at = static_cast<const char*>(p);
+  auto it = live_blocks().upper_bound(at);
+  if (it == live_blocks().end() || it->first >= at + bytes) return false;
+  *out = it->second;
+  return true;
+}
+}  // namespace detail
 
 Device& Device::host() { return lookup(DeviceKind::Host, 0); }
 
@@ -176,6 +217,7 @@ void* Device::allocate(std::size_t bytes) {
       cached_ -= rounded;
       expose(kind_, reused, bytes, rounded);
       ledger_.on_allocate(reused, bytes);
+      if (detail::kCheckFloatRanges) detail::note_block(reused, bytes, *this);
       return reused;
     }
   }
@@ -201,6 +243,7 @@ void* Device::allocate(std::size_t bytes) {
   }
   expose(kind_, ptr, bytes, rounded);
   ledger_.on_allocate(ptr, bytes);
+  if (detail::kCheckFloatRanges) detail::note_block(ptr, bytes, *this);
   return ptr;
 }
 
@@ -208,6 +251,7 @@ void Device::release(void* ptr, std::size_t bytes) {
   if (!ptr) return;
   current_.fetch_sub(bytes);
   ledger_.on_release(ptr, bytes);
+  if (detail::kCheckFloatRanges) detail::forget_block(ptr);
   std::size_t rounded = block_size(kind_, bytes);
   if (!memory_caching()) {
     if (kind_ == DeviceKind::Cuda) {

@@ -4,7 +4,9 @@
 
 #include <cstring>
 
+#include "block_registry.h"
 #include "dpt/check.h"
+#include "dpt/device.h"
 #include "dpt/gpu.h"
 #include "dpt/kernels.h"
 
@@ -25,11 +27,40 @@ void check_same_memory(const void* a, const void* b, int64_t count, const char* 
                            << (gb < 0 ? std::string("host memory") : "cuda:" + std::to_string(gb))
                            << " (receive into a dpt::Floats made next to the destination)");
 }
+// Student build: `count` floats from `p` must lie inside the device block
+// (the tensor's allocation) that `p` points into; an offset or a count that
+// is wrong is a sentence naming the call and the argument, not a crash or a
+// silently overwritten neighbour. Memory no device handed out (a std::vector,
+// scratch) is not checked.
+void check_range(const float* p, int64_t count, const char* call, const char* argument) {
+  DPT_CHECK(count >= 0, call << ": a negative count (" << count << ")");
+  if (!detail::kCheckFloatRanges || count == 0) return;
+  const std::size_t bytes = std::size_t(count) * sizeof(float);
+  detail::LiveBlock block;
+  if (detail::block_holding(p, &block)) {
+    const int64_t offset = int64_t(reinterpret_cast<const char*>(p) - block.begin) / int64_t(sizeof(float));
+    const int64_t size = int64_t(block.bytes / sizeof(float));
+    DPT_CHECK(offset + count <= size,
+              call << ": out of bounds: its " << argument << " is floats [" << offset << ", " << offset + count
+                   << ") of a tensor of " << size << " floats on " << block.device->name() << " ("
+                   << offset + count - size << " past its end): an offset or a count is wrong");
+    return;
+  }
+  DPT_CHECK(!detail::block_starting_within(p, bytes, &block),
+            call << ": out of bounds: its " << argument << " (" << count << " floats) starts "
+                 << (block.begin - reinterpret_cast<const char*>(p)) / int64_t(sizeof(float))
+                 << " floats before a tensor of " << block.bytes / sizeof(float) << " floats on "
+                 << block.device->name() << " and runs into it: an offset is too small (negative?)");
+}
 }  // namespace
+
+bool float_ranges_checked() { return detail::kCheckFloatRanges; }
 
 int gpu_of(const void* ptr) { return gpu::device_of_pointer(ptr); }
 
 void copy_floats(float* dst, const float* src, int64_t count) {
+  check_range(dst, count, "copy_floats", "destination");
+  check_range(src, count, "copy_floats", "source");
   if (count == 0) return;
   const std::size_t bytes = std::size_t(count) * sizeof(float);
   int to = gpu_of(dst), from = gpu_of(src);
@@ -44,17 +75,21 @@ void copy_floats(float* dst, const float* src, int64_t count) {
 }
 
 void add_floats(float* dst, const float* src, int64_t count) {
+  check_range(dst, count, "add_floats", "destination");
+  check_range(src, count, "add_floats", "source");
   if (count == 0) return;
   check_same_memory(dst, src, count, "add_floats");
   kernels_at(dst).add(dst, dst, src, count);
 }
 
 void scale_floats(float* data, int64_t count, float factor) {
+  check_range(data, count, "scale_floats", "data");
   if (count == 0) return;
   kernels_at(data).scale(data, factor, count);
 }
 
 void divide_floats(float* data, int64_t count, float divisor) {
+  check_range(data, count, "divide_floats", "data");
   if (count == 0) return;
   kernels_at(data).divide(data, divisor, count);
 }

@@ -121,9 +121,9 @@ std::string difference(int rank, const Fingerprint& reference, const Fingerprint
     if (what == "data set")
       return "rank " + std::to_string(rank) + " holds a different data set than rank 0 (" + seen + " vs " + expected +
              "): every rank must read the same --data files";
-    if (what == "--no-shuffle")
-      return "rank " + std::to_string(rank) + (seen == "given" ? " was started with --no-shuffle, rank 0 without it"
-                                                               : " was started without --no-shuffle, rank 0 with it") +
+    if (seen == "given" || seen == "not given")  // a switch, or whether a flag was given
+      return "rank " + std::to_string(rank) + (seen == "given" ? " was started with " + what + ", rank 0 without it"
+                                                               : " was started without " + what + ", rank 0 with it") +
              ": every rank needs the same flags";
     return "rank " + std::to_string(rank) + " was started with " + what + " " + seen + ", rank 0 with " + what + " " +
            expected + ": every rank needs the same flags";
@@ -133,9 +133,12 @@ std::string difference(int rank, const Fingerprint& reference, const Fingerprint
 
 }  // namespace
 
-void check_ranks_agree(Communicator& comm, const Options& options, const Dataset& data) {
+void check_ranks_agree(Communicator& comm, const Options& options, const Dataset& data,
+                       const std::vector<std::pair<std::string, std::string>>& chapter_flags) {
   if (comm.size() == 1) return;
-  std::vector<std::string> texts = gather_texts(comm, encode(fingerprint(options, data)));
+  Fingerprint print = fingerprint(options, data);
+  print.insert(print.end() - 1, chapter_flags.begin(), chapter_flags.end());  // flags first, the data set last
+  std::vector<std::string> texts = gather_texts(comm, encode(print));
   Fingerprint reference = decode(texts[0]);
   // Every rank has every text, so every rank finds the same first difference.
   for (int r = 1; r < comm.size(); ++r) {

@@ -14,6 +14,11 @@
 /// first waits for that work, so a ring's add always lands before the chunk
 /// leaves. Both pointers of one call must live in the same memory, except for
 /// `copy_floats`, which copies between any two.
+///
+/// In the student build (CMake DPT_STUDENT=ON) each call also checks every
+/// range it is given against the tensor it points into: a range that runs
+/// past a tensor's end, or starts before one and runs into it, is a
+/// dpt::Error naming the call, the argument and the floats it asked for.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +28,10 @@ namespace dpt {
 namespace gpu {
 class Stream;
 }
+
+/// Whether this build checks the ranges given to the calls below (the
+/// student build does).
+bool float_ranges_checked();
 
 /// The GPU `ptr` points into, or -1 for host memory (always -1 without CUDA).
 int gpu_of(const void* ptr);

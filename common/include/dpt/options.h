@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dpt/data.h"
@@ -103,7 +104,10 @@ void save_outputs(const Options& options, const MLP& model, const Dataset& data)
 /// that differs from rank 0 and both values: "rank 1 was started with --batch
 /// 16, rank 0 with --batch 8". Output paths and --quiet may differ (rank 0
 /// alone writes and talks); --load-weights may differ in path (the chapters
-/// broadcast rank 0's weights).
-void check_ranks_agree(Communicator& comm, const Options& options, const Dataset& data);
+/// broadcast rank 0's weights). `chapter_flags`: a chapter's own flags that
+/// must agree too, as (flag, value) pairs in the same order on every rank
+/// (ch07: {"--stage", "3"}, …), named the same way on a mismatch.
+void check_ranks_agree(Communicator& comm, const Options& options, const Dataset& data,
+                       const std::vector<std::pair<std::string, std::string>>& chapter_flags = {});
 
 }  // namespace dpt

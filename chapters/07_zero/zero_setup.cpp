@@ -1,0 +1,152 @@
+// zero_setup.cpp — chapter 07's flags, plan, master copy and --compare-stages.
+#include "zero_setup.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <iostream>
+
+#include "dpt/check.h"
+#include "dpt/data_parallel.h"
+#include "dpt/output_file.h"
+#include "dpt/report.h"
+#include "dpt/timing.h"
+#include "zero_report.h"
+
+namespace dpt::ch07 {
+
+namespace {
+// A finite number in [low, high] ("nan" and "inf" are refused: --weight-decay
+// nan once became a silent 0).
+CLI::Validator finite_in(double low, double high) {
+  return CLI::Validator(
+      [low, high](std::string& text) {
+        char* end = nullptr;
+        double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+        if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(value) && value >= low && value <= high)
+          return std::string();
+        return "expects a finite number from " + fmt(low) + " to " + fmt(high) + ", got '" + text + "'";
+      },
+      "NUMBER");
+}
+}  // namespace
+
+void add_ch07_flags(CLI::App& app, Ch07Flags& flags) {
+  app.get_option("--optimizer")
+      ->check(CLI::IsMember({"adam", "adamw"}))
+      ->description("adam | adamw (ZeRO shards Adam's m and v)");
+  app.add_option("--stage", flags.stage, "ZeRO stage: 0 plain DP, 1 +optimizer state, 2 +gradients, 3 +parameters")
+      ->check(CLI::Range(0, 3))->capture_default_str();
+  app.add_flag("--prefetch", flags.prefetch, "Stage 3: gather the next layer while this one computes");
+  app.add_option("--bucket-mb", flags.bucket_mb, "Gradient bucket cap in MiB (whole layers, last first)")
+      ->check(finite_in(0.0, 1e6))->capture_default_str();
+  app.add_option("--weight-decay", flags.weight_decay, "Adam: L2 penalty; AdamW: decoupled decay (default 0 / 0.01)")
+      ->check(finite_in(0.0, 1.0));
+  app.add_option("--device-memory", flags.device_memory, "Cap each rank's device, e.g. 2MiB (default: no cap)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              parse_size(text);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "SIZE"));
+  app.add_option("--report-json", flags.report_json, "Write memory by category and bytes per rank as JSON")
+      ->check(output_path());
+  app.add_option("--save-checkpoint", flags.save_checkpoint, "Save a sharded checkpoint into DIR (after the last step)");
+  app.add_option("--checkpoint-every", flags.checkpoint_every, "With --save-checkpoint: also every K steps")
+      ->check(positive_integer());
+  app.add_option("--resume", flags.resume, "Continue the run saved in DIR (any number of ranks, same global batch)");
+  app.add_option("--consolidate", flags.consolidate, "Write the checkpoint in DIR to --save-weights FILE, then stop");
+  app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
+}
+
+std::vector<std::pair<std::string, std::string>> flags_to_agree(const Ch07Flags& f) {
+  auto given = [](bool yes) { return std::string(yes ? "given" : "not given"); };
+  return {{"--stage", std::to_string(f.stage)},
+          {"--prefetch", given(f.prefetch)},
+          {"--bucket-mb", fmt(f.bucket_mb, 9)},
+          {"--weight-decay", f.weight_decay < 0 ? "(default)" : fmt(f.weight_decay, 9)},
+          {"--device-memory", f.device_memory.empty() ? "(none)" : f.device_memory},
+          {"--no-verify", given(!f.verify)},
+          {"--compare-stages", given(f.compare)},
+          {"--save-checkpoint", given(!f.save_checkpoint.empty())},
+          {"--checkpoint-every", std::to_string(f.checkpoint_every)},
+          {"--resume", given(!f.resume.empty())}};
+}
+
+ZeroPlan plan_of(const Options& o, const Ch07Flags& f) {
+  DPT_CHECK(o.optimizer == "adam" || o.optimizer == "adamw",
+            "ch07 shards Adam's state: --optimizer must be adam or adamw, got '" << o.optimizer << "'");
+  ZeroPlan plan;
+  plan.stage = f.stage;
+  plan.prefetch = f.prefetch;
+  plan.bucket_bytes = int64_t(std::llround(f.bucket_mb * 1024 * 1024));
+  plan.adam.lr = o.lr;
+  plan.adam.decoupled = o.optimizer == "adamw";
+  plan.adam.weight_decay = float(f.weight_decay >= 0 ? f.weight_decay : (plan.adam.decoupled ? 0.01 : 0.0));
+  return plan;
+}
+
+int64_t parse_size(const std::string& text) {
+  if (text.empty()) return 0;
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  const std::pair<const char*, double> units[] = {{"", 1}, {"B", 1}, {"KiB", 1024}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+                                                  {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}};
+  for (auto [name, scale] : units)
+    if (used > 0 && unit == name && std::isfinite(value) && value > 0 && value * scale < 9e18)
+      return int64_t(value * scale);
+  DPT_FAIL("--device-memory expects a size such as 2MiB, 512KiB or 3000000, got '" << text << "'");
+}
+
+std::vector<float> initial_parameters(Context& ctx, const Options& o) {
+  std::vector<float> flat;
+  if (ctx.is_root()) flat = flatten(build_model(o, Device::host()).parameters());
+  int64_t psi = 0;
+  std::vector<int64_t> widths = o.widths();
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l) psi += widths[l] * widths[l + 1] + widths[l + 1];
+  flat.resize(std::size_t(psi));
+  ctx.comm.broadcast(flat.data(), psi, 0);
+  return flat;
+}
+
+void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f) {
+  Options quiet = o;
+  quiet.quiet = true, quiet.metrics.clear();
+  std::vector<float> initial = initial_parameters(ctx, o);
+  Partition part = partition_parameters(int64_t(initial.size()), ctx.world);
+  Table table("stages side by side (" + std::to_string(ctx.world) + " ranks, " + std::to_string(o.steps) + " steps)",
+              {"stage", "step time / stage 0", "sent per rank per step", "theory", "peak per rank (worst)",
+               "formula"});
+  double base = 0;
+  nlohmann::json report = {{"world", ctx.world}, {"psi", part.psi}, {"stages", nlohmann::json::array()}};
+  for (int stage = 0; stage <= 3; ++stage) {
+    Ch07Flags g = f;
+    g.stage = stage;
+    ZeroPlan plan = plan_of(o, g);
+    ZeroRun run = train_zero(ctx, quiet, data, initial, plan, "stage " + std::to_string(stage));
+    double t = max_over_ranks(ctx.comm, median(run.step_seconds));
+    double peak = max_over_ranks(ctx.comm, run.memory.peak_total);
+    if (stage == 0) base = t;
+    double sent = 0;
+    for (int r = 0; r < ctx.world; ++r) sent = std::max(sent, double(run.traffic.bytes_sent(r)));
+    sent /= double(std::max<std::size_t>(1, run.losses.size()));
+    table.add_row({std::to_string(stage), fixed(t / base, 2), format_bytes(sent),
+                   format_bytes(theory_bytes_per_step(stage, double(part.psi), ctx.world)), format_bytes(peak),
+                   formula_text(stage) + " = " + format_bytes(formula_bytes(stage, double(part.psi), ctx.world))});
+    report["stages"].push_back(run_json(ctx, run, part, stage, plan.prefetch));
+  }
+  if (!ctx.is_root()) return;
+  table.print(std::cout);
+  if (!f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
+}
+
+}  // namespace dpt::ch07

@@ -1,0 +1,48 @@
+/// @file zero_setup.h
+/// @brief Chapter 07's flags and set-up (provided, not a hole): the flags,
+/// the plan they make, the master copy every rank starts from, the flags
+/// every rank must agree on, and --compare-stages.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dpt/cli_fwd.h"
+#include "dpt/launch.h"
+#include "dpt/options.h"
+#include "zero_engine.h"
+
+namespace dpt::ch07 {
+
+/// Chapter 07's own flags.
+struct Ch07Flags {
+  int stage = 3;
+  bool prefetch = false, verify = true, compare = false;
+  double bucket_mb = 0.25, weight_decay = -1;  // -1: the optimizer's default (adam 0, adamw 0.01)
+  std::string device_memory, report_json;
+  std::string save_checkpoint, resume, consolidate;  // directories
+  int64_t checkpoint_every = 0;                       // 0: only after the last step
+};
+
+/// Registers chapter 07's flags (and narrows --optimizer to adam | adamw: a
+/// bad value is refused at parse time, exit 2, like every bad flag).
+void add_ch07_flags(CLI::App& app, Ch07Flags& flags);
+
+/// The chapter flags every rank must be started with alike (for check_ranks_agree).
+std::vector<std::pair<std::string, std::string>> flags_to_agree(const Ch07Flags& flags);
+
+/// The trainer's plan from the flags.
+ZeroPlan plan_of(const Options& o, const Ch07Flags& f);
+
+/// "2MiB", "512KiB", "3MB", "1GiB" or plain bytes; "" is 0 (no cap).
+int64_t parse_size(const std::string& text);
+
+/// Collective: rank 0 builds the master copy (seeded, or --load-weights) and
+/// broadcasts it; every rank returns the Ψ floats.
+std::vector<float> initial_parameters(Context& ctx, const Options& o);
+
+/// Collective: stages 0–3 side by side (step time, bytes, peak memory).
+void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f);
+
+}  // namespace dpt::ch07
