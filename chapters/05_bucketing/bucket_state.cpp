@@ -3,10 +3,28 @@
 // forward did not reach (--find-unused-parameters). Not holes.
 #include "ch05.h"
 
+#include <memory>
+
 #include "dpt/autograd.h"
 #include "dpt/check.h"
 
 namespace dpt::ch05 {
+
+namespace {
+// work[b] before bucket b launches: no rank's progress thread will ever run
+// it, so waiting for it would wait forever. It says so instead.
+struct NotLaunched final : Work {
+  int bucket;
+  explicit NotLaunched(int b) : bucket(b) {}
+  void wait() override {
+    DPT_CHECK(false, "waited for bucket " << bucket << ", which was never launched this step: no rank will ever "
+                                                      "all-reduce it, so the wait could never end (wait only for "
+                                                      "launched buckets; for the others, name the parameter that "
+                                                      "never became ready)");
+  }
+  bool done() override { return false; }
+};
+}  // namespace
 
 BucketState make_bucket_state(std::vector<Bucket> buckets, Device& device, std::function<void(int)> launch) {
   BucketState s;
@@ -29,10 +47,9 @@ BucketState make_bucket_state(std::vector<Bucket> buckets, Device& device, std::
 
 void reset_bucket_state(BucketState& s) {
   s.ready.assign(s.bucket_of.size(), false);
-  s.missing.clear();
-  for (const Bucket& b : s.buckets) s.missing.push_back(int(b.params.size()));
-  s.next_launch = 0;
-  s.work.assign(s.buckets.size(), nullptr);
+  s.launched.assign(s.buckets.size(), false);
+  s.work.clear();
+  for (std::size_t b = 0; b < s.buckets.size(); ++b) s.work.push_back(std::make_shared<NotLaunched>(int(b)));
 }
 
 std::vector<int> find_unused_parameters(const Tensor& loss, std::vector<Tensor>& params) {

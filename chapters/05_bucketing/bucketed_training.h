@@ -4,8 +4,9 @@
 /// backward. Each parameter's grad-ready hook calls your ch05::mark_ready;
 /// each launch packs a bucket and queues chapter 04's ring all-reduce on the
 /// rank's progress thread (Communicator::async: one thread per rank that runs
-/// queued work in issue order, so this rank's buckets reach the ring in index
-/// order while backward goes on); ch05::wait_and_unpack runs before the step.
+/// queued work in issue order, so this rank's buckets reach the ring in the
+/// order mark_ready launched them, while backward goes on);
+/// ch05::wait_and_unpack runs before the step.
 ///
 /// It also keeps its own record of every step, independent of your holes:
 /// when each gradient became ready, which bucket launched when and in what

@@ -1,30 +1,28 @@
 /// @file ch05.h
-/// @brief Chapter 05's exercises, specified here once: gradient buckets and
-/// the bookkeeping that all-reduces each bucket while backward still runs.
-/// Fill them in `exercises/05_bucketing/bucketing.cpp` (hints there);
-/// `ctest --preset student -L ch05` checks golden layouts, launch order when
-/// hooks fire shuffled, that no bucket leaves before its last gradient is
-/// ready, the unused-parameter error, and training against one device.
+/// @brief Chapter 05's exercises, specified here once: the reducer that
+/// all-reduces gradients in buckets while backward still runs. Fill them in
+/// `exercises/05_bucketing/bucketing.cpp`; `ctest --preset student -L ch05`
+/// checks them, and the chapter page's Hints (\ref ch05_hints) help, one tier
+/// at a time.
 ///
 /// The life of one step (the chapter's provided code around your holes):
 ///
 ///     BucketState state = make_bucket_state(assign_buckets(bytes, cap, first_cap), ctx.device, launch);
-///     // backward: each parameter's grad-ready hook calls
-///     mark_ready(state, p);           // may call launch(b) for b = next_launch, …
+///     // backward: each parameter's grad-ready hook, once its gradient is final:
+///     mark_ready(state, p);           // you decide which buckets to launch(b) now
 ///     // after backward, before the optimizer step:
 ///     wait_and_unpack(state, grads, names);
 ///
-/// `launch(b)` (provided) copies bucket b's gradients into state.flat[b] (a
-/// tensor on the rank's device: device copies, no trip through the host) and
-/// queues a ring all-reduce (Avg, chapter 04's) of it on the rank's progress
-/// thread, storing the handle in state.work[b]. On a GPU the pack runs on the
-/// compute stream and the ring on a communication stream that waits for it
-/// (an event: the rank thread does not block); the bucket is final on the GPU
-/// by the time state.work[b] completes. With --find-unused-parameters
-/// the loop also calls mark_ready, after forward, for every parameter the
-/// loss does not reach (find_unused_parameters, provided). Left out: views of
-/// gradients into the bucket (we copy; see wait_and_unpack), re-bucketing
-/// after the first step (DDP does).
+/// `launch(b)` (provided) copies bucket b's gradients, in the bucket's fill
+/// order, into state.flat[b] and queues an all-reduce (Avg, chapter 04's
+/// ring) of it on the rank's progress thread, storing its handle in
+/// state.work[b]; it returns at once. The progress thread runs one rank's
+/// queued work in the order it was queued, and a ring is a collective: the
+/// k-th all-reduce a rank queues runs against the k-th all-reduce of every
+/// other rank, whichever buckets those are. With --find-unused-parameters the
+/// loop also calls mark_ready, after forward, for every parameter the loss does
+/// not reach (find_unused_parameters, provided). Left out: views of gradients
+/// into the bucket (we copy), re-bucketing after the first step (DDP does).
 #pragma once
 
 #include <cstdint>
@@ -45,28 +43,32 @@ struct Bucket {
   int64_t bytes = 0;        ///< sum of 4·numel over params
 };
 
-/// Buckets for parameters of `param_bytes[i]` bytes each (i in parameters()
-/// order). Walk the parameters in REVERSE order (the order backward finishes
-/// them). The current bucket's cap is `first_cap_bytes` for bucket 0 and
-/// `cap_bytes` for the others. Before adding parameter p: if the bucket is not
-/// empty and bytes + param_bytes[p] would exceed the cap, close it and start a
-/// new one. After adding p: if bytes >= cap, close it. So a bucket never
-/// exceeds its cap unless it holds a single parameter larger than the cap, and
-/// cap 0 gives one bucket per parameter. Caps must be >= 0. Every parameter
-/// lands in exactly one bucket; no bucket is empty. (Hole.)
+/// The bucket layout for parameters of `param_bytes[i]` > 0 bytes each (i in
+/// parameters() order, which lists a model from its input layer to its output
+/// layer). Bucket 0's cap is `first_cap_bytes`, every other bucket's
+/// `cap_bytes`. Postconditions:
+///  - read bucket by bucket, each bucket's params in order, the layout lists
+///    every parameter exactly once, in the order backward is expected to make
+///    their gradients final; each bucket's `bytes` is the sum over its params;
+///  - no bucket is empty, and none holds more bytes than its cap unless it
+///    holds a single parameter (one larger than the cap);
+///  - every bucket is as full as its cap allows: adding the next bucket's first
+///    parameter to it would pass its cap. (Cap 0: one bucket per parameter.)
+/// A negative cap is a dpt::Error naming it. (Hole.)
 std::vector<Bucket> assign_buckets(const std::vector<int64_t>& param_bytes, int64_t cap_bytes,
                                    int64_t first_cap_bytes);
 
-/// One step's bookkeeping on one rank.
+/// One step's bookkeeping on one rank. make_bucket_state fills the layout
+/// fields; reset_bucket_state clears the per-step ones before each step.
 struct BucketState {
-  std::vector<Bucket> buckets;                ///< the layout (same on every rank)
-  std::vector<int> bucket_of;                 ///< parameter → its bucket
-  std::vector<bool> ready;                    ///< parameter → marked ready this step
-  std::vector<int> missing;                   ///< bucket → parameters not ready yet
-  int next_launch = 0;                        ///< lowest bucket index not launched yet
-  std::vector<Tensor> flat;                   ///< bucket → its packed gradients (bytes/4,), on the rank's device
-  std::vector<std::shared_ptr<Work>> work;    ///< bucket → its all-reduce, once launched
-  std::function<void(int bucket)> launch;     ///< packs bucket b and starts its all-reduce
+  std::vector<Bucket> buckets;              ///< the layout (the same on every rank)
+  std::vector<int> bucket_of;               ///< parameter → its bucket
+  std::vector<bool> ready;                  ///< parameter → marked ready this step (all false at reset)
+  std::vector<bool> launched;               ///< bucket → launched this step (all false at reset)
+  std::vector<Tensor> flat;                 ///< bucket → its packed gradients (bytes/4,), on the rank's device
+  std::vector<std::shared_ptr<Work>> work;  ///< bucket → its all-reduce once launched; before that a
+                                            ///< placeholder whose wait() throws (no rank would ever run it)
+  std::function<void(int bucket)> launch;   ///< packs bucket b and queues its all-reduce (sets work[b])
 };
 
 /// --find-unused-parameters (provided, not a hole): the indices of `params`
@@ -81,26 +83,35 @@ std::vector<int> find_unused_parameters(const Tensor& loss, std::vector<Tensor>&
 /// A fresh state for `buckets` (provided): nothing ready, nothing launched;
 /// state.flat[b] allocated on `device` (counted as comm buffers).
 BucketState make_bucket_state(std::vector<Bucket> buckets, Device& device, std::function<void(int)> launch);
-/// Forgets the last step (provided): nothing ready, nothing launched.
+/// Forgets the last step (provided): nothing ready, nothing launched, every
+/// work[b] a placeholder again.
 void reset_bucket_state(BucketState& state);
 
-/// Parameter `param`'s gradient is final. Mark it ready (a parameter marked
-/// twice in one step is a dpt::Error naming it: the hook fires once per
-/// distinct parameter), count it off its bucket, then launch — by calling
-/// state.launch(b) — every bucket that may go now: buckets go strictly in
-/// index order, b = next_launch, next_launch+1, … while bucket b has no
-/// missing parameter. A complete bucket behind an incomplete one waits its
-/// turn, so every rank issues the same collectives in the same order. (Hole.)
+/// Parameter `param`'s gradient is final for this step (its grad-ready hook
+/// fired). Hooks fire once per parameter per step, in an order you do not
+/// control and that need not be the same on two ranks, nor from one step to
+/// the next. Contract, over one step on one rank:
+///  - state.launch(b) is called exactly once for every bucket, and never
+///    before every parameter of bucket b has been marked ready;
+///  - every rank all-reduces the same bucket in its k-th all-reduce, for every
+///    k, whatever order its own hooks fire in (see the file comment);
+///  - when mark_ready returns, no bucket is left waiting that these two rules
+///    would allow to go now: communication starts as early as it safely can.
+/// Marking a parameter that is already ready this step, or one that does not
+/// exist, is a dpt::Error naming it ("parameter #3 ..."). (Hole.)
 void mark_ready(BucketState& state, int param);
 
-/// Before the optimizer step: every bucket must have been launched, else
-/// (after waiting for the buckets that did launch: they use state.flat) a
-/// dpt::Error naming the first parameter that got no gradient and its bucket
-/// ("parameter fc1.weight (#2) got no gradient this step; bucket 1 was never
-/// all-reduced ..."), `names[i]` naming parameter i. Then wait for every
-/// bucket's work, in index order, and copy state.flat[b] back into the
-/// gradients of its parameters, in the bucket's fill order (device to device:
-/// dpt::unflatten of a tensor, never a host loop). (Hole.)
+/// Before the optimizer step. Postconditions, on a normal return: every
+/// bucket's all-reduce has finished, and every parameter's gradient
+/// (`grads[i]` for parameter i) holds its slice of its bucket's averaged
+/// state.flat[b], which launch laid out as the bucket's parameters in fill
+/// order. Copy on the rank's device (a tensor operation, never a loop over
+/// host floats). If a bucket was never launched this step: a dpt::Error that
+/// names the first parameter, in layout order, that was never marked ready,
+/// as `names[i]`, and its bucket ("parameter fc1.weight (#2) got no gradient
+/// this step; bucket 1 was never all-reduced ..."), raised only after every
+/// bucket that did launch has finished (its all-reduce writes state.flat and
+/// the other ranks' rings wait for it). (Hole.)
 void wait_and_unpack(BucketState& state, std::vector<Tensor>& grads, const std::vector<std::string>& names);
 
 }  // namespace dpt::ch05

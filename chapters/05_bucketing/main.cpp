@@ -5,8 +5,9 @@
 // the all-reduce. Backward finishes the last layer first, so group gradients
 // into buckets in reverse parameters() order and start each bucket's ring
 // all-reduce the moment its last gradient is final, while backward works on
-// earlier layers — what PyTorch DDP does. Buckets go in index order on every
-// rank, so ranks never pair different buckets in one collective. The chapter
+// earlier layers — what PyTorch DDP does. Every rank's hooks may fire in
+// another order, yet every rank's ring must work on the same bucket at the
+// same time: deciding when a bucket may go is your mark_ready. The chapter
 // prints the layout, trains, reports per step how much communication hid
 // behind backward, optionally sweeps bucket sizes, and ends with verdicts.
 //
@@ -77,8 +78,9 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
   say.section("1. The buckets: cap " + format_bytes(double(plan.cap_bytes)) + ", first bucket " +
               format_bytes(double(plan.first_cap_bytes)));
   say.say(describe_layout(assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes), replica));
-  say.say("Backward finishes the last layer first, so bucket 0 is complete first. A bucket's ring all-reduce\n"
-          "starts the moment it is complete and every lower bucket has gone: in index order on every rank.");
+  say.say("Backward finishes the last layer first, so bucket 0 is complete first. Each bucket's ring all-reduce\n"
+          "starts from a grad-ready hook while backward goes on; the hooks may fire in another order on each rank,\n"
+          "yet every rank's ring must work on the same bucket at the same time.");
 
   // ---- 2. Training, buckets launched from backward's grad-ready hooks
   say.section(std::string("2. Training: ") + (f.overlap ? "each bucket all-reduced as soon as it is ready"

@@ -1,22 +1,13 @@
 // exercises/05_bucketing/bucketing.cpp — holes: the bucket layout, the ready
-// hook that launches buckets in order, the wait and copy-back.
+// hook's launch rule, the wait and copy-back.
 //
-// The spec of all three is in chapters/05_bucketing/ch05.h: read it first.
-//
-// Hints:
-//  * assign_buckets: loop p = n-1 … 0. Keep one open Bucket; "close" = push it
-//    to the result and start an empty one. Bucket 0's cap is first_cap_bytes.
-//    Don't forget the last open bucket. With cap 0 every parameter is alone.
-//  * mark_ready: state.bucket_of[p] is p's bucket, state.missing[b] counts what
-//    it still waits for. Launch with a while loop on state.next_launch, never
-//    with "the bucket p is in": bucket 2 complete before bucket 1 must wait.
-//  * wait_and_unpack: state.next_launch < number of buckets means some
-//    parameter never became ready: find it in that bucket (state.ready) and
-//    DPT_CHECK with its name. Waiting on it instead would hang until the timeout.
-//    state.work[b]->wait(), then dpt::unflatten(state.flat[b], the bucket's
-//    gradients in state.buckets[b].params order) from dpt/data_parallel.h.
-//    state.flat[b] is a tensor on the rank's device (a GPU under --device
-//    cuda): copy it with unflatten, never with a host loop over its data().
+// The contracts are in chapters/05_bucketing/ch05.h: read them first. Stuck?
+// The chapter page's Hints (docs/ch05_bucketing.md, "Hints") open one tier
+// at a time. Pointers:
+//  * state.buckets, state.bucket_of, state.ready, state.launched are yours to
+//    read and write; state.launch(b) is the only way to start an all-reduce.
+//  * Copy tensors with dpt::unflatten (dpt/data_parallel.h), not host loops.
+//  * Never wait for something no rank will run: it would hang until the timeout.
 #include "ch05.h"
 
 #include "dpt/check.h"
