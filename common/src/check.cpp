@@ -4,6 +4,9 @@
 // DPT_DEBUG=1 (it is always in Error::where()).
 #include "dpt/check.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -20,6 +23,16 @@ std::string location(const char* file, int line) {
 
 void set_error_rank(int rank) { t_error_rank = rank; }
 int error_rank() { return t_error_rank; }
+
+void print_error_line(const std::string& line) {
+  std::string text = line + "\n";
+  for (std::size_t at = 0; at < text.size();) {  // one write unless interrupted or partial
+    ssize_t n = ::write(STDERR_FILENO, text.data() + at, text.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stderr is gone: nowhere left to say it
+    at += std::size_t(n);
+  }
+}
 
 namespace detail {
 

@@ -33,9 +33,13 @@ std::string shard_file_name(int rank, int world) {
   return name;
 }
 
-std::string read_bytes(const std::string& path) {
+std::string read_bytes(const std::string& path, uint64_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   DPT_CHECK(in, "cannot open " << quote_path(path) << ": " << std::strerror(errno));
+  std::error_code ec;
+  uint64_t size = fs::file_size(path, ec);
+  DPT_CHECK(ec || size <= max_bytes, quote_path(path) << " is " << size << " bytes, more than the " << max_bytes
+                                                      << " such a file can be: not part of a dpt checkpoint");
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
@@ -164,7 +168,19 @@ std::vector<float> shard_tensor(const SafeTensorsFile& f, const char* name, cons
 ShardFile read_shard(const Index& ix, int k) {
   std::string path = join(ix.dir, shard_file_name(k, ix.world));
   DPT_CHECK(fs::is_regular_file(path), "shard " << k << " of " << ix.world << " is missing: " << quote_path(path));
-  std::string bytes = read_bytes(path);
+  // The size before any byte is read: a shard larger than any shard of S
+  // floats (or than index.json recorded) is refused at once, unread. A size
+  // that is merely wrong is reported below, after the more telling checks.
+  bool recorded = !ix.shards.empty();
+  uint64_t expected = recorded ? ix.shards[k].bytes : 0;
+  uint64_t limit = std::max(expected, kMaxShardHeader + 8 + 3 * 4 * uint64_t(ix.shard));
+  std::error_code ec;
+  uint64_t size = fs::file_size(path, ec);
+  DPT_CHECK(!ec, "cannot read the size of " << quote_path(path) << ": " << ec.message());
+  DPT_CHECK(size <= limit, quote_path(path) << " is " << size << " bytes, more than a shard of " << ix.shard
+                                            << " floats can hold (index.json recorded " << expected
+                                            << "): replaced or grown, so it was not read");
+  std::string bytes = read_bytes(path, limit);
   SafeTensorsFile f = read_safetensors(path);
   auto meta = [&](const char* key) {
     auto it = f.metadata.find(key);
@@ -180,11 +196,9 @@ ShardFile read_shard(const Index& ix, int k) {
   DPT_CHECK(layout == layout_json(ix.layout), quote_path(path)
                                                   << " has another layout (parameter names or shapes) than "
                                                   << quote_path(join(ix.dir, "index.json")));
-  bool recorded = !ix.shards.empty();
   if (recorded)
-    DPT_CHECK(bytes.size() == ix.shards[k].bytes, quote_path(path)
-                                                      << " is " << bytes.size() << " bytes; index.json recorded "
-                                                      << ix.shards[k].bytes << " (truncated or replaced)");
+    DPT_CHECK(size == expected, quote_path(path) << " is " << size << " bytes; index.json recorded " << expected
+                                                 << " (truncated or replaced)");
   ShardFile out;
   out.params = shard_tensor(f, "params", ix, path);
   bool moments = f.tensors.count("exp_avg") > 0;

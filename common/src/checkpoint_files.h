@@ -36,8 +36,14 @@ std::string join(const std::string& dir, const std::string& name);
 std::string quote_path(const std::string& path);
 /// "shard-00001-of-00004.safetensors".
 std::string shard_file_name(int rank, int world);
-/// The whole file as bytes; throws naming it if it cannot be opened.
-std::string read_bytes(const std::string& path);
+/// The most bytes index.json, COMPLETE or latest may hold (a layout of
+/// thousands of layers is well under a megabyte).
+constexpr uint64_t kMaxSmallFile = uint64_t(64) << 20;
+/// A shard's safetensors header at most (read_safetensors' own cap).
+constexpr uint64_t kMaxShardHeader = uint64_t(100) << 20;
+/// The whole file as bytes; throws naming it if it cannot be opened or is
+/// larger than `max_bytes` (checked before a byte is read).
+std::string read_bytes(const std::string& path, uint64_t max_bytes = kMaxSmallFile);
 /// [{"name": …, "shape": […]}, …], as index.json and each shard store it.
 nlohmann::json layout_json(const Layout& layout);
 /// Names present, unique, dimensions ≥ 0, sizes summing to psi; `what` starts the message.

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -28,15 +29,19 @@ namespace dpt {
 // flags
 
 namespace {
-// A finite number >= 0 (or > 0): "inf" and "nan" are refused at parse time.
-CLI::Validator finite_number(bool positive) {
+// A finite number >= 0 (or > 0) within [lo, hi]: "inf" and "nan" are refused
+// at parse time, and so are values past the bounds (launch.h says why each).
+CLI::Validator finite_number(bool positive, double lo, double hi) {
   return CLI::Validator(
-      [positive](std::string& v) -> std::string {
+      [=](std::string& v) -> std::string {
         char* end = nullptr;
         double value = std::strtod(v.c_str(), &end);
         bool ok = !v.empty() && *end == '\0' && std::isfinite(value) && (positive ? value > 0 : value >= 0);
         if (!ok) return std::string("expects a finite ") + (positive ? "positive" : "non-negative") +
                         " number, got '" + v + "'";
+        char range[64];
+        std::snprintf(range, sizeof range, "from %g to %g", lo, hi);
+        if (value < lo || value > hi) return std::string("expects a number ") + range + ", got '" + v + "'";
         return "";
       },
       "NUMBER");
@@ -96,7 +101,7 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
                   "GPU r % GPUs; under mpirun, by local rank)");
   app.add_option("--comm-timeout", o.timeout_s,
                  "Seconds a rank may wait on a peer before it reports a deadlock")
-      ->check(finite_number(true))
+      ->check(finite_number(true, kMinCommTimeoutS, kMaxCommTimeoutS))
       ->capture_default_str();
   app.add_option("--eager-limit", o.eager_limit_bytes,
                  "--comm threads: sends above BYTES wait for their receive, as MPI's rendezvous "
@@ -108,11 +113,11 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
                  "Simulated network between --comm threads ranks (an alpha-beta model)")
       ->check(CLI::IsMember(link_preset_names()))
       ->capture_default_str();
-  app.add_option("--link-gbps", o.link.gbps, "Simulated link bandwidth in Gbit/s (overrides --link)")
-      ->check(finite_number(true));
+  app.add_option("--link-gbps", o.link.gbps, "Simulated link bandwidth in Gbit/s (overrides --link; 0.001 to 1e6)")
+      ->check(finite_number(true, kMinLinkGbps, kMaxLinkGbps));
   app.add_option("--link-latency-us", o.link.latency_us,
-                 "Simulated link latency in microseconds (overrides --link)")
-      ->check(finite_number(false));
+                 "Simulated link latency in microseconds (overrides --link; at most 1e6, one second)")
+      ->check(finite_number(false, 0, kMaxLinkLatencyUs));
   app.add_option("--trace", o.trace_path, "Write a Chrome trace timeline to FILE (ui.perfetto.dev)")
       ->type_name("FILE")
       ->check(output_path());  // checked now, not after the whole run
@@ -186,17 +191,19 @@ namespace {
 void validate(const LaunchOptions& o) {
   DPT_CHECK(o.ranks >= 1 && o.ranks <= kMaxRanks,
             "--ranks must be between 1 and " << kMaxRanks << ", got " << o.ranks);
-  DPT_CHECK(o.timeout_s > 0 && std::isfinite(o.timeout_s),
-            "--comm-timeout must be a finite number of seconds > 0, got " << o.timeout_s);
+  DPT_CHECK(o.timeout_s >= kMinCommTimeoutS && o.timeout_s <= kMaxCommTimeoutS,
+            "--comm-timeout must be from " << kMinCommTimeoutS << " to " << kMaxCommTimeoutS << " seconds, got "
+                                           << o.timeout_s);
   DPT_CHECK(o.eager_limit_bytes >= 0, "--eager-limit must be >= 0 bytes, got " << o.eager_limit_bytes);
   DPT_CHECK(o.comm == "threads" || o.comm == "mpi" || o.comm == "nccl",
             "--comm must be threads, mpi or nccl, got '" << o.comm << "'");
   DPT_CHECK(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda, got '" << o.device << "'");
   if (o.device == "cuda") gpu_for_rank(0);  // throws, saying why, where no GPU is usable
-  DPT_CHECK(o.link.gbps >= 0 && o.link.latency_us >= 0 && std::isfinite(o.link.gbps) &&
-                std::isfinite(o.link.latency_us),
-            "--link-gbps and --link-latency-us must be finite and >= 0, got " << o.link.gbps << " and "
-                                                                   << o.link.latency_us);
+  DPT_CHECK((o.link.gbps == 0 || (o.link.gbps >= kMinLinkGbps && o.link.gbps <= kMaxLinkGbps)) &&
+                o.link.latency_us >= 0 && o.link.latency_us <= kMaxLinkLatencyUs,
+            "--link-gbps must be 0 (none) or from " << kMinLinkGbps << " to " << kMaxLinkGbps
+                                                    << ", and --link-latency-us from 0 to " << kMaxLinkLatencyUs
+                                                    << "; got " << o.link.gbps << " and " << o.link.latency_us);
   link_preset(o.link_preset);  // throws on an unknown name
 }
 

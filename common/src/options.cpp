@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <iostream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -162,12 +162,42 @@ void add_common_flags(CLI::App& app, Options& o) {
   app.parse_complete_callback([&o] { check_sizes(o); });
 }
 
+namespace {
+// The flags dpt's programs name files with: what a run writes, what it reads.
+// (--save-checkpoint is left out: a run may resume from and save into one directory.)
+const char* const kOutputFlags[] = {"--save-weights", "--save-data", "--metrics", "--trace", "--report-json"};
+const char* const kInputFlags[] = {"--load-weights", "--data", "--resume", "--consolidate"};
+
+std::vector<NamedPath> given_paths(const CLI::App& app, const char* const* flags, std::size_t n) {
+  std::vector<NamedPath> paths;
+  for (std::size_t i = 0; i < n; ++i) {
+    const CLI::Option* option = app.get_option_no_throw(flags[i]);
+    if (!option || option->count() == 0) continue;
+    std::string value = option->as<std::string>();
+    if (std::string(flags[i]) == "--data") {  // an image set's directory; synthetic reads nothing
+      if (value == "synthetic") continue;
+      value = parse_image_source(value).dir;
+    }
+    paths.push_back({flags[i], value});
+  }
+  return paths;
+}
+
+// An output that is an input or another output: refused before any work (exit 2).
+void check_distinct_paths(const CLI::App& app) {
+  std::string problem = distinct_paths_problem(given_paths(app, kOutputFlags, std::size(kOutputFlags)),
+                                               given_paths(app, kInputFlags, std::size(kInputFlags)));
+  if (!problem.empty()) throw CLI::ValidationError(problem);
+}
+}  // namespace
+
 void parse_flags(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
+    check_distinct_paths(app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) std::exit(app.exit(e));  // --help
-    std::cerr << app.get_name() << ": " << e.what() << " (run with --help)\n";
+    print_error_line(app.get_name() + ": " + e.what() + " (run with --help)");
     std::exit(2);
   }
 }
@@ -177,9 +207,9 @@ int run_guarded(const std::string& program, const std::function<void()>& body) {
     body();
     return 0;
   } catch (const Error& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
+    print_error_line(program + ": error: " + e.what());
   } catch (const std::exception& e) {
-    std::cerr << program << ": internal error: " << e.what() << "\n";
+    print_error_line(program + ": internal error: " + e.what());
   }
   return 1;
 }

@@ -5,11 +5,15 @@
 #include "dpt/output_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "dpt/check.h"
@@ -18,7 +22,7 @@ namespace dpt {
 
 namespace {
 
-std::string quoted(const std::string& path) { return "'" + path + "'"; }
+std::string in_quotes(const std::string& path) { return "'" + path + "'"; }
 
 // The directory a new entry `path` is created in ("." for a bare name).
 std::string directory_of(const std::string& path) {
@@ -33,11 +37,11 @@ std::string directory_problem(const std::string& path) {
   std::string dir = directory_of(path);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0)
-    return "the directory " + quoted(dir) + " of " + quoted(path) + " cannot be used: " + std::strerror(errno) +
+    return "the directory " + in_quotes(dir) + " of " + in_quotes(path) + " cannot be used: " + std::strerror(errno) +
            (errno == ENOENT ? " (create it first)" : "");
-  if (!S_ISDIR(st.st_mode)) return quoted(dir) + " in " + quoted(path) + " is not a directory";
+  if (!S_ISDIR(st.st_mode)) return in_quotes(dir) + " in " + in_quotes(path) + " is not a directory";
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return "cannot create files in the directory " + quoted(dir) + ": " + std::strerror(errno);
+    return "cannot create files in the directory " + in_quotes(dir) + ": " + std::strerror(errno);
   return "";
 }
 
@@ -51,6 +55,54 @@ std::string refused_kind(mode_t mode) {
   return "";
 }
 
+// ---- temporary files that SIGINT/SIGTERM remove ----
+// Fixed slots, so that the handler only reads memory and calls unlink(2),
+// both async-signal-safe. A slot is free (0), being filled (1) or ready (2).
+struct TempSlot {
+  std::atomic<int> state{0};
+  char path[PATH_MAX];
+};
+TempSlot g_temps[64];
+
+void remove_temps_and_die(int sig) {
+  for (TempSlot& slot : g_temps)
+    if (slot.state.load() == 2) ::unlink(slot.path);
+  ::signal(sig, SIG_DFL);  // then end as the signal would have ended us
+  ::raise(sig);
+}
+
+// Our handler, for each signal whose disposition is still the default (a
+// program or a test harness with its own handler keeps it).
+void install_cleanup_handlers() {
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction current;
+    if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
+    struct sigaction ours {};
+    ours.sa_handler = remove_temps_and_die;
+    sigemptyset(&ours.sa_mask);
+    ::sigaction(sig, &ours, nullptr);
+  }
+}
+
+// The slot now holding `path`, or -1 when none is free or the path is too
+// long (that temporary file is then not removed on a signal).
+int register_temp(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  install_cleanup_handlers();
+  for (int i = 0; i < int(sizeof g_temps / sizeof g_temps[0]); ++i) {
+    int free_slot = 0;
+    if (!g_temps[i].state.compare_exchange_strong(free_slot, 1)) continue;
+    std::memcpy(g_temps[i].path, path.c_str(), path.size() + 1);
+    g_temps[i].state.store(2);
+    return i;
+  }
+  return -1;
+}
+
+void unregister_temp(int slot) {
+  if (slot >= 0) g_temps[slot].state.store(0);
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------
@@ -58,16 +110,16 @@ std::string refused_kind(mode_t mode) {
 
 std::string output_path_problem(const std::string& path) {
   if (path.empty()) return "the output path is empty";
-  if (path.back() == '/') return quoted(path) + " names a directory; give a file name";
+  if (path.back() == '/') return in_quotes(path) + " names a directory; give a file name";
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return directory_problem(path);
-    return "cannot use " + quoted(path) + ": " + std::strerror(errno);
+    return "cannot use " + in_quotes(path) + ": " + std::strerror(errno);
   }
   std::string kind = refused_kind(st.st_mode);
-  if (!kind.empty()) return quoted(path) + " is " + kind;
+  if (!kind.empty()) return in_quotes(path) + " is " + kind;
   if (S_ISCHR(st.st_mode))
-    return ::access(path.c_str(), W_OK) == 0 ? "" : "cannot write the device " + quoted(path) + ": " + std::strerror(errno);
+    return ::access(path.c_str(), W_OK) == 0 ? "" : "cannot write the device " + in_quotes(path) + ": " + std::strerror(errno);
   return directory_problem(path);  // a regular file: replaced through a temporary file beside it
 }
 
@@ -79,7 +131,7 @@ void check_output_path(const std::string& flag, const std::string& path) {
 // ----------------------------------------------------------------------------
 // writing
 
-OutputFile::OutputFile(std::string path, Mode mode) : path_(std::move(path)) {
+OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   std::string problem = output_path_problem(path_);
   DPT_CHECK(problem.empty(), problem);
   struct stat st;
@@ -87,9 +139,6 @@ OutputFile::OutputFile(std::string path, Mode mode) : path_(std::move(path)) {
   regular_ = !exists || S_ISREG(st.st_mode);
   if (!regular_) {  // a character device: in place, never created or truncated
     fd_ = ::open(path_.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-  } else if (mode != Mode::Document) {  // O_NOFOLLOW: a link that appeared since the check is refused
-    int keep = mode == Mode::Append ? O_APPEND : O_TRUNC;
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | keep | O_NOFOLLOW | O_CLOEXEC, 0644);
   } else {  // mkstemp opens with O_EXCL: never a file (or link) someone else made
     std::vector<char> name(path_.begin(), path_.end());
     for (char c : std::string(".tmp.XXXXXX")) name.push_back(c);
@@ -97,10 +146,11 @@ OutputFile::OutputFile(std::string path, Mode mode) : path_(std::move(path)) {
     fd_ = ::mkstemp(name.data());
     if (fd_ >= 0) {
       temp_ = name.data();
+      temp_slot_ = register_temp(temp_);
       ::fchmod(fd_, exists ? (st.st_mode & 07777) : 0644);  // a replaced file keeps its permissions
     }
   }
-  DPT_CHECK(fd_ >= 0, "cannot open " << quoted(temp_.empty() ? path_ : temp_) << " for writing: " << std::strerror(errno));
+  DPT_CHECK(fd_ >= 0, "cannot open " << in_quotes(temp_.empty() ? path_ : temp_) << " for writing: " << std::strerror(errno));
 }
 
 OutputFile::~OutputFile() { discard(); }
@@ -108,36 +158,40 @@ OutputFile::~OutputFile() { discard(); }
 void OutputFile::discard() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  unregister_temp(temp_slot_);
+  temp_slot_ = -1;
   if (!temp_.empty()) ::unlink(temp_.c_str());
   temp_.clear();
 }
 
 void OutputFile::write(const void* bytes, std::size_t size) {
-  DPT_CHECK(fd_ >= 0, "writing " << quoted(path_) << " after it was committed");
+  DPT_CHECK(fd_ >= 0, "writing " << in_quotes(path_) << " after it was committed");
   const char* p = static_cast<const char*>(bytes);
   while (size > 0) {
     ssize_t written = ::write(fd_, p, size);
     if (written < 0 && errno == EINTR) continue;
-    DPT_CHECK(written > 0, "writing " << quoted(path_) << " failed: " << std::strerror(written < 0 ? errno : EIO));
+    DPT_CHECK(written > 0, "writing " << in_quotes(path_) << " failed: " << std::strerror(written < 0 ? errno : EIO));
     p += written;
     size -= std::size_t(written);
   }
 }
 
 void OutputFile::commit() {
-  DPT_CHECK(fd_ >= 0, "committing " << quoted(path_) << " twice");
+  DPT_CHECK(fd_ >= 0, "committing " << in_quotes(path_) << " twice");
   // Durable before visible: the bytes reach the disk before the rename publishes them.
-  if (regular_) DPT_CHECK(::fsync(fd_) == 0, "writing " << quoted(path_) << " failed (fsync): " << std::strerror(errno));
+  if (regular_) DPT_CHECK(::fsync(fd_) == 0, "writing " << in_quotes(path_) << " failed (fsync): " << std::strerror(errno));
   int rc = ::close(fd_);
   fd_ = -1;
-  DPT_CHECK(rc == 0, "writing " << quoted(path_) << " failed (close): " << std::strerror(errno));
-  if (temp_.empty()) return;  // a log or a device: written in place
+  DPT_CHECK(rc == 0, "writing " << in_quotes(path_) << " failed (close): " << std::strerror(errno));
+  if (temp_.empty()) return;  // a device: written in place
   // Someone may have put a link or a device at the path since the check: never replace one.
   struct stat st;
   bool replaceable = ::lstat(path_.c_str(), &st) != 0 || S_ISREG(st.st_mode);
   DPT_CHECK(replaceable, output_path_problem(path_));
   DPT_CHECK(::rename(temp_.c_str(), path_.c_str()) == 0,
-            "cannot move " << quoted(temp_) << " to " << quoted(path_) << ": " << std::strerror(errno));
+            "cannot move " << in_quotes(temp_) << " to " << in_quotes(path_) << ": " << std::strerror(errno));
+  unregister_temp(temp_slot_);
+  temp_slot_ = -1;
   temp_.clear();
   // The rename itself lives in the directory: sync it too (best effort; some file systems refuse).
   int dir = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -151,6 +205,75 @@ void write_output_file(const std::string& path, const std::string& text) {
   OutputFile out(path);
   out.write(text);
   out.commit();
+}
+
+// ----------------------------------------------------------------------------
+// outputs that would overwrite an input or each other
+
+namespace {
+
+// What a path names: its file (device and inode) when it exists, else its
+// absolute, normalised spelling (two outputs not yet created).
+struct Identity {
+  bool exists = false, directory = false, device = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string spelling;
+};
+
+Identity identity_of(const std::string& path) {
+  namespace fs = std::filesystem;
+  Identity id;
+  std::error_code ec;
+  id.spelling = fs::absolute(path, ec).lexically_normal().string();
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    id.exists = true, id.dev = st.st_dev, id.ino = st.st_ino;
+    id.directory = S_ISDIR(st.st_mode), id.device = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode);
+  }
+  return id;
+}
+
+bool same_file(const Identity& a, const Identity& b) {
+  if (a.exists && b.exists) return a.dev == b.dev && a.ino == b.ino;
+  return a.spelling == b.spelling;
+}
+
+// True when `output` lies below the directory `dir` (through any of its parents).
+bool inside(const std::string& output, const Identity& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(output, ec).lexically_normal();
+  for (fs::path up = p.parent_path(); !up.empty(); up = up.parent_path()) {
+    struct stat st;
+    if (::stat(up.c_str(), &st) == 0 && st.st_dev == dir.dev && st.st_ino == dir.ino) return true;
+    if (up == up.root_path()) break;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string distinct_paths_problem(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const NamedPath& out = outputs[i];
+    Identity id = identity_of(out.path);
+    if (id.device) continue;  // /dev/null may take every output
+    for (std::size_t j = 0; j < i; ++j)
+      if (same_file(id, identity_of(outputs[j].path)))
+        return outputs[j].flag + " " + in_quotes(outputs[j].path) + " and " + out.flag + " " + in_quotes(out.path) +
+               " name the same file: each output needs its own path";
+    for (const NamedPath& in : inputs) {
+      Identity source = identity_of(in.path);
+      if (same_file(id, source))
+        return out.flag + " " + in_quotes(out.path) + " is the same file as " + in.flag + " " + in_quotes(in.path) +
+               ", which this run reads: writing it would destroy the input; give another path";
+      if (source.exists && source.directory && inside(out.path, source))
+        return out.flag + " " + in_quotes(out.path) + " lies inside " + in.flag + " " + in_quotes(in.path) +
+               ", which this run reads: writing there could destroy the input; give a path outside it";
+    }
+  }
+  return "";
 }
 
 }  // namespace dpt

@@ -1,11 +1,15 @@
 // report.cpp — narration, progress bar, tables, metrics JSONL.
 #include "dpt/report.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -120,8 +124,27 @@ std::string fixed(double value, int decimals) {
 // ----------------------------------------------------------------------------
 // metrics
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
-  if (!path.empty()) out_ = std::make_unique<OutputFile>(path, append ? OutputFile::Mode::Append : OutputFile::Mode::Log);
+MetricsWriter::MetricsWriter(const std::string& path, bool append)
+    : path_(path), unwinding_at_start_(std::uncaught_exceptions()) {
+  if (path.empty()) return;
+  std::string old_lines;
+  struct stat st;
+  if (append && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {  // never a device's endless bytes
+    std::ifstream in(path, std::ios::binary);
+    old_lines.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  out_ = std::make_unique<OutputFile>(path);
+  out_->write(old_lines);
+}
+
+MetricsWriter::~MetricsWriter() noexcept(false) {
+  if (out_ && std::uncaught_exceptions() == unwinding_at_start_) commit();
+}
+
+void MetricsWriter::commit() {
+  if (!out_) return;
+  std::unique_ptr<OutputFile> out = std::move(out_);
+  out->commit();
 }
 
 void MetricsWriter::write(int64_t step, const std::map<std::string, double>& values) {

@@ -51,6 +51,19 @@ SafeTensor floats_tensor(const std::vector<float>& v) {
   return t;
 }
 
+// `partial` must be a directory itself, not a symbolic link to one: a save
+// through a link would delete and write files wherever it points.
+void check_real_directory(const std::string& partial) {
+  std::error_code ec;
+  fs::file_status st = fs::symlink_status(partial, ec);
+  DPT_CHECK(st.type() != fs::file_type::symlink,
+            quote_path(partial) << " is a symbolic link; a checkpoint is never written through a link (it would "
+                                   "change files wherever the link points): remove it and save again");
+  DPT_CHECK(st.type() == fs::file_type::directory, "cannot create the checkpoint directory "
+                                                       << quote_path(partial) << ": "
+                                                       << (ec ? ec.message() : "something else is in the way"));
+}
+
 // Best effort: a rename lives in its directory, so sync the directory too.
 void sync_directory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -161,8 +174,7 @@ void save_checkpoint_shard(const std::string& dir, const ShardState& shard) {
   std::string partial = partial_dir(dir, shard.step);
   std::error_code ec;
   fs::create_directories(partial, ec);  // every rank may race here: an existing directory is fine
-  DPT_CHECK(fs::is_directory(partial), "cannot create the checkpoint directory "
-                                           << quote_path(partial) << ": " << (ec ? ec.message() : "not a directory"));
+  check_real_directory(partial);
   SafeTensorsFile file;
   file.tensors["params"] = floats_tensor(shard.params);
   if (!shard.exp_avg.empty()) {
@@ -186,6 +198,7 @@ void finish_checkpoint(const std::string& dir, const ShardState& rank0_shard) {
   DPT_CHECK(fs::is_directory(partial),
             "finish_checkpoint: " << quote_path(partial)
                                   << " does not exist; every rank must call save_checkpoint_shard first");
+  check_real_directory(partial);  // never seal (or clean) through a link
   Index ix{partial, s.world, s.step, s.psi, shard_size(s.psi, s.world), !s.exp_avg.empty(), s.layout, {}, s.meta};
   remove_leftovers(partial, ix.world);
   write_index_and_marker(ix);
@@ -220,6 +233,8 @@ ShardState load_checkpoint_shard(const std::string& dir, int rank, int world) {
 
 void consolidate_checkpoint(const std::string& dir, const std::string& out_path) {
   check_output_path("consolidate_checkpoint", out_path);  // before reading anything
+  std::string clash = distinct_paths_problem({{"the output", out_path}}, {{"the checkpoint", dir}});
+  DPT_CHECK(clash.empty(), "consolidate_checkpoint: " << clash);
   std::string at = find_checkpoint(dir);
   SafeTensorsFile weights = with_fallback_hint(at, [&] {
     Index ix = read_index(at);

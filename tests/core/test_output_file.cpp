@@ -193,19 +193,25 @@ TEST_CASE("a read-only directory is refused (when not root: root bypasses permis
 }
 
 // ----------------------------------------------------------------------------
-// the log: metrics are written in place as the run goes
+// metrics: a document like every output, written to a temporary file that can be watched
 
-TEST_CASE("metrics replace an old file's content and can be read while being written", "[output]") {
+TEST_CASE("metrics replace an old file's content when the writer is done, and can be watched meanwhile", "[output]") {
   TempDir dir("out_metrics");
   std::string path = dir / "m.jsonl";
   write_file(path, std::string(500, 'o') + "\n");
-  MetricsWriter metrics(path);
-  metrics.write(0, {{"loss", 2.5}});
-  auto lines = dpt_test::read_jsonl(path);  // visible before the writer is gone
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0]["loss"] == 2.5);
-  metrics.write(1, {{"loss", std::nan("")}});
-  lines = dpt_test::read_jsonl(path);
+  {
+    MetricsWriter metrics(path);
+    metrics.write(0, {{"loss", 2.5}});
+    std::vector<std::string> names = dir.entries();  // m.jsonl and m.jsonl.tmp.XXXXXX, the one being written
+    REQUIRE(names.size() == 2);
+    auto lines = dpt_test::read_jsonl(dir / names[1]);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0]["loss"] == 2.5);
+    CHECK(read_file(path) == std::string(500, 'o') + "\n");  // the old file, until the writer is done
+    metrics.write(1, {{"loss", std::nan("")}});
+  }
+  auto lines = dpt_test::read_jsonl(path);
   REQUIRE(lines.size() == 2);
   CHECK(lines[1]["loss"].is_null());
+  CHECK(dir.entries() == std::vector<std::string>{"m.jsonl"});
 }

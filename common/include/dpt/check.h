@@ -61,6 +61,11 @@ void set_error_rank(int rank);
 /// The rank errors raised on this thread are labelled with (-1 if none).
 int error_rank();
 
+/// Prints `line` and a newline on stderr in one write(2), so that the lines of
+/// several processes sharing one terminal (mpirun forwards each rank's
+/// stderr) never interleave: "ch07_zero: error: [rank 1] ..." stays whole.
+void print_error_line(const std::string& line);
+
 namespace detail {
 /// True when the environment sets DPT_DEBUG to anything but "" or "0".
 bool debug_enabled();

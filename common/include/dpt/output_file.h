@@ -19,10 +19,15 @@
 /// the whole new one, never half of it. If anything fails, the temporary file
 /// is removed and the target is untouched.
 ///
-/// A *log* (metrics JSONL) is different: it is written line by line while the
-/// run goes so that it can be watched, into the target itself (created or
-/// truncated, never through a symlink), under the same policy for what the
-/// path may name.
+/// Every output is a document, the metrics JSONL too: a run that is killed,
+/// interrupted or fails keeps the old file. SIGINT and SIGTERM remove the
+/// temporary files being written before the process ends (where the program
+/// has not set its own handler for them); SIGKILL cannot, and leaves
+/// `NAME.tmp.XXXXXX` beside the target.
+///
+/// An output may not be one of the run's inputs, or another output: same file
+/// (inode) or same path, or a file inside an input directory (a checkpoint
+/// being read) is refused before any work is done (`check_distinct_paths`).
 ///
 /// `check_output_path` applies the policy before any work is done, so a run
 /// never trains for minutes and then finds it cannot save.
@@ -32,6 +37,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace dpt {
 
@@ -53,11 +59,8 @@ void check_output_path(const std::string& flag, const std::string& path);
 /// target as it was and no temporary file behind.
 class OutputFile {
  public:
-  /// Document: written whole, then put in place atomically. Log: written in
-  /// place as it goes (truncated first). Append: a Log that keeps what the file holds.
-  enum class Mode { Document, Log, Append };
   /// Opens `path` for writing under the policy; throws dpt::Error naming the path if refused.
-  explicit OutputFile(std::string path, Mode mode = Mode::Document);
+  explicit OutputFile(std::string path);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -66,7 +69,7 @@ class OutputFile {
   void write(const void* bytes, std::size_t size);
   /// Appends `text`.
   void write(const std::string& text) { write(text.data(), text.size()); }
-  /// Finishes: fsync, then (document) rename over the target. Call once.
+  /// Finishes: fsync, then rename over the target. Call once.
   void commit();
   /// The path being written.
   const std::string& path() const { return path_; }
@@ -74,12 +77,23 @@ class OutputFile {
  private:
   void discard();
   std::string path_;
-  std::string temp_;  // the temporary file of a document written to a regular file; "" otherwise
+  std::string temp_;  // the temporary file when the target is a regular file; "" otherwise
+  int temp_slot_ = -1;  // its entry in the list SIGINT/SIGTERM clean up (-1: none)
   int fd_ = -1;
   bool regular_ = true;  // false for a character device (no fsync, no rename)
 };
 
 /// Writes `text` to `path` as one document (OutputFile + commit).
 void write_output_file(const std::string& path, const std::string& text);
+
+/// A path a run reads or writes, with the flag that named it ("--metrics").
+struct NamedPath {
+  std::string flag, path;
+};
+/// Why the outputs clash with the inputs or with each other, as a sentence
+/// ("--save-weights 'x' is the same file as --load-weights 'y': ..."), or "".
+/// An output clashes when it names the same file (inode) or path as another
+/// output or an input, or lies inside an input that is a directory.
+std::string distinct_paths_problem(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
 }  // namespace dpt

@@ -77,22 +77,32 @@ std::string fmt(double value, int digits = 4);
 /// `value` with `decimals` digits after the point ("3.14").
 std::string fixed(double value, int decimals = 2);
 
-/// Writes one JSON object per line (JSONL) to a file as the run goes; does
-/// nothing without a path. The file is a log (see output_file.h): created or
-/// truncated in place, never through a symlink, refused if a FIFO or a directory.
+/// Writes one JSON object per line (JSONL) to a file; does nothing without a
+/// path. Like every output (output_file.h) the lines go to a temporary file
+/// beside the target ("m.jsonl.tmp.XXXXXX", which can be watched while the run
+/// goes) that replaces the target when the writer is done; a run that fails,
+/// diverges or is interrupted leaves the old file as it was.
 class MetricsWriter {
  public:
-  /// Opens (truncates; with `append`, keeps its lines) `path`; an empty path
-  /// writes nothing. Throws dpt::Error if the path is refused.
+  /// Prepares `path` (with `append`, the new file starts with the old one's
+  /// lines); an empty path writes nothing. Throws dpt::Error if the path is refused.
   explicit MetricsWriter(const std::string& path, bool append = false);
+  /// Puts the file in place (commit), unless an exception is unwinding the
+  /// scope that owns the writer: then the old file stays.
+  ~MetricsWriter() noexcept(false);
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
   /// Writes {"step": step, key: value, …} (non-finite values as null) in one write.
   void write(int64_t step, const std::map<std::string, double>& values);
+  /// Puts the file in place now (the destructor does, if not called); the writer writes nothing after it.
+  void commit();
   /// True when a file is being written.
   bool enabled() const { return out_ != nullptr; }
 
  private:
   std::unique_ptr<OutputFile> out_;
   std::string path_;
+  int unwinding_at_start_ = 0;  // std::uncaught_exceptions() when constructed
 };
 
 /// Seconds since `start`.

@@ -4,9 +4,21 @@
 // Each rank keeps one receive posted on control_ for an "abort" message. A
 // rank whose function throws sends its error to every peer (fail()); a peer
 // polling anywhere (wait_for) sees it in stop_reason() and throws PeerFailed.
-// At the end of launch every rank agrees on who failed (an all-gather), the
-// root cause's message is broadcast from its rank, and every abort message is
-// received, so MPI finalises cleanly (finish()).
+// At the end of launch every rank agrees on who failed (each tells every
+// other), the root cause's message is broadcast from its rank, and every abort
+// message is received, so MPI finalises cleanly (finish()).
+//
+// A rank that never answers (SIGSTOP, a lost node, an endless computation)
+// would leave that agreement, and MPI_Finalize after it, waiting forever.
+// So once any rank has failed, finish() waits a bounded grace period for the
+// others; then the rank prints its error and the silent ranks on one line and
+// ends the whole job with MPI_Abort, as NCCL's watchdog does. The job ends
+// within --comm-timeout (the failing wait) + grace_s() + the launcher's kill.
+#include <errno.h>  // program_invocation_short_name (glibc)
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "comm/mpi/mpi_backend.h"
@@ -52,14 +64,67 @@ void MpiBackend::fail(const std::string& message, bool primary) {
   }
 }
 
+// After a failure, how long finish() waits for a rank that has not answered
+// (frozen, killed, or computing without polling) before it ends the job: the
+// timeout, at most 5 s. A rank that only learned of the failure waits 1 s
+// more, so that the rank that failed first is the one that speaks.
+double MpiBackend::grace_s() const {
+  return std::min(timeout_s_, 5.0) + (self_failed_.load() && self_primary_ ? 0.0 : 1.0);
+}
+
+// No rank can finalise MPI while one is silent: say who, and end the whole job.
+void MpiBackend::abandon(const std::vector<int>& silent) {
+  std::string who, stop = stop_reason();
+  for (int r : silent) who += (who.empty() ? "rank " : ", rank ") + std::to_string(r);
+  std::string cause = self_failed_.load() ? own_message_.substr(1)
+                      : !stop.empty()     ? format_error(__FILE__, __LINE__, stop)
+                                          : format_error(__FILE__, __LINE__, "a peer failed");
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%.1f", grace_s());
+  print_error_line(std::string(program_invocation_short_name) + ": error: " + cause + "; then " +
+                   (who.empty() ? "a peer" : who) + " did not answer within " + grace +
+                   " s (frozen, killed, or busy without communicating): ending the whole job with MPI_Abort");
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);  // MPI_Abort does not return; if it did, this process must still end
+}
+
 RankFailure MpiBackend::finish() {
-  // 1. Who failed: 0 ok, 1 primary failure, 2 PeerFailed. No timeout: a peer
-  //    may compute for long after we are done (as MPI_Finalize would wait).
+  // 1. Who failed: 0 ok, 1 primary failure, 2 PeerFailed. Every rank tells
+  //    every other, point to point, so that a rank that never answers can be
+  //    named. No deadline while nobody has failed: a peer may compute for
+  //    long after we are done (as MPI_Finalize would wait). Once a failure is
+  //    known, the silent ranks get grace_s(), then the job ends (abandon).
   int mine = !self_failed_.load() ? 0 : self_primary_ ? 1 : 2;
-  std::vector<int> states(size_);
-  MPI_Request request;
-  DPT_MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_INT, states.data(), 1, MPI_INT, control_, &request));
-  for (Clock::time_point start = Clock::now(); !test(request);) back_off(Clock::now() - start);
+  std::vector<int> states(size_, 0);
+  states[rank_] = mine;
+  std::vector<MPI_Request> receives(size_, MPI_REQUEST_NULL), sends;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    DPT_MPI_CHECK(MPI_Irecv(&states[r], 1, MPI_INT, r, kStateTag, control_, &receives[r]));
+    sends.emplace_back();
+    DPT_MPI_CHECK(MPI_Isend(&mine, 1, MPI_INT, r, kStateTag, control_, &sends.back()));
+  }
+  Clock::time_point start = Clock::now(), deadline = Clock::time_point::max();
+  for (;;) {
+    bool answered = true, failure_known = mine != 0 || !stop_reason().empty();
+    for (int r = 0; r < size_; ++r) {
+      if (receives[r] != MPI_REQUEST_NULL && !test(receives[r])) answered = false;
+      failure_known = failure_known || (receives[r] == MPI_REQUEST_NULL && states[r] != 0);
+    }
+    int sent = 0;
+    DPT_MPI_CHECK(MPI_Testall(int(sends.size()), sends.data(), &sent, MPI_STATUSES_IGNORE));
+    if (answered && sent) break;
+    Clock::time_point now = Clock::now();
+    if (failure_known && deadline == Clock::time_point::max())
+      deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s()));
+    if (now >= deadline) {
+      std::vector<int> silent;
+      for (int r = 0; r < size_; ++r)
+        if (receives[r] != MPI_REQUEST_NULL) silent.push_back(r);
+      abandon(silent);  // silent empty: our state message to a peer is stuck; abandon names nobody
+    }
+    back_off(now - start);
+  }
 
   RankFailure failure;  // the lowest primary rank, else the lowest PeerFailed one
   for (int want : {1, 2})

@@ -116,6 +116,10 @@ class MpiBackend final : public Backend {
   MPI_Request receive_matched(MPI_Message* message, const MPI_Status& status, float* data,
                               int64_t count, int src, int tag);
   void wait_collective(const CollectiveCall& call, MPI_Request& request);
+  // failure.cpp: how long finish() waits for a silent rank after a failure;
+  // printing who stayed silent and MPI_Abort.
+  double grace_s() const;
+  [[noreturn]] void abandon(const std::vector<int>& silent);
 
   const double timeout_s_;  // how long a wait may last
   MPI_Comm data_, control_;
@@ -135,9 +139,10 @@ class MpiBackend final : public Backend {
 /// Collective over all processes.
 std::unique_ptr<MpiBackend> make_backend(double timeout_s);
 
-/// Tag and size of abort messages on control_.
+/// Tag and size of abort messages on control_; the tag of finish()'s states.
 constexpr int kAbortTag = 1;
 constexpr int kAbortBytes = 4096;
+constexpr int kStateTag = 2;
 
 }  // namespace mpi
 }  // namespace detail

@@ -132,7 +132,7 @@ void World::collective(int me, const Slot& slot, const Share& share,
   lock.unlock();
   if (share_error) std::rethrow_exception(share_error);
   after();
-  if (link_.enabled()) sleep_until_precise(start + to_duration(modelled_seconds(slot.call)));
+  if (link_.enabled()) sleep_on_link(me, start + to_duration(modelled_seconds(slot.call)), "collective");
 }
 
 // ----------------------------------------------------------------------------

@@ -10,8 +10,12 @@
 // Library collectives take at least the time of the matching
 // bandwidth-optimal algorithm on this model (modelled_seconds).
 //
+// A simulated wait longer than the timeout is a Timeout, not a sleep: the
+// model's time counts against --comm-timeout like a real network's.
+//
 // Left out: contention inside the switch, several ports per rank.
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "comm/threads/world.h"
@@ -28,6 +32,19 @@ void sleep_until_precise(Clock::time_point when) {
   constexpr auto kSpin = std::chrono::microseconds(200);
   if (when - Clock::now() > kSpin) std::this_thread::sleep_until(when - kSpin);
   while (Clock::now() < when) std::this_thread::yield();
+}
+
+// Called without the mutex, after the message itself has been delivered.
+void World::sleep_on_link(int me, Clock::time_point when, const char* call) const {
+  Clock::duration wait = when - Clock::now();
+  if (wait > timeout_) {
+    char text[160];
+    std::snprintf(text, sizeof text, "rank %d's %s would wait %.1f s on the simulated link, more than the "
+                  "--comm-timeout of %.1f s", me, call, std::chrono::duration<double>(wait).count(), timeout_s_);
+    throw Timeout(dpt::detail::format_error(__FILE__, __LINE__, std::string(text) + " (" + link_.describe() +
+                  "): raise --link-gbps, lower --link-latency-us, or raise --comm-timeout"));
+  }
+  sleep_until_precise(when);
 }
 
 // Reserves the ports for `bytes` from src to dst; returns {departure, arrival}.

@@ -141,7 +141,7 @@ void World::send(int me, const float* data, int64_t count, int dst, int tag) {
              WaitState{"send", dst, tag, count, true, eager_limit_});
   }
   lock.unlock();
-  if (link_.enabled()) sleep_until_precise(departure);
+  if (link_.enabled()) sleep_on_link(me, departure, "send");
 }
 
 // ----------------------------------------------------------------------------
@@ -202,7 +202,7 @@ void World::recv(int me, float* data, int64_t count, int src, int tag) {
   wait_p2p(lock, me, &r, src, nullptr, -1, tag, WaitState{"recv", -1, tag, 0, true});
   lock.unlock();
   if (r.has_message) copy_out(me, r, src, tag);
-  if (link_.enabled()) sleep_until_precise(r.arrival);
+  if (link_.enabled()) sleep_on_link(me, r.arrival, "recv");
 }
 
 void World::sendrecv(int me, const float* send_buf, int64_t send_count, int dst, float* recv_buf,
@@ -234,7 +234,7 @@ void World::sendrecv(int me, const float* send_buf, int64_t send_count, int dst,
            WaitState{"sendrecv", dst, tag, send_count, true});
   lock.unlock();
   if (r.has_message) copy_out(me, r, src, tag);
-  if (link_.enabled()) sleep_until_precise(std::max(departure, r.arrival));
+  if (link_.enabled()) sleep_on_link(me, std::max(departure, r.arrival), "sendrecv");
 }
 
 // ----------------------------------------------------------------------------

@@ -154,6 +154,7 @@ class World {
   // ---- link_clock.cpp ----
   std::pair<Clock::time_point, Clock::time_point> reserve_link(int src, int dst, int64_t bytes);
   double modelled_seconds(const CollectiveCall& call) const;
+  void sleep_on_link(int me, Clock::time_point when, const char* call) const;
   // ---- wait_report.cpp ----
   [[noreturn]] void throw_timeout(int me, const WaitState& what, const std::string& waiting_for);
   std::string others_status(int me) const;
