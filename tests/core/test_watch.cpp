@@ -11,7 +11,7 @@
 
 using namespace dpt;
 
-TEST_CASE("watch_messages: the observer sees each message first; traffic is counted once, on the inner log", "[comm]") {
+TEST_CASE("watch_messages: the observer sees each message first, and traffic is counted once on the inner log", "[comm]") {
   std::vector<std::vector<Message>> seen(3);
   std::vector<std::vector<float>> before_recv(3);
   std::vector<int64_t> sent_by_0_to_1(3, -1);
