@@ -54,9 +54,13 @@ using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // Everything one rank's step touches from two threads. Held by shared_ptr so
-// that queued all-reduces keep it alive even if the step throws.
+// that queued all-reduces keep it alive even if the step throws; for the same
+// reason it keeps its own copy of the rank's Context (whose members refer to
+// the communicator, device and tracer, which outlive the rank's work): when
+// the rank's function throws, launch() drops the Context it was given and
+// only then lets the still-queued all-reduces fail against the stopped world.
 struct Engine : std::enable_shared_from_this<Engine> {
-  Context& ctx;
+  Context ctx;
   std::vector<Tensor> params;
   std::vector<std::string> names;  // parameter → its name, for the trace
   int64_t step = 0;
@@ -85,7 +89,7 @@ struct Engine : std::enable_shared_from_this<Engine> {
   int launched_unready = 0;
   int held_back = 0;
 
-  explicit Engine(Context& c) : ctx(c) {}
+  explicit Engine(const Context& c) : ctx(c) {}
 
   // On a GPU: the communication stream and the clock's events, made on it.
   void use_gpu(int device, std::size_t buckets) {

@@ -28,13 +28,15 @@
 //
 // Your holes (chapters/05_bucketing/ch05.h): ch05::assign_buckets,
 // ch05::mark_ready, ch05::wait_and_unpack; the ring is yours from chapter 04.
-// Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
+// Its own flags: ch05_flags.cpp. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error,
+// 2 a bad flag.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
 
 #include "bucketed_training.h"
 #include "ch05.h"
+#include "ch05_flags.h"
 #include "dpt/data_parallel.h"
 #include "dpt/report.h"
 #include "dpt/timing.h"
@@ -42,19 +44,6 @@
 
 using namespace dpt;
 using namespace dpt::ch05;
-
-struct Ch05Flags {
-  double bucket_mb = 1, first_bucket_mb = -1;  // -1: same as --bucket-mb
-  bool overlap = true, verify = true, sweep = false, find_unused = false;
-  int64_t accumulate = 1, sweep_steps = 10;
-};
-
-int64_t mib_to_bytes(double mb) { return int64_t(std::llround(mb * 1024 * 1024)); }
-
-BucketPlan plan_of(const Ch05Flags& f) {
-  return {mib_to_bytes(f.bucket_mb), mib_to_bytes(f.first_bucket_mb < 0 ? f.bucket_mb : f.first_bucket_mb),
-          f.overlap, f.accumulate, f.find_unused};
-}
 
 void print_steps(const BucketedRun& run);
 void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, Verdicts& v);
@@ -66,7 +55,7 @@ void sweep_bucket_sizes(Context& ctx, const Options& o, const Dataset& data, con
 int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
   Dataset data = load_dataset(o);
-  check_ranks_agree(ctx.comm, o, data);
+  check_ranks_agree(ctx.comm, o, data, flags_to_agree(f));  // a rank with other caps would pair other buckets
   HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   MLP replica = make_replica(ctx, o);
   if (o.steps == 0) {
@@ -230,19 +219,7 @@ int main(int argc, char** argv) {
   add_common_flags(app, options);
   add_launch_flags(app, launch_options);
   add_data_parallel_flags(app, flags.verify);
-  app.add_option("--bucket-mb", flags.bucket_mb, "Bucket cap in MiB (0: one all-reduce per parameter)")
-      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
-  app.add_option("--first-bucket-mb", flags.first_bucket_mb, "Cap of bucket 0 in MiB (DDP: 1); default: --bucket-mb")
-      ->check(CLI::Range(0.0, 1e6));
-  app.add_flag("--overlap,!--no-overlap", flags.overlap, "Launch buckets during backward (or all after it)")
-      ->capture_default_str();
-  app.add_option("--accumulate", flags.accumulate, "Micro-batches per step; gradients sync after the last")
-      ->check(positive_integer())->capture_default_str();
-  app.add_flag("--find-unused-parameters", flags.find_unused,
-               "After forward, mark parameters the loss does not reach ready (zero gradient), as DDP does");
-  app.add_flag("--sweep-buckets", flags.sweep, "Time a few bucket sizes and name the best");
-  app.add_option("--sweep-steps", flags.sweep_steps, "Steps per size in the sweep")
-      ->check(positive_integer())->capture_default_str();
+  add_ch05_flags(app, flags, options);  // ch05_flags.cpp: bounds, and --batch x --accumulate
   parse_flags(app, argc, argv);
   return run_lecture("ch05_bucketing", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
 }

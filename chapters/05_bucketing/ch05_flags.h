@@ -1,0 +1,46 @@
+/// @file ch05_flags.h
+/// @brief Chapter 05's own flags (harness, not a hole): registered with their
+/// bounds, checked against each other once parsed, turned into the loop's
+/// BucketPlan, and listed for the rank-agreement check.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bucketed_training.h"
+#include "dpt/options.h"
+
+namespace dpt::ch05 {
+
+/// What chapter 05's flags asked for.
+struct Ch05Flags {
+  double bucket_mb = 1, first_bucket_mb = -1;  ///< -1: same as --bucket-mb
+  bool overlap = true, verify = true, sweep = false, find_unused = false;
+  int64_t accumulate = 1, sweep_steps = 10;
+};
+
+/// Registers --bucket-mb, --first-bucket-mb, --overlap/--no-overlap,
+/// --accumulate, --find-unused-parameters, --sweep-buckets and --sweep-steps
+/// into `flags`. A value out of bounds (nan, inf, a negative cap, more
+/// micro-batches than a teaching run can mean) is refused at parse time:
+/// exit 2 with a sentence, like every bad flag. `options` is read for --batch,
+/// once every flag is parsed.
+void add_ch05_flags(CLI::App& app, Ch05Flags& flags, const Options& options);
+
+/// MiB → bytes, rounded.
+int64_t mib_to_bytes(double mb);
+
+/// The loop's plan from the flags.
+BucketPlan plan_of(const Ch05Flags& flags);
+
+/// The flags every rank must share, for check_ranks_agree: the layout's caps
+/// (ranks with different layouts would pair different buckets in their rings),
+/// --accumulate, --find-unused-parameters and the sweep (which trains more
+/// runs, collectively). --no-overlap and --no-verify may differ: they change
+/// when a rank launches or what rank 0 checks, not what the ranks exchange.
+std::vector<std::pair<std::string, std::string>> flags_to_agree(const Ch05Flags& flags);
+
+}  // namespace dpt::ch05
