@@ -1,0 +1,45 @@
+// checks.h — chapter 08's checks on the live world: exact sums for every
+// algorithm, and what the traffic log says each one sent to whom.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dpt/launch.h"
+
+namespace dpt::ch08 {
+
+/// One algorithm's sums on this world: the largest error relative to the
+/// serial sum, over every rank, element and count tried.
+struct SumCheck {
+  std::string name;
+  bool written = true;  ///< false: a hole not written yet (`why` says which)
+  std::string why;
+  double error = 0;
+};
+
+/// Collective: every algorithm of algorithm_names() on integer inputs, counts
+/// 1, 7 and 1001 (shorter than, and not divisible by, the world).
+std::vector<SumCheck> check_sums(Context& ctx, int nodes);
+
+/// What the traffic log saw during one all-reduce of `count` floats.
+struct TrafficSeen {
+  std::vector<std::vector<int64_t>> matrix;  ///< bytes [src][dst]
+  int64_t total = 0;                         ///< all bytes sent
+  int64_t busiest_across = 0;                ///< the most bytes one rank sent to other nodes
+  std::string stray_across;                  ///< "" or "3 -> 4" when ranks of different local index talk across nodes
+};
+
+/// Collective: runs `name` once and reads the gathered traffic log.
+TrafficSeen traffic_of(Context& ctx, const std::string& name, int nodes, int64_t count);
+
+/// Bytes all ranks send in one all-reduce of `bytes` on n ranks, counted on
+/// paper from each algorithm's steps.
+double theory_total_bytes(const std::string& name, int n, int nodes, double bytes);
+
+/// "" when, among the first p = power_of_two_below(n) ranks, every pair that
+/// talks is r and r XOR 2^k, each extra rank talks to one of them only, and
+/// none of them hosts two extras; else the first pair that breaks it, in words.
+std::string halving_doubling_pattern_problem(const std::vector<std::vector<int64_t>>& matrix);
+
+}  // namespace dpt::ch08
