@@ -1,31 +1,67 @@
 /// @file ch03.h
-/// @brief Chapter 03's exercises: shard a global batch across ranks, and
-/// average gradients through the host (rank 0's CPU). Fill them in
-/// `exercises/03_naive_dp/`; `ctest --preset student -L ch03` checks them
-/// against a serial mean and the communicator's traffic log.
+/// @brief Chapter 03's exercises: naive data parallelism, written by you —
+/// replicas that start from one master copy, a global batch cut into shards,
+/// gradients averaged through the host (rank 0), and the step that ties them
+/// together. Fill them in `exercises/03_naive_dp/`;
+/// `ctest --preset student -L ch03` checks them against one device computing
+/// serially and against the communicator's traffic log.
+///
+/// The goal of the whole chapter, which the step below must meet: N ranks,
+/// each with a batch of M samples, train exactly as one device would with
+/// one batch of N·M samples.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "dpt/comm.h"
+#include "dpt/data.h"
+#include "dpt/launch.h"
+#include "dpt/nn.h"
+#include "dpt/optim.h"
 #include "dpt/tensor.h"
 
 namespace dpt::ch03 {
 
-/// Rank `rank`'s part of a global batch: the contiguous sub-slice
-/// global[rank·M, (rank+1)·M) with M = global.size() / world. Throws
-/// dpt::Error (saying both numbers) when global.size() does not divide by
-/// world. (Hole: exercises/03_naive_dp/shard.cpp.)
+/// The start. `master` is the master copy, on rank 0's host; every other rank
+/// passes nullptr. `replica` is this rank's model on its own device, of the
+/// master's architecture, initialised from a seed of its own.
+/// Postcondition: every rank's `replica` holds the master copy's weights, bit
+/// for bit. Collective: every rank calls it.
+/// (Hole: exercises/03_naive_dp/replicate.cpp.)
+void replicate_master(Communicator& comm, const MLP* master, MLP& replica);
+
+/// Which samples of a step's global batch rank `rank` of `world` trains on.
+/// Postconditions: every rank gets global.size() / world indices; over all
+/// ranks, every entry of `global` is used exactly once (shards are disjoint
+/// and together cover the batch); the answer depends on the arguments only.
+/// Throws dpt::Error, saying both numbers, when global.size() does not divide
+/// by world. (Hole: exercises/03_naive_dp/shard.cpp.)
 std::vector<int64_t> shard_indices(const std::vector<int64_t>& global, int rank, int world);
 
-/// Naive gradient averaging through the host. On entry each rank's `grads`
-/// (one tensor per parameter, on the rank's device) hold its local gradients;
-/// on return every rank's `grads` hold the mean over ranks. The protocol:
-/// every rank copies its gradients device → host and sends them to rank 0
-/// (the host); rank 0 sums them in rank order, divides by the world size, and
-/// sends the mean back; every rank copies it host → device.
+/// Averages gradients through the host. On entry each rank's `grads` (one
+/// tensor per parameter, on the rank's device) hold its own gradients.
+/// Postconditions: every rank's `grads`, still on its device, hold the mean
+/// over ranks, the same bits on every rank. Rank 0 plays the host: every
+/// message has rank 0 at one end, and no byte moves that the average does not
+/// need (the tests count them). Collective.
 /// (Hole: exercises/03_naive_dp/host_average.cpp.)
 void host_average_gradients(Communicator& comm, std::vector<Tensor>& grads);
+
+/// One step of naive data parallelism, this rank's part. Every rank calls it
+/// with the same `global_batch` (indices into `data`). Preconditions: every
+/// rank's `replica` holds the same weights w; `optimizer` updates the
+/// replica's parameters and is in the same state on every rank.
+/// Postconditions:
+///  - every rank's replica holds the weights one device would hold after one
+///    `optimizer` step from w on the whole global batch (to float rounding),
+///    and the replicas are bit-identical;
+///  - every parameter's grad() holds the gradient that step applied;
+///  - this rank read only the samples of its shard (shard_indices);
+///  - the return value is the mean loss over this rank's shard at w.
+/// The loss is softmax_cross_entropy of the replica's logits.
+/// (Hole: exercises/03_naive_dp/step.cpp.)
+float naive_data_parallel_step(Context& ctx, MLP& replica, Optimizer& optimizer, const Dataset& data,
+                               const std::vector<int64_t>& global_batch);
 
 }  // namespace dpt::ch03

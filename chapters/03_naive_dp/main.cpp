@@ -1,29 +1,30 @@
 // ch03_naive_dp — naive data parallel: replicas, shards, averaging on the host.
 //
 // What it teaches: data parallelism in its plainest form. A CPU master copy
-// of the weights is broadcast to N replicas (one per rank, each on its own
-// device), so all start identical. Every step the global batch of N·M samples
-// is cut into N shards of M; each rank runs forward and backward on its shard;
-// the gradients travel device → host, are averaged there, and travel back;
-// every replica takes the same optimizer step and stays identical. Because the
-// loss is a mean, N ranks × batch M compute exactly what one device with
-// batch N·M computes — the chapter checks it, and ends with verdicts.
+// of the weights reaches N replicas (one per rank, each on its own device).
+// Every step the global batch of N·M samples is cut into N shards of M; each
+// rank runs forward and backward on its shard; the gradients travel to the
+// host, are averaged there and travel back; every replica takes the same
+// optimizer step. Done right, N ranks × batch M compute what one device with
+// batch N·M computes — the chapter checks it step by step, and ends with
+// verdicts. You write all of it: the start, the shards, the average, the step.
 //
 // What it leaves out: an efficient average. Everything funnels through the
-// host: 2·(N−1)·S bytes per step through one point. Chapter 04 fixes that.
-// The loop itself is the core's (dpt/data_parallel.h); this chapter plugs in
-// its sharding and its gradient average.
+// host (rank 0). Chapter 04 fixes that. The loop around your step (drawing
+// each step's global batch, the progress bar, timing, the traffic log) is the
+// core's run_data_parallel (dpt/data_parallel.h).
 //
 // Run it:
 //     build/reference/bin/ch03_naive_dp --ranks 4                # 4 threads, simulated devices
 //     build/reference/bin/ch03_naive_dp --ranks 4 --link pcie    # pay PCIe-like costs
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch03_naive_dp --comm mpi
 //
-// Your holes (chapters/03_naive_dp/ch03.h): ch03::shard_indices and
-// ch03::host_average_gradients. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
+// Your holes (chapters/03_naive_dp/ch03.h): replicate_master, shard_indices,
+// host_average_gradients, naive_data_parallel_step.
+// Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "ch03.h"
@@ -38,23 +39,28 @@ void report_host_traffic(const Context& ctx, const Options& o, double gradient_b
 void report_summary(const Context& ctx, const Options& o, const DataParallelRun& run, const Dataset& data,
                     const HeldOut& held_out, const MLP& replica);
 void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, double gradient_bytes,
-                  double spread);
+                  double start_spread, double spread);
 
 // ----------------------------------------------------------------------------
 // the lecture, run by every rank; rank 0 narrates and returns the exit code
 
 int lecture(Context& ctx, const Options& o, bool verify) {
   Narrator say(ctx.is_root() && !o.quiet);
-  // ---- 1. Set-up
+  // ---- 1. Set-up: the data, the master copy, the replicas
   say.section("1. Set-up: " + std::to_string(ctx.world) + " ranks (" + ctx.comm.backend() + ")");
   Dataset data = load_dataset(o);  // every rank reads the same data set
   check_ranks_agree(ctx.comm, o, data);  // same flags and data on every rank, or one line saying who differs
   HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
-  MLP replica = make_replica(ctx, o);
+  std::optional<MLP> master;  // the master copy: only on rank 0, on its host
+  if (ctx.is_root()) master.emplace(build_model(o, Device::host()));
+  MLP replica = make_replica_apart(ctx, o);  // this rank's model on its device, from a seed of its own
+  ch03::replicate_master(ctx.comm, master ? &*master : nullptr, replica);
+  const double start_spread = replica_spread(ctx, replica);  // collective: 0 when every replica is the master
   const double gradient_bytes = double(replica.num_parameters()) * sizeof(float);  // S
-  say.say("master copy on the host of rank 0, broadcast to " + std::to_string(ctx.world) + " replicas on " +
+  say.say("master copy on the host of rank 0, copied to " + std::to_string(ctx.world) + " replicas on " +
           ctx.device.name().substr(0, 3) + ":0.." + std::to_string(ctx.world - 1) + " (" +
-          format_bytes(gradient_bytes) + " each; each replica was initialised apart, the broadcast makes them equal)");
+          format_bytes(gradient_bytes) + " each; each replica was initialised apart: only your\n"
+          "replicate_master makes them equal)");
   say.say("global batch " + std::to_string(o.batch * ctx.world) + " = " + std::to_string(ctx.world) +
           " shards of --batch " + std::to_string(o.batch));
   if (o.steps == 0) {
@@ -62,12 +68,15 @@ int lecture(Context& ctx, const Options& o, bool verify) {
     return 0;
   }
 
-  // ---- 2. Training
+  // ---- 2. Training: your step, every step, on every rank
   say.section("2. Training: shard, forward/backward, average on the host, step");
-  auto average = [](Context& c, std::vector<Tensor>& grads) { ch03::host_average_gradients(c.comm, grads); };
+  auto optimizer = make_optimizer(o.optimizer, replica.parameters(), o.lr);  // one per replica, same state
+  auto step = [&](const std::vector<int64_t>& global_batch) {
+    return ch03::naive_data_parallel_step(ctx, replica, *optimizer, data, global_batch);
+  };
   StepRecorder recorder(ctx.is_root() && verify);  // rank 0 keeps the state around chosen steps
-  DataParallelRun run = train_data_parallel(ctx, o, data, replica, average, "ch03 train", ch03::shard_indices, &recorder);
-  double spread = replica_spread(ctx, replica);  // collective: every rank takes part
+  DataParallelRun run = run_data_parallel(ctx, o, data, replica, step, "ch03 train", &recorder);
+  const double spread = replica_spread(ctx, replica);  // collective: every rank takes part
   if (!ctx.is_root()) return 0;
   save_outputs(o, replica, data);
 
@@ -91,7 +100,7 @@ int lecture(Context& ctx, const Options& o, bool verify) {
   // ---- 5. Summary and verdicts
   report_summary(ctx, o, run, data, held_out, replica);
   Verdicts verdicts;
-  add_verdicts(verdicts, ctx, run, gradient_bytes, spread);
+  add_verdicts(verdicts, ctx, run, gradient_bytes, start_spread, spread);
   if (verify) add_step_check_verdicts(verdicts, check);
   verdicts.print(std::cout);
   return verdicts.exit_code();
@@ -121,19 +130,23 @@ void report_summary(const Context& ctx, const Options& o, const DataParallelRun&
   summary.add_row({"ranks x batch per rank", std::to_string(ctx.world) + " x " + std::to_string(o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
   report_held_out(replica, data, held_out, int64_t(run.losses.size()), o.metrics, summary);
-  summary.add_row({"time (compute / averaging)", fixed(run.seconds, 2) + " s (" + fixed(run.compute_seconds, 2) +
+  summary.add_row({"time (compute / communication)", fixed(run.seconds, 2) + " s (" + fixed(run.compute_seconds, 2) +
                                                       " / " + fixed(run.sync_seconds, 2) + " s on rank 0)"});
   summary.add_row({"bytes moved per step", format_bytes(run.bytes_per_step())});
   summary.print(std::cout);
 }
 
 void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, double gradient_bytes,
-                  double spread) {
+                  double start_spread, double spread) {
   v.holds("the loss stayed finite", run.diverged_step < 0,
           run.diverged_step < 0 ? "" : "it was " + fmt(run.losses.back(), 3) + " at step " +
                                            std::to_string(run.diverged_step) + "; is the average finite?");
+  v.at_most("replicas identical before step 0: max |w_r - w_0|", start_spread, 0,
+            start_spread == 0 ? "every replica holds the master copy's bits"
+                              : "some replica kept a start of its own: did the master copy reach every rank?");
   v.at_most("replicas identical: max |w_r - w_0|", spread, 0,
-            "every rank applies the same averaged gradient to the same start");
+            spread == 0 || start_spread != 0 ? "every rank applies the same averaged gradient to the same start"
+                                             : "they started equal and drifted: did every rank apply the same bits?");
   v.near("host traffic per step (bytes)", run.bytes_per_step(), 2.0 * (ctx.world - 1) * gradient_bytes, 0,
          "2(N-1)S exactly: N-1 ranks send S up, the host sends S back to each");
 }

@@ -37,11 +37,15 @@ double DataParallelRun::bytes_per_step() const {
 // ----------------------------------------------------------------------------
 // replicas
 
-MLP make_replica(Context& ctx, const Options& o) {
+MLP make_replica_apart(Context& ctx, const Options& o) {
   Options own = o;
-  own.load_weights.clear();                  // only the master reads the file
-  own.seed = o.seed + 1 + uint64_t(ctx.rank);  // a start of its own: only the broadcast makes them equal
-  MLP replica = build_model(own, ctx.device);
+  own.load_weights.clear();                    // only the master reads the file
+  own.seed = o.seed + 1 + uint64_t(ctx.rank);  // a start of its own: only a copy of the master makes them equal
+  return build_model(own, ctx.device);
+}
+
+MLP make_replica(Context& ctx, const Options& o) {
+  MLP replica = make_replica_apart(ctx, o);
   if (ctx.is_root()) {
     MLP master = build_model(o, Device::host());  // the CPU master copy
     copy_parameters(master, replica);
@@ -61,6 +65,48 @@ void clear_traffic(Context& ctx) {
   ctx.comm.traffic().clear();
   ctx.comm.barrier();
 }
+
+// What both loops keep around their steps: the progress bar, the metrics file,
+// the global loss per step, the time.
+class LoopBook {
+ public:
+  LoopBook(Context& ctx, const Options& o, const std::string& label)
+      : ctx_(ctx), metrics_(ctx.is_root() ? o.metrics : ""), bar_(label, o.steps, ctx.is_root() && !o.quiet) {
+    clear_traffic(ctx);
+    start_ = std::chrono::steady_clock::now();
+  }
+  // After `step`, on every rank: the global loss is the mean of the shards'
+  // losses (equal shard sizes). The step's seconds: "comm" from the trace
+  // (this all-reduce included), compute from the trace too unless given.
+  // False when the loss is not finite (the same value on every rank: all stop here).
+  bool finish_step(int64_t step, float local_loss, double compute = -1) {
+    float global_loss = local_loss;
+    ctx_.comm.all_reduce(&global_loss, 1, ReduceOp::Avg);
+    const double comm = ctx_.trace.seconds("comm");
+    if (compute < 0) compute = ctx_.trace.seconds("compute");
+    run_.losses.push_back(global_loss);
+    run_.compute_seconds += compute;
+    run_.sync_seconds += comm;
+    metrics_.write(step, {{"loss", global_loss}, {"compute_s", compute}, {"comm_s", comm}});
+    bar_.update(step + 1, "loss " + fixed(global_loss, 4));
+    if (std::isfinite(global_loss)) return true;
+    run_.diverged_step = step;
+    return false;
+  }
+  DataParallelRun finish() {
+    bar_.finish();
+    run_.seconds = seconds_since(start_);
+    run_.traffic = ctx_.comm.gather_traffic();  // every rank's sends (MPI: from every process)
+    return std::move(run_);
+  }
+
+ private:
+  Context& ctx_;
+  MetricsWriter metrics_;
+  ProgressBar bar_;
+  DataParallelRun run_;
+  std::chrono::steady_clock::time_point start_;
+};
 }  // namespace
 
 DataParallelRun train_data_parallel(Context& ctx, const Options& o, const Dataset& data, MLP& replica,
@@ -70,11 +116,7 @@ DataParallelRun train_data_parallel(Context& ctx, const Options& o, const Datase
   auto optimizer = make_optimizer(o.optimizer, params, o.lr);
   // Same seed on every rank: every rank draws the same global batch.
   BatchSampler sampler(data.size(), o.batch * ctx.world, !o.no_shuffle, o.seed);
-  MetricsWriter metrics(ctx.is_root() ? o.metrics : "");
-  ProgressBar bar(label, o.steps, ctx.is_root() && !o.quiet);
-  DataParallelRun run;
-  clear_traffic(ctx);
-  auto start = std::chrono::steady_clock::now();
+  LoopBook book(ctx, o, label);
   for (int64_t step = 0; step < o.steps; ++step) {
     ctx.comm.traffic().set_step(step);
     ctx.trace.reset_seconds();
@@ -97,24 +139,42 @@ DataParallelRun train_data_parallel(Context& ctx, const Options& o, const Datase
       auto span = ctx.trace.span("optimizer", "compute");
       optimizer->step();
     }
-    // The global loss is the mean of the shards' losses (equal shard sizes).
-    float global_loss = loss.item();
-    ctx.comm.all_reduce(&global_loss, 1, ReduceOp::Avg);
-    run.losses.push_back(global_loss);
-    double compute = ctx.trace.seconds("compute"), comm = ctx.trace.seconds("comm");
-    run.compute_seconds += compute;
-    run.sync_seconds += comm;
-    metrics.write(step, {{"loss", global_loss}, {"compute_s", compute}, {"comm_s", comm}});
-    bar.update(step + 1, "loss " + fixed(global_loss, 4));
-    if (!std::isfinite(global_loss)) {  // the same value on every rank: all stop here
-      run.diverged_step = step;
-      break;
-    }
+    if (!book.finish_step(step, loss.item())) break;
   }
-  bar.finish();
-  run.seconds = seconds_since(start);
-  run.traffic = ctx.comm.gather_traffic();  // every rank's sends (MPI: from every process)
-  return run;
+  return book.finish();
+}
+
+DataParallelRun run_data_parallel(Context& ctx, const Options& o, const Dataset& data, MLP& replica,
+                                  const DataParallelStep& step_fn, const std::string& label, StepRecorder* recorder) {
+  std::vector<Tensor> params = replica.parameters();
+  const int64_t count = replica.num_parameters();
+  // Same seed on every rank: every rank draws the same global batch.
+  BatchSampler sampler(data.size(), o.batch * ctx.world, !o.no_shuffle, o.seed);
+  LoopBook book(ctx, o, label);
+  for (int64_t step = 0; step < o.steps; ++step) {
+    ctx.comm.traffic().set_step(step);
+    std::vector<float> before;  // the weights the step starts from, when the recorder keeps this step
+    const bool keep = recorder && recorder->keeps(step, o.steps, count);
+    if (keep) before = flatten(params);
+    ctx.trace.reset_seconds();
+    float loss = 0;
+    {
+      auto span = ctx.trace.span("data-parallel step", "step");
+      loss = step_fn(sampler.indices(step));
+    }
+    const double compute = ctx.trace.seconds("step") - ctx.trace.seconds("comm");  // the step's own
+    if (keep) {
+      std::vector<Tensor> grads;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        DPT_CHECK(params[i].grad().defined(), "step " << step << " left no gradient in parameter " << i
+                                                      << ": a step must leave the gradient it applied in grad()");
+        grads.push_back(params[i].grad());
+      }
+      recorder->record(step, o.steps, before.data(), flatten(grads).data(), count);
+    }
+    if (!book.finish_step(step, loss, compute)) break;
+  }
+  return book.finish();
 }
 
 // ----------------------------------------------------------------------------

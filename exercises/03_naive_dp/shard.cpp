@@ -1,15 +1,10 @@
-// exercises/03_naive_dp/shard.cpp — hole: manual sharding of a global batch.
+// exercises/03_naive_dp/shard.cpp — hole: cut a global batch into shards.
+// Contract: ch03::shard_indices in chapters/03_naive_dp/ch03.h.
 //
-// The global batch of step s has N·M sample indices (the same list on every
-// rank: same seed, same sampler). Rank r trains on the r-th contiguous slice:
-//
-//     global = [ g0 g1 … g(M-1) | gM … g(2M-1) | … ]
-//                 rank 0            rank 1
-//
-// Hints: M = global.size() / world; check that it divides first with
-// DPT_CHECK(condition, "a message with " << numbers) from dpt/check.h — a
-// batch that does not divide must be a clear error, not a silently dropped
-// sample.
+// Pointers: DPT_CHECK(condition, "a sentence with " << numbers) from
+// dpt/check.h throws the dpt::Error the contract asks for. Any rule that
+// meets the postconditions is right; the tests try many world sizes.
+// Hints, in tiers: docs/ch03_naive_dp.md, "Hints".
 #include "ch03.h"
 
 #include "dpt/check.h"

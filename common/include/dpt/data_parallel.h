@@ -14,10 +14,10 @@
 ///     };
 ///     DataParallelRun run = dpt::train_data_parallel(ctx, options, data, replica, sync, "train");
 ///
-/// The hook is where the chapters differ: chapter 03 averages through the
-/// host, 04 on a ring, 05 in buckets during backward, 06 every H steps, 07
-/// with reduce-scatter. Left out: gradient accumulation, mixed precision,
-/// unequal shards.
+/// The hook is where the chapters differ: 04 averages on a ring, 05 in
+/// buckets during backward, 06 every H steps, 07 with reduce-scatter.
+/// Chapter 03 writes the whole step itself and runs it in run_data_parallel.
+/// Left out: gradient accumulation, mixed precision, unequal shards.
 #pragma once
 
 #include "dpt/cli_fwd.h"
@@ -77,6 +77,12 @@ struct DataParallelRun {
 /// replicas start identical only because of the broadcast. Collective.
 MLP make_replica(Context& ctx, const Options& options);
 
+/// This rank's replica before any master copy reached it: the flags'
+/// architecture on ctx.device, initialised from a seed of its own
+/// (--seed + 1 + rank; --load-weights is not read), so that replicas are
+/// equal only once something copies one model into all of them. Not collective.
+MLP make_replica_apart(Context& ctx, const Options& options);
+
 /// Collective: trains `replica` for options.steps steps on global batches of
 /// world · options.batch samples (every rank draws the same global batch; rank
 /// r trains on shard(global, r, world)), calling `sync` each step. Clears the
@@ -87,6 +93,24 @@ MLP make_replica(Context& ctx, const Options& options);
 DataParallelRun train_data_parallel(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
                                     const GradientSync& sync, const std::string& label,
                                     const Sharder& shard = strided_shard, StepRecorder* recorder = nullptr);
+
+/// A whole data-parallel step, written by a chapter (chapter 03 writes it
+/// from scratch): given the step's global batch (the same indices on every
+/// rank), trains this rank's replica one step and returns its loss on its own
+/// samples. On return every parameter's grad() must hold the gradient the step
+/// applied (the step-by-step check reads it).
+using DataParallelStep = std::function<float(const std::vector<int64_t>& global_batch)>;
+
+/// Collective: the loop of train_data_parallel around a whole `step`: draws
+/// each step's global batch (world · options.batch samples, the same on every
+/// rank), calls `step`, and does the bookkeeping (global loss, metrics,
+/// progress, traffic, time; compute is the step's time less its Communicator
+/// calls). `replica` is what `step` trains (read for `recorder`: its weights
+/// before the step and its gradients after). Stops early, on every rank
+/// alike, when the global loss is not finite.
+DataParallelRun run_data_parallel(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
+                                  const DataParallelStep& step, const std::string& label,
+                                  StepRecorder* recorder = nullptr);
 
 // ----------------------------------------------------------------------------
 // the checks
