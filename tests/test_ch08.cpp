@@ -36,6 +36,7 @@ Run run(int world, int64_t count, const Fill& fill, const Body& body) {
   out.data.resize(std::size_t(world));
   out.messages.resize(std::size_t(world));
   std::mutex mutex;
+  try {
   dpt_test::run_ranks(world, [&](Context& ctx) {
     std::vector<float> data(static_cast<std::size_t>(count));
     for (int64_t i = 0; i < count; ++i) data[std::size_t(i)] = fill(ctx.rank, i);
@@ -45,7 +46,13 @@ Run run(int world, int64_t count, const Fill& fill, const Body& body) {
     std::lock_guard<std::mutex> lock(mutex);
     out.data[std::size_t(ctx.rank)] = data;
     if (ctx.is_root()) out.traffic = ctx.comm.traffic().matrix();
-  }, 5.0);
+  }, 3.0);
+  } catch (const Timeout& e) {
+    FAIL(world << " ranks deadlocked: every rank waited for a peer that was waiting too. Partners must choose each "
+         "other (when r exchanges with q at a step, q exchanges with r at that step), and a rank must not send "
+         "first and receive after where its peer does the same (communicator.h, rendezvous). The timeout said: "
+         << e.what());
+  }
   return out;
 }
 
@@ -106,12 +113,19 @@ TEST_CASE("halving_reduce_scatter: member r ends with block r's sum, every contr
       });
       for (int m = 0; m < p; ++m) {
         Range block = block_range(count, p, m, m + 1);
-        for (int64_t i = block.begin; i < block.end; ++i)
-          if (r.data[std::size_t(m)][std::size_t(i)] != all_once(p))
-            FAIL(p << " members, " << count << " floats: after the reduce-scatter member " << m << "'s block " << m
-                   << " holds " << contributions(r.data[std::size_t(m)][std::size_t(i)], p)
-                   << ". Member r must end holding block r summed over every member, each once: the half a member "
-                      "keeps at each step decides which block it ends with.");
+        for (int64_t i = block.begin; i < block.end; ++i) {
+          if (r.data[std::size_t(m)][std::size_t(i)] == all_once(p)) continue;
+          std::string instead;  // a block this member did finish, if any
+          for (int b = 0; b < p && instead.empty(); ++b) {
+            Range other = block_range(count, p, b, b + 1);
+            if (other.size() > 0 && r.data[std::size_t(m)][std::size_t(other.begin)] == all_once(p))
+              instead = " (it finished block " + std::to_string(b) + " instead)";
+          }
+          FAIL(p << " members, " << count << " floats: after the reduce-scatter member " << m << "'s block " << m
+                 << " holds " << contributions(r.data[std::size_t(m)][std::size_t(i)], p) << instead
+                 << ". Member r must end holding block r summed over every member, each once: which partner comes "
+                    "first, and which half a member keeps, decide which block it ends with.");
+        }
       }
     }
   }
