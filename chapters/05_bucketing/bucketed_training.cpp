@@ -146,6 +146,10 @@ struct Engine : std::enable_shared_from_this<Engine> {
 
   // state.launch: pack bucket b, queue its ring all-reduce.
   void launch(int b) {
+    DPT_CHECK(b >= 0 && std::size_t(b) < state.buckets.size(),
+              "mark_ready launched bucket " << b << ", but there are " << state.buckets.size() << " buckets");
+    DPT_CHECK(std::find(order.begin(), order.end(), b) == order.end(),
+              "mark_ready launched bucket " << b << " twice in one step: each bucket is all-reduced once per step");
     auto span = ctx.trace.span("launch bucket " + std::to_string(b), "comm", {{"bucket", double(b)}, {"step", double(step)}});
     if (!complete(b)) ++launched_unready;
     order.push_back(b);

@@ -48,8 +48,9 @@ struct Bucket {
 /// layer). Bucket 0's cap is `first_cap_bytes`, every other bucket's
 /// `cap_bytes`. Postconditions:
 ///  - read bucket by bucket, each bucket's params in order, the layout lists
-///    every parameter exactly once, in the order backward is expected to make
-///    their gradients final; each bucket's `bytes` is the sum over its params;
+///    every parameter exactly once, in reverse parameters() order: the order
+///    backward is expected to make their gradients final, output layer first;
+///    each bucket's `bytes` is the sum over its params;
 ///  - no bucket is empty, and none holds more bytes than its cap unless it
 ///    holds a single parameter (one larger than the cap);
 ///  - every bucket is as full as its cap allows: adding the next bucket's first
