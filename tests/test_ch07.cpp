@@ -349,7 +349,7 @@ TEST_CASE("release_layer: a released layer is undefined and its bytes are back w
   CHECK(device.current_bytes() == before);
 }
 
-TEST_CASE("layer_parameters, layer_done: a view at stages 0-2; at stage 3 gathered for the use and let go after",
+TEST_CASE("layer_parameters, layer_done: a view at stages 0-2, and at stage 3 gathered for the use and let go after",
           "[ch07][needs:partition_parameters][needs:shard_bounds][needs:gather_layer][needs:release_layer]") {
   for (int stage = 0; stage <= 3; ++stage)
     for (int world : {1, 3}) {

@@ -88,6 +88,7 @@ int lecture(const Options& o, Device& device) {
   Run per_sample = train(o, single, data, 1, o.lr / float(k), samples, no_metrics, say);
   MetricsWriter metrics(o.metrics);
   Run batched = train(o, model, data, k, o.lr, samples, metrics, say);
+  metrics.commit();  // the training lines are in place; report_held_out appends its line after them
   save_outputs(o, model, data);
 
   // --------------------------------------------------------------------------
