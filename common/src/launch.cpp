@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -251,9 +252,12 @@ Device& rank_device(const LaunchOptions& o, int rank, int local_rank, bool threa
 RankOutcome run_rank(Communicator& comm, const std::function<Device&()>& pick_device, Tracer& tracer,
                      const LaunchOptions& options, const std::function<void(Context&)>& fn) {
   RankOutcome out;
+  // Outside the try: async work that fn queued may still use the Context while
+  // the catch below drains it (chapter 05's ring jobs did, after it was gone).
+  std::optional<Context> ctx;
   try {
-    Context ctx{comm.rank(), comm.size(), comm, pick_device(), tracer, options};
-    fn(ctx);
+    ctx.emplace(Context{comm.rank(), comm.size(), comm, pick_device(), tracer, options});
+    fn(*ctx);
     comm.synchronize();  // async work issued by fn and never waited for
   } catch (...) {
     out.error = std::current_exception();

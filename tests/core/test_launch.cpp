@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <thread>
 #include <vector>
 
 #include "dpt/gpu.h"
@@ -334,4 +336,25 @@ TEST_CASE("launch with --comm mpi in a build without MPI says how to get it") {
   dpt::LaunchOptions o;
   o.comm = "mpi";
   CHECK_THROWS_WITH(dpt::launch(o, [](Context&) {}), contains_text("built without MPI"));
+}
+
+TEST_CASE("async work a failed rank queued still reads a live Context while launch drains it", "[launch]") {
+  // A rank queues work that reads its Context, then throws before waiting for
+  // it; launch() drains the queue after the error. The Context must outlive
+  // that drain (under ASan, reading it after its scope is a report).
+  std::mutex mutex;
+  std::vector<int> ranks_seen;
+  dpt::LaunchOptions options;
+  options.ranks = 2;
+  options.timeout_s = 10;
+  REQUIRE_THROWS_WITH(dpt::launch(options, [&](dpt::Context& ctx) {
+    ctx.comm.async([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // still queued when the rank throws
+      std::lock_guard<std::mutex> lock(mutex);
+      ranks_seen.push_back(ctx.rank);
+    });
+    throw dpt::Error("rank " + std::to_string(ctx.rank) + " stops with work in flight");
+  }), contains_text("stops with work in flight"));
+  std::sort(ranks_seen.begin(), ranks_seen.end());
+  CHECK(ranks_seen == std::vector<int>{0, 1});
 }
