@@ -44,7 +44,7 @@ struct Ch06Flags {
   Schedule schedule{true, 4, 0, false};
   bool compare = true, verify = true;
   float adam_lr = 1e-3f;
-  int64_t equivalence_steps = 30;
+  int64_t equivalence_steps = 10;
 };
 
 /// Adam at H = 1 must differ from gradient averaging by more than this: 10×

@@ -1,6 +1,8 @@
 // options.cpp — the common flags and the set-up they drive.
 #include "dpt/options.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -72,6 +74,12 @@ std::string model_for(const std::vector<int64_t>& widths, int64_t inputs, int64_
   return spec + "-" + std::to_string(outputs);
 }
 
+bool fashion_mnist_installed() {
+  for (const char* split : {"/train-images-idx3-ubyte.gz", "/t10k-images-idx3-ubyte.gz"})
+    if (::access((std::string(kFashionMnistDir) + split).c_str(), R_OK) != 0) return false;
+  return true;
+}
+
 // Cross-flag sizes, checked once every flag is parsed (exit 2, like a bad value).
 void check_sizes(const Options& o) {
   std::vector<int64_t> w = o.widths();
@@ -138,10 +146,10 @@ void add_common_flags(CLI::App& app, Options& o) {
       ->check(validator("WIDTHS", [](const std::string& v) { parse_widths(v); }))
       ->capture_default_str();
   app.add_option("--data", o.data,
-                 "synthetic | fashion-mnist (Debian's dataset-fashion-mnist) | fashion-mnist:DIR | mnist:DIR "
-                 "(IDX files, plain or .gz)")
+                 "auto (Fashion-MNIST where installed and the model is 784-…-10, else synthetic) | synthetic | "
+                 "fashion-mnist (Debian's dataset-fashion-mnist) | fashion-mnist:DIR | mnist:DIR (IDX files, plain or .gz)")
       ->check(validator("DATA", [](const std::string& v) {
-        if (v != "synthetic") parse_image_source(v);
+        if (v != "synthetic" && v != "auto") parse_image_source(v);
       }))
       ->capture_default_str();
   app.add_option("--samples", o.samples, "Training set size (image sets: at most this many)")
@@ -159,7 +167,10 @@ void add_common_flags(CLI::App& app, Options& o) {
       ->check(output_path());
   app.add_option("--metrics", o.metrics, "Write per-step metrics (JSONL)")->check(output_path());
   app.add_flag("--quiet", o.quiet, "No narration and no progress bar (summary only)");
-  app.parse_complete_callback([&o] { check_sizes(o); });
+  app.parse_complete_callback([&o] {
+    o.data = data_source(o);  // every rank, report and check sees what auto chose
+    check_sizes(o);
+  });
 }
 
 namespace {
@@ -175,7 +186,7 @@ std::vector<NamedPath> given_paths(const CLI::App& app, const char* const* flags
     if (!option || option->count() == 0) continue;
     std::string value = option->as<std::string>();
     if (std::string(flags[i]) == "--data") {  // an image set's directory; synthetic reads nothing
-      if (value == "synthetic") continue;
+      if (value == "synthetic" || value == "auto") continue;
       value = parse_image_source(value).dir;
     }
     paths.push_back({flags[i], value});
@@ -228,13 +239,24 @@ Dataset load_image_split(const Options& o, const std::string& split, int64_t lim
 }
 }  // namespace
 
-Dataset load_dataset(const Options& o) {
+std::string data_source(const Options& o) {
+  if (o.data != "auto") return o.data;
+  std::vector<int64_t> widths = o.widths();
+  bool fits = widths.front() == 28 * 28 && widths.back() == 10;
+  return fits && fashion_mnist_installed() ? "fashion-mnist" : "synthetic";
+}
+
+Dataset load_dataset(const Options& options) {
+  Options o = options;
+  o.data = data_source(options);
   std::vector<int64_t> widths = o.widths();
   if (o.data == "synthetic") return make_synthetic(o.samples, widths.front(), widths.back(), o.seed);
   return load_image_split(o, "train", o.samples);
 }
 
-HeldOut load_held_out(const Options& o, const Dataset& train) {
+HeldOut load_held_out(const Options& options, const Dataset& train) {
+  Options o = options;
+  o.data = data_source(options);
   HeldOut held_out;
   if (o.eval_samples == 0) return held_out;
   if (o.data == "synthetic") {

@@ -107,7 +107,7 @@ TEST_CASE("non-finite, overflowing and absurd values are refused at parse time: 
       {"--samples 1000000000", "--samples"},
       {"--model 784-99999999999999999999-10", "--model"},
       {"--model 784-1000000-10", "--model"},         // 795 million parameters
-      {"--model 784-10 --samples 50000000", "--samples"},  // 157 GB of synthetic data
+      {"--data synthetic --model 784-10 --samples 50000000", "--samples"},  // 157 GB of synthetic data
   };
   for (const auto& chapter : {std::string("ch01_sgd"), std::string("ch03_naive_dp")})
     for (const auto& [args, flag] : cases) check_refused(chapter, args, flag);

@@ -181,3 +181,20 @@ TEST_CASE("MNIST of another image size: the error suggests a --model that fits, 
   CHECK(load_dataset(o).features() == 400);
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("data flag: auto (the default) is Fashion-MNIST where installed for a 784-...-10 model, else synthetic", "[data]") {
+  std::ifstream train(std::string(dpt::kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
+  std::ifstream test(std::string(dpt::kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz");
+  const bool installed = train.good() && test.good();
+  dpt::Options o;
+  CHECK(o.data == "auto");
+  CHECK(dpt::data_source(o) == (installed ? "fashion-mnist" : "synthetic"));  // the default model is 784-256-10
+  o.model = "32-16-4";  // no image set fits: synthetic, installed or not
+  CHECK(dpt::data_source(o) == "synthetic");
+  o.model = "784-10";
+  CHECK(dpt::data_source(o) == (installed ? "fashion-mnist" : "synthetic"));
+  o.data = "synthetic";  // an explicit choice is kept
+  CHECK(dpt::data_source(o) == "synthetic");
+  o.data = "mnist:/somewhere";
+  CHECK(dpt::data_source(o) == "mnist:/somewhere");
+}

@@ -33,7 +33,7 @@ struct Options {
   uint64_t seed = 42;             ///< seeds data, initial weights, shuffling
   std::string optimizer = "sgd";  ///< sgd | momentum | adam | adamw
   std::string model = "784-256-10";  ///< layer widths
-  std::string data = "synthetic";    ///< synthetic | fashion-mnist | fashion-mnist:DIR | mnist:DIR
+  std::string data = "auto";  ///< auto | synthetic | fashion-mnist | fashion-mnist:DIR | mnist:DIR (auto: data_source)
   int64_t samples = 4096;         ///< data set size (image sets: at most this many)
   int64_t eval_samples = 10000;   ///< held-out samples (image sets: at most this many of the test split; 0: none)
   bool no_shuffle = false;        ///< consecutive slices instead of shuffled epochs
@@ -75,6 +75,12 @@ void parse_flags(CLI::App& app, int argc, char** argv);
 /// Runs a chapter's body: a dpt::Error (bad input found while running)
 /// prints "<program>: error: <message>" and returns 1; success returns 0.
 int run_guarded(const std::string& program, const std::function<void()>& body);
+
+/// What --data means: itself, except "auto" (the default), which is
+/// "fashion-mnist" when Debian's dataset-fashion-mnist is installed and the
+/// model takes its 784 pixels to 10 classes, else "synthetic". So a chapter
+/// run as the docs show trains on real images wherever they are installed.
+std::string data_source(const Options& options);
 
 /// The training set the flags ask for; its features/classes must fit the model.
 Dataset load_dataset(const Options& options);
