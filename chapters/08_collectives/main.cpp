@@ -49,6 +49,7 @@ struct Ch08Flags {
   std::string link_intra = "nvlink", link_inter = "ethernet";
   int max_ranks = 16;
   std::string plot;
+  bool quiet = false;  // verdicts only
 };
 
 void sums_verdicts(const Narrator& say, const std::vector<SumCheck>& sums, Verdicts& v);
@@ -61,7 +62,7 @@ void crossover_section(const Narrator& say, const Ch08Flags& f, const std::vecto
 // the lecture, run by every rank; rank 0 narrates and returns the exit code
 
 int lecture(Context& ctx, const Ch08Flags& f) {
-  Narrator say(ctx.is_root());
+  Narrator say(ctx.is_root() && !f.quiet);
   DPT_CHECK(ctx.world % f.nodes == 0, "--nodes " << f.nodes << " does not divide " << ctx.world
                                                  << " ranks into nodes of equal size: pick a divisor of --ranks");
   Verdicts verdicts;
@@ -152,7 +153,7 @@ void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, cons
                   double(seen.busiest_across) / ring_across, 1.0 / g, "(K-1)/K * n/(n-1) <= 1 times 1/G");
     }
   }
-  if (ctx.is_root()) table.print(std::cout);
+  if (say.enabled()) table.print(std::cout);
   say.say("A flat ring's busiest rank sends " + format_bytes(ring_across) + " across nodes per all-reduce.");
 }
 
@@ -191,7 +192,7 @@ void clock_section(const Narrator& say, const Ch08Flags& f, int n, const std::ve
     v.at_most(sum.name + ": clock = formula on one tier, <= it on two; worst relative excess", off, 1e-9,
               "same steps counted; on two tiers a step whose pairs mix links lets the fast pairs run ahead");
   }
-  table.print(std::cout);
+  if (say.enabled()) table.print(std::cout);
   say.say("a = alpha (latency per message), b = beta (seconds per byte), S bytes, p = largest power of two <= n, "
           "G ranks per node, K nodes, lg = log2; H(K, X) is halving-doubling of X among K.");
 }
@@ -214,7 +215,7 @@ void crossover_section(const Narrator& say, const Ch08Flags& f, const std::vecto
     row.insert(row.end(), x.cells[i].begin(), x.cells[i].end());
     table.add_row(row);
   }
-  table.print(std::cout);
+  if (say.enabled()) table.print(std::cout);
   say.say("The tuner picks, per cell, the algorithm whose formula is smallest (as NCCL's tuner does from its "
           "model); it picked the clock's fastest in " + std::to_string(x.hits) + " of " + std::to_string(x.total) +
           " cells, one within 1% of it in " + std::to_string(x.close) + ".");
@@ -245,6 +246,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(link_preset_names()))->capture_default_str();
   app.add_option("--max-ranks", flags.max_ranks, "Largest world in the crossover sweep")
       ->check(integer_in(2, 64))->capture_default_str();
+  app.add_flag("--quiet", flags.quiet, "Print the verdicts only");
   app.add_option("--plot", flags.plot, "Write an SVG plot of time vs size per algorithm here")->check(output_path());
   parse_flags(app, argc, argv);
   return run_lecture("ch08_collectives", launch_options, [&](Context& ctx) { return lecture(ctx, flags); });
