@@ -17,9 +17,14 @@ namespace dpt::ch05 {
 
 /// What chapter 05's flags asked for.
 struct Ch05Flags {
-  double bucket_mb = 1, first_bucket_mb = -1;  ///< -1: same as --bucket-mb
-  bool overlap = true, verify = true, sweep = false, find_unused = false;
-  int64_t accumulate = 1, sweep_steps = 10;
+  double bucket_mb = 1;         ///< --bucket-mb: each bucket's cap
+  double first_bucket_mb = -1;  ///< --first-bucket-mb (-1: same as --bucket-mb)
+  bool overlap = true;          ///< all-reduce during backward (--no-overlap: after it)
+  bool verify = true;           ///< the step check against one device
+  bool sweep = false;           ///< --sweep-buckets: time several caps
+  bool find_unused = false;     ///< --find-unused-parameters
+  int64_t accumulate = 1;       ///< --accumulate: micro-batches per step
+  int64_t sweep_steps = 10;     ///< steps per cap in the sweep
 };
 
 /// Registers --bucket-mb, --first-bucket-mb, --overlap/--no-overlap,

@@ -18,11 +18,11 @@ namespace dpt::ch06 {
 
 /// One run of the tour and what came of it (rank 0 keeps the weights).
 struct Setting {
-  std::string name;
-  Options o;
-  Schedule schedule;
+  std::string name;   ///< how the tables and metrics name it ("params H=4 momentum")
+  Options o;          ///< the common flags it ran with
+  Schedule schedule;  ///< what it averaged, and when
   bool written = true;  ///< false: a hole threw NotImplemented
-  LocalSgdRun run;
+  LocalSgdRun run;  ///< what the run measured
   std::vector<float> weights;  ///< rank 0's final parameters, flattened (Ψ,)
   Evaluation test;             ///< rank 0's replica on the held-out set
 };

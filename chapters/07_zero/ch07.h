@@ -107,7 +107,10 @@ struct ZeroState {
   int stage = 0;                 ///< 0 … 3
   std::vector<Range> layers;     ///< layer l's flat range (its weight, then its bias)
   AdamConfig adam;               ///< the optimizer
-  Tensor params, grads, m, v;    ///< see the table
+  Tensor params;                 ///< parameters (see the table: whole or this rank's shard)
+  Tensor grads;                  ///< gradients (see the table)
+  Tensor m;                      ///< Adam's first moments (see the table)
+  Tensor v;                      ///< Adam's second moments (see the table)
   /// Stage 3: layer l's gathered parameters while the layer is in use (else
   /// undefined). --prefetch may fill a layer's slot ahead of its use.
   std::vector<Tensor> gathered;

@@ -17,12 +17,18 @@ namespace dpt::ch07 {
 
 /// Chapter 07's own flags.
 struct Ch07Flags {
-  int stage = 3;
-  bool prefetch = false, verify = true, compare = false;
-  double bucket_mb = 0.25, weight_decay = -1;  // -1: the optimizer's default (adam 0, adamw 0.01)
-  std::string device_memory, report_json;
-  std::string save_checkpoint, resume, consolidate;  // directories
-  int64_t checkpoint_every = 0;                       // 0: only after the last step
+  int stage = 3;                ///< --stage 0 … 3
+  bool prefetch = false;        ///< --prefetch: gather layer l+1 while layer l computes (stage 3)
+  bool verify = true;           ///< the step check against one device
+  bool compare = false;         ///< --compare-stages
+  double bucket_mb = 0.25;      ///< --bucket-mb: each gradient bucket's cap
+  double weight_decay = -1;     ///< --weight-decay (-1: the optimizer's default, adam 0, adamw 0.01)
+  std::string device_memory;    ///< --device-memory: each device's capacity ("" none)
+  std::string report_json;      ///< --report-json FILE
+  std::string save_checkpoint;  ///< --save-checkpoint DIR
+  std::string resume;           ///< --resume DIR
+  std::string consolidate;      ///< --consolidate DIR
+  int64_t checkpoint_every = 0;  ///< with --save-checkpoint: every K steps (0: only after the last)
 };
 
 /// Registers chapter 07's flags (and narrows --optimizer to adam | adamw: a

@@ -50,7 +50,9 @@ class Team {
   Team sub(const std::vector<int>& indices) const;
   /// As Communicator's, with peers given as team indices.
   void send(const float* data, int64_t count, int to) const;
+  /// As Communicator's, with peers given as team indices.
   void recv(float* data, int64_t count, int from) const;
+  /// As Communicator's, with peers given as team indices.
   void sendrecv(const float* send_buf, int64_t send_count, int to, float* recv_buf, int64_t recv_count,
                 int from) const;
   /// The world's communicator.

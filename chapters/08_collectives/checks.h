@@ -12,10 +12,10 @@ namespace dpt::ch08 {
 /// One algorithm's sums on this world: the largest error relative to the
 /// serial sum, over every rank, element and count tried.
 struct SumCheck {
-  std::string name;
+  std::string name;     ///< the algorithm
   bool written = true;  ///< false: a hole not written yet (`why` says which)
-  std::string why;
-  double error = 0;
+  std::string why;      ///< the NotImplemented message, when not written
+  double error = 0;     ///< largest relative error over ranks, elements and counts
 };
 
 /// Collective: every algorithm of algorithm_names() on integer inputs, counts

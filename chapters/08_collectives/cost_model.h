@@ -16,9 +16,10 @@ namespace dpt::ch08 {
 /// r / G): a message between two ranks of one node crosses `intra`, any other
 /// `inter`.
 struct Cluster {
-  int ranks = 1;
-  int nodes = 1;
-  LinkModel intra, inter;
+  int ranks = 1;     ///< n
+  int nodes = 1;     ///< K
+  LinkModel intra;   ///< the link between ranks of one node
+  LinkModel inter;   ///< the link between nodes
   /// Ranks per node, G.
   int per_node() const { return ranks / nodes; }
   /// True when a and b share a node.

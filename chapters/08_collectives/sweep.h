@@ -35,10 +35,12 @@ double clock_seconds(const Schedule& schedule, const Cluster& cluster, double by
 /// by sweep_sizes(); per cell the clock's fastest algorithm, and the tuner's
 /// pick (the smallest formula).
 struct Crossover {
-  std::vector<int> worlds;
-  std::vector<double> sizes;
+  std::vector<int> worlds;    ///< the columns: numbers of ranks
+  std::vector<double> sizes;  ///< the rows: bytes per all-reduce
   std::vector<std::vector<std::string>> cells;  ///< [size][world]: the fastest's letter; lower case: the tuner missed it
-  int hits = 0, close = 0, total = 0;           ///< tuner picked the fastest; one within 1% of it; cells
+  int hits = 0;   ///< cells where the tuner picked the clock's fastest
+  int close = 0;  ///< cells where its pick was within 1% of the fastest
+  int total = 0;  ///< cells
   std::vector<std::vector<double>> plot_seconds;  ///< [algorithm][size]: the clock at the largest world
 };
 /// Records every algorithm of `names` at each world and replays it. `cluster`

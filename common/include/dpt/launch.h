@@ -84,9 +84,13 @@ struct Context {
 constexpr int kMaxRanks = 4096;
 /// --comm-timeout bounds, in seconds: 1 ms to 10^6 s (11.6 days, "forever" for
 /// a teaching run; a deadline of 10^10 s would overflow the clock's int64 ns).
-constexpr double kMinCommTimeoutS = 1e-3, kMaxCommTimeoutS = 1e6;
+constexpr double kMinCommTimeoutS = 1e-3;
+/// Upper --comm-timeout bound (see kMinCommTimeoutS).
+constexpr double kMaxCommTimeoutS = 1e6;
 /// --link-gbps bounds: 1 Mbit/s (slower would sleep for hours per step) to 1 Pbit/s.
-constexpr double kMinLinkGbps = 1e-3, kMaxLinkGbps = 1e6;
+constexpr double kMinLinkGbps = 1e-3;
+/// Upper --link-gbps bound (see kMinLinkGbps).
+constexpr double kMaxLinkGbps = 1e6;
 /// --link-latency-us bound: one second per message (a geostationary satellite hop is 0.25 s).
 constexpr double kMaxLinkLatencyUs = 1e6;
 

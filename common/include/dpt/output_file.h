@@ -88,7 +88,8 @@ void write_output_file(const std::string& path, const std::string& text);
 
 /// A path a run reads or writes, with the flag that named it ("--metrics").
 struct NamedPath {
-  std::string flag, path;
+  std::string flag;  ///< the flag, "--metrics"
+  std::string path;  ///< the path it was given
 };
 /// Why the outputs clash with the inputs or with each other, as a sentence
 /// ("--save-weights 'x' is the same file as --load-weights 'y': ..."), or "".
