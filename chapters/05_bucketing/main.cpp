@@ -160,13 +160,14 @@ void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, V
   for (std::size_t i = 0; i < filled.size(); ++i) reverse = reverse && filled[i] == int(filled.size() - 1 - i);
   v.holds("buckets hold every parameter once, in reverse parameters() order", reverse,
           reverse ? "the order backward finishes them" : "then the first bucket waits for the whole backward");
-  v.at_most("steps whose buckets did not launch in index order 0,1,2,... (worst rank)", out_of_order, 0,
-            "every rank must issue the same collectives in the same order");
+  v.at_most("steps whose buckets did not launch in bucket order (worst rank)", out_of_order, 0,
+            "ranks pair their collectives by issue order: every rank must issue the same buckets in the same order, "
+            "whatever order its own hooks fire in");
   v.at_most("buckets launched before their last gradient was ready (worst rank)", unready, 0,
             "the all-reduce would send a gradient backward has not finished");
   if (overlap)
-    v.at_most("hooks after which a launchable bucket still waited (worst rank)", held_back, 0,
-              "a bucket whose gradients and predecessors are all ready goes at once: that is the overlap; in " +
+    v.at_most("hooks after which a bucket that could have launched still waited (worst rank)", held_back, 0,
+              "as early as the contract allows: a bucket held back hides less of backward; in " +
                   fixed(early_steps, 0) + " steps one left before backward's last gradient");
   else
     v.at_most("--no-overlap: steps with a bucket launched before backward's last gradient", early_steps, 0,
