@@ -366,7 +366,8 @@ TEST_CASE("release_layer: a released layer is undefined and its bytes are back w
 }
 
 TEST_CASE("layer_parameters, layer_done: a view at stages 0-2, and at stage 3 gathered for the use and let go after",
-          "[ch07][needs:partition_parameters][needs:shard_bounds][needs:gather_layer][needs:release_layer]") {
+          "[ch07][hole:layer_parameters][hole:layer_done]"
+          "[needs:partition_parameters][needs:shard_bounds][needs:gather_layer][needs:release_layer]") {
   for (int stage = 0; stage <= 3; ++stage)
     for (int world : {1, 3}) {
       INFO("stage " << stage << ", " << world << " ranks");
