@@ -10,6 +10,7 @@
 
 #include "ch04.h"
 #include "dpt/comm/watch.h"
+#include "support/contributions.h"
 #include "support/ranks.h"
 #include "support/single_device.h"
 
@@ -102,30 +103,9 @@ TEST_CASE("ring_all_reduce: 500k floats (above any eager limit) on 2 and 4 rank 
   }
 }
 
-namespace {
-// Rank r contributes 8^r to every element, so a sum read in base 8 says how
-// many times each rank's contribution reached it (exact below 2^24: n <= 5).
-float contribution(int rank) { return float(1 << (3 * rank)); }
-
-// "ranks 0 and 2 once, rank 1 twice, rank 3 missing" for a sum of contributions.
-std::string contributions(float value, int world) {
-  auto digits = static_cast<int64_t>(value);
-  std::string once, other;
-  for (int r = 0; r < world; ++r, digits /= 8) {
-    int64_t times = digits % 8;
-    if (times == 1) once += (once.empty() ? "" : ",") + std::to_string(r);
-    else other += std::string(other.empty() ? "" : "; ") + "rank " + std::to_string(r) + " " +
-                  (times == 0 ? "missing" : std::to_string(times) + " times");
-  }
-  return (once.empty() ? "no rank once" : "ranks " + once + " once") + (other.empty() ? "" : "; " + other);
-}
-
-float all_once(int world) {
-  float sum = 0;
-  for (int r = 0; r < world; ++r) sum += contribution(r);
-  return sum;
-}
-}  // namespace
+using dpt_test::all_once;
+using dpt_test::contribution;
+using dpt_test::contributions;
 
 TEST_CASE("ring_scatter_reduce: rank r ends owning chunk (r+1) mod n, every contribution counted once", "[ch04]") {
   for (int world : {2, 3, 4, 5}) {

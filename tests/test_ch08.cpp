@@ -11,6 +11,7 @@
 #include "ch08.h"
 #include "cost_model.h"
 #include "dpt/comm/watch.h"
+#include "support/contributions.h"
 #include "support/ranks.h"
 #include "support/run_program.h"
 #include "sweep.h"
@@ -64,25 +65,11 @@ double serial_sum(int world, int64_t i) {
   return s;
 }
 
-// Rank r contributes 8^r (world <= 8): a sum read in base 8 says how often
-// each rank's contribution reached it.
-float contribution(int rank, int64_t) { return float(1 << (3 * rank)); }
-float all_once(int world) {
-  float s = 0;
-  for (int r = 0; r < world; ++r) s += contribution(r, 0);
-  return s;
-}
-std::string contributions(float value, int world) {
-  auto digits = static_cast<int64_t>(value);
-  std::string once, other;
-  for (int r = 0; r < world; ++r, digits /= 8) {
-    int64_t times = digits % 8;
-    if (times == 1) once += (once.empty() ? "" : ",") + std::to_string(r);
-    else other += std::string(other.empty() ? "" : "; ") + "rank " + std::to_string(r) + " " +
-                  (times == 0 ? "missing" : std::to_string(times) + " times");
-  }
-  return (once.empty() ? "no rank once" : "ranks " + once + " once") + (other.empty() ? "" : "; " + other);
-}
+// Rank r contributes 8^r (support/contributions.h): a sum read in base 8
+// says how often each rank's contribution reached it.
+float contribution(int rank, int64_t) { return dpt_test::contribution(rank); }
+using dpt_test::all_once;
+using dpt_test::contributions;
 
 bool power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
 int log2_of(int p) {
