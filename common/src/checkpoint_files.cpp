@@ -4,7 +4,6 @@
 #include "checkpoint_files.h"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <zlib.h>
 
 #include "dpt/check.h"
 #include "dpt/checkpoint.h"
@@ -267,20 +267,7 @@ std::string checkpoint_step_dir(const std::string& dir, int64_t step) {
 }
 
 uint32_t crc32(const void* data, std::size_t size) {
-  // Reflected CRC-32, polynomial 0xEDB88320: one table lookup per byte.
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int bit = 0; bit < 8; ++bit) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t c = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < size; ++i) c = table[(c ^ p[i]) & 0xFFu] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
+  return uint32_t(::crc32_z(0, static_cast<const Bytef*>(data), size));  // zlib's, already linked for .gz
 }
 
 std::string find_checkpoint(const std::string& dir) {
