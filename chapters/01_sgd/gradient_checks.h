@@ -1,0 +1,25 @@
+// gradient_checks.h — chapter 01's section 2: how to trust backward() and your
+// linear_backward before training on them.
+#pragma once
+
+#include "dpt/data.h"
+#include "dpt/nn.h"
+#include "dpt/report.h"
+
+/// Central differences on the 5 largest-gradient entries of every parameter
+/// of `model` at `batch` (the oracle that shares no code with autograd).
+/// Returns the worst |numeric − autograd| / (1e-3 + 1e-2·|numeric|): 1 is the
+/// limit. Leaves the model's gradients cleared.
+double finite_difference_check(const dpt::MLP& model, const dpt::Batch& batch, const dpt::Narrator& say);
+
+/// max |yours − autograd| / max |autograd| for each of linear_backward's
+/// three gradients; NaN when one is missing or misshapen.
+struct LinearErrors {
+  double dx;       ///< of ∂loss/∂x
+  double dweight;  ///< of ∂loss/∂weight
+  double dbias;    ///< of ∂loss/∂bias
+};
+
+/// Your ch01::linear_backward on the model's first layer at `batch`, against
+/// autograd through dpt's own `linear` op (which shares no code with yours).
+LinearErrors check_linear_backward(const dpt::MLP& model, const dpt::Batch& batch);
