@@ -319,3 +319,48 @@ TEST_CASE("chapter: ring replicas start from the master copy (--load-weights)", 
   dpt_test::check_matches_single_device("ch04_ring_allreduce", 3, false, kQuickDemos,
                                        dpt_test::load_master_weights_flag(7));
 }
+
+TEST_CASE("chapter: under mpirun, ranks started with different ch04 flags stop naming the flag", "[ch04][mpi]") {
+  if (!mpi_available()) {
+    WARN("skipped: this dpt was built without MPI");
+    return;
+  }
+  // A rank timing other sizes (or drawing while the other does not) would
+  // wait in a collective its peer never calls: the timeout is 20 s, the
+  // agreement check must answer at once, naming the flag.
+  std::string mpiexec = DPT_MPIEXEC;
+  const std::string program = dpt_test::program_path("ch04_ring_allreduce") +
+                              " --comm mpi --comm-timeout 20 --quiet --no-verify --steps 1 --model 32-16-4 --samples 64 "
+                              "--reps 1 ";
+  const std::string rank0 = "--max-bytes 4096 --check-size 100";
+  // Rank 1 differs from rank 0 in one flag: {its flags, the flag's name}.
+  for (auto differs : {std::make_pair("--max-bytes 32768 --check-size 100", "--max-bytes"),
+                       std::make_pair("--max-bytes 4096 --check-size 101", "--check-size"),
+                       std::make_pair("--max-bytes 4096 --check-size 100 --no-explain", "--explain")}) {
+    auto run = dpt_test::run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
+                                     " --allow-run-as-root --oversubscribe -np 1 " + program + rank0 + " : -np 1 " +
+                                     program + differs.first);
+    INFO(differs.first << ": " << dpt_test::summary_line(run.output));
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.output, contains_text(differs.second) && contains_text("every rank needs the same flags"));
+  }
+}
+
+TEST_CASE("chapter: ranks with and without --quiet still draw the ring together", "[ch04][mpi]") {
+  if (!mpi_available()) {
+    WARN("skipped: this dpt was built without MPI");
+    return;
+  }
+  // --quiet may differ between ranks (rank 0 alone talks); the drawing is
+  // collective, so a quiet rank must still take part in it.
+  std::string mpiexec = DPT_MPIEXEC;
+  const std::string program = dpt_test::program_path("ch04_ring_allreduce") +
+                              " --comm mpi --comm-timeout 20 --no-verify --steps 1 --model 32-16-4 --samples 64 "
+                              "--check-size 100 --reps 1 --max-bytes 4096";
+  auto run = dpt_test::run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
+                                   " --allow-run-as-root --oversubscribe -np 1 " + program + " : -np 1 " + program +
+                                   " --quiet");
+  INFO(dpt_test::summary_line(run.output));
+  CHECK(run.exit_code == 0);
+  CHECK_THAT(run.output, contains_text("scatter-reduce step 1/1"));
+}

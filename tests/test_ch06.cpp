@@ -412,3 +412,25 @@ TEST_CASE("chapter: ch06 writes loss and drift, plain and per setting, to --metr
   std::remove(path.c_str());
 }
 
+
+TEST_CASE("chapter: under mpirun, ranks started with a different schedule stop naming the flag", "[ch06][mpi]") {
+  if (!mpi_available()) {
+    WARN("skipped: this dpt was built without MPI");
+    return;
+  }
+  // A rank averaging at other steps would pair its all-reduces with another
+  // collective of its peer's: the agreement check must name the flag first.
+  std::string mpiexec = DPT_MPIEXEC;
+  const std::string program = dpt_test::program_path("ch06_averaging") +
+                              " --comm mpi --comm-timeout 20 --quiet --no-verify --no-compare " +
+                              dpt_test::small_problem(8) + " ";
+  for (auto differs : {std::make_pair("--every 3", "--every"), std::make_pair("--every 4 --warmup-steps 2", "--warmup-steps"),
+                       std::make_pair("--every 4 --average-state", "--average-state")}) {
+    auto run = dpt_test::run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
+                                     " --allow-run-as-root --oversubscribe -np 1 " + program + "--every 4 : -np 1 " +
+                                     program + differs.first);
+    INFO(differs.first << ": " << dpt_test::summary_line(run.output));
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.output, contains_text(differs.second) && contains_text("every rank needs the same flags"));
+  }
+}

@@ -39,20 +39,20 @@ std::vector<std::vector<float>> watch_phase(Context& ctx, Phase phase, std::vect
 
 // Rank 0 draws a phase from every rank's states: one grid per step, * on
 // what changed in it. Collective.
-void draw_phase(Context& ctx, const char* name, const std::vector<std::vector<float>>& states) {
+void draw_phase(Context& ctx, bool print, const char* name, const std::vector<std::vector<float>>& states) {
   const int n = ctx.world;
   float sends = float(states.size()) - 1, most_fewest[2] = {sends, -sends};
   ctx.comm.all_reduce(most_fewest, 2, ReduceOp::Max);
   float most = most_fewest[0], fewest = -most_fewest[1];
   if (most != n - 1 || fewest != n - 1) {
-    if (ctx.is_root())
+    if (print)
       std::cout << name << ": your ring sent " << fewest << " to " << most << " messages per rank; the drawing "
                 << "shows n-1 = " << n - 1 << " steps of one send each, so it is skipped (the tests say more).\n";
     return;
   }
   std::vector<std::vector<float>> all(states.size(), std::vector<float>(std::size_t(n) * n));  // [state][rank·n + chunk]
   for (std::size_t k = 0; k < states.size(); ++k) ctx.comm.all_gather(states[k].data(), all[k].data(), n);
-  if (!ctx.is_root()) return;
+  if (!print) return;
   for (int step = 1; step < n; ++step) {
     std::vector<std::string> headers = {std::string(name) + " step " + std::to_string(step) + "/" + std::to_string(n - 1)};
     for (int c = 0; c < n; ++c) headers.push_back("chunk " + std::to_string(c));
@@ -72,15 +72,15 @@ void draw_phase(Context& ctx, const char* name, const std::vector<std::vector<fl
 
 }  // namespace
 
-void draw_ring(Context& ctx) {
+void draw_ring(Context& ctx, bool print) {
   const int n = ctx.world;
   std::vector<float> data(std::size_t(n), float(uint64_t(1) << ctx.rank));  // one element per chunk
-  if (ctx.is_root())
+  if (print)
     std::cout << "Each cell lists whose contributions a rank's copy of a chunk sums; * marks\n"
                  "what arrived from the left neighbour in this step.\n\n";
   auto scattered = watch_phase(ctx, ch04::ring_scatter_reduce, data);
-  draw_phase(ctx, "scatter-reduce", scattered);
+  draw_phase(ctx, print, "scatter-reduce", scattered);
   auto gathered = watch_phase(ctx, ch04::ring_all_gather, data);
-  draw_phase(ctx, "all-gather", gathered);
+  draw_phase(ctx, print, "all-gather", gathered);
 }
 

@@ -7,4 +7,5 @@
 /// per chunk (rank r contributes 2^r) through a watching communicator, and
 /// rank 0 prints each step's grid: whose contributions every rank's copy of
 /// every chunk sums, * on what arrived in the step. Collective.
-void draw_ring(dpt::Context& ctx);
+/// Rank 0 prints only when `print`.
+void draw_ring(dpt::Context& ctx, bool print);

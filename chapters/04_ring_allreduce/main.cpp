@@ -55,7 +55,12 @@ void ring_average(Context& ctx, std::vector<Tensor>& grads);
 int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
   Dataset data = load_dataset(o);
-  check_ranks_agree(ctx.comm, o, data);  // same flags and data on every rank, or one line saying who differs
+  // Same flags and data on every rank, or one line saying who differs (the
+  // timing table's sizes too: ranks timing other sizes would wait forever).
+  check_ranks_agree(ctx.comm, o, data, {{"--check-size", std::to_string(f.check_size)},
+                                        {"--max-bytes", std::to_string(f.max_bytes)},
+                                        {"--reps", std::to_string(f.reps)},
+                                        {"--explain", f.explain ? "on" : "off"}});
   HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   MLP replica = make_replica(ctx, o);
   if (o.steps == 0) {
@@ -64,9 +69,9 @@ int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
   }
   Verdicts verdicts;  // filled on rank 0
   // ---- 1. The ring, step by step
-  if (f.explain && !o.quiet && ctx.world <= 8) {
+  if (f.explain && ctx.world <= 8) {  // every rank takes part; --quiet (which may differ) only mutes rank 0
     say.section("1. The ring, step by step (" + std::to_string(ctx.world) + " ranks, one element per chunk)");
-    draw_ring(ctx);  // draw_ring.cpp: your ring, watched message by message
+    draw_ring(ctx, say.enabled());  // draw_ring.cpp: your ring, watched message by message
   }
   // ---- 2. Does it sum?
   say.section("2. Does it sum? Your ring vs a serial sum, on " + std::to_string(f.check_size) + " floats");

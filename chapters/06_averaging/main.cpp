@@ -59,7 +59,13 @@ constexpr double kAdamDiffers = 10 * kSingleDeviceTolerance;
 int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
   Narrator say(ctx.is_root() && !o.quiet);
   Dataset data = load_dataset(o);
-  check_ranks_agree(ctx.comm, o, data);
+  const Schedule& s = f.schedule;  // ranks that average at other steps would pair other collectives
+  check_ranks_agree(ctx.comm, o, data, {{"--average", f.average}, {"--every", std::to_string(s.every)},
+                                        {"--warmup-steps", std::to_string(s.warmup)},
+                                        {"--average-state", s.average_state ? "on" : "off"},
+                                        {"--compare", f.compare ? "on" : "off"},
+                                        {"--equivalence-steps", std::to_string(f.equivalence_steps)},
+                                        {"--adam-lr", std::to_string(f.adam_lr)}});
   HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores every setting on it
   if (o.steps == 0) {
     MLP replica = make_replica(ctx, o);
