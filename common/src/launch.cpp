@@ -87,7 +87,9 @@ Device& single_device(const std::string& device) {
 }
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
-  app.add_option("--ranks", o.ranks, "Number of ranks (under --comm mpi: the mpirun -np count)")
+  app.add_option("--ranks", o.ranks,
+                 "Number of ranks (threads: at most 256, whose cost grows as ranks squared; under --comm mpi: the "
+                 "mpirun -np count, at most 4096)")
       ->check(positive_integer())
       ->check(integer_between(1, kMaxRanks, "a rank count"))
       ->each([&o](const std::string&) { o.ranks_given = true; })
@@ -192,6 +194,10 @@ namespace {
 void validate(const LaunchOptions& o) {
   DPT_CHECK(o.ranks >= 1 && o.ranks <= kMaxRanks,
             "--ranks must be between 1 and " << kMaxRanks << ", got " << o.ranks);
+  DPT_CHECK(o.comm != "threads" || o.ranks <= kMaxThreadRanks,
+            "--ranks " << o.ranks << " on threads: at most " << kMaxThreadRanks << " rank threads run in one "
+                       << "process (a ring's 2n(n-1) messages make the cost grow as n squared); run more ranks "
+                       << "as processes with mpirun --comm mpi");
   DPT_CHECK(o.timeout_s >= kMinCommTimeoutS && o.timeout_s <= kMaxCommTimeoutS,
             "--comm-timeout must be from " << kMinCommTimeoutS << " to " << kMaxCommTimeoutS << " seconds, got "
                                            << o.timeout_s);

@@ -13,6 +13,7 @@
 
 #include "dpt/checkpoint.h"
 #include "dpt/check.h"
+#include "dpt/launch.h"
 #include "dpt/output_file.h"
 #include "dpt/report.h"
 
@@ -194,6 +195,20 @@ std::vector<NamedPath> given_paths(const CLI::App& app, const char* const* flags
   return paths;
 }
 
+// --ranks beyond what threads can run (launch.h, kMaxThreadRanks): refused at
+// parse time (exit 2), not after the data is loaded.
+void check_thread_ranks(const CLI::App& app) {
+  const CLI::Option* ranks = app.get_option_no_throw("--ranks");
+  const CLI::Option* comm = app.get_option_no_throw("--comm");
+  if (!ranks || ranks->count() == 0) return;
+  const bool threads = !comm || comm->count() == 0 || comm->as<std::string>() == "threads";
+  if (threads && ranks->as<int64_t>() > kMaxThreadRanks)
+    throw CLI::ValidationError("--ranks", ranks->as<std::string>() + " rank threads: at most " +
+                                              std::to_string(kMaxThreadRanks) + " run in one process (a ring's "
+                                              "2n(n-1) messages make the cost grow as n squared); run more ranks "
+                                              "as processes with mpirun --comm mpi");
+}
+
 // An output that is an input or another output: refused before any work (exit 2).
 void check_distinct_paths(const CLI::App& app) {
   std::string problem = distinct_paths_problem(given_paths(app, kOutputFlags, std::size(kOutputFlags)),
@@ -205,6 +220,7 @@ void check_distinct_paths(const CLI::App& app) {
 void parse_flags(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
+    check_thread_ranks(app);
     check_distinct_paths(app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) std::exit(app.exit(e));  // --help

@@ -1,11 +1,10 @@
 // exercises/03_naive_dp/step.cpp — hole: one naive data-parallel step.
 // Contract: ch03::naive_data_parallel_step in chapters/03_naive_dp/ch03.h.
 //
-// Pointers: gather_batch (dpt/data.h) copies chosen samples to a device;
-// replica.forward, softmax_cross_entropy (dpt/ops.h), Tensor::backward and
-// Tensor::grad are chapter 01's; Optimizer::zero_grad and Optimizer::step
-// (dpt/optim.h). Your other holes, shard_indices and host_average_gradients,
-// are yours to call.
+// What exists: dpt/data.h (batches of chosen samples, on any device),
+// dpt/optim.h (Optimizer), chapter 01's forward, loss and backward, and your
+// other chapter 03 holes. Which of them a step needs, and in what order, is
+// the exercise.
 // Hints, in tiers: docs/ch03_naive_dp.md, "Hints".
 #include "ch03.h"
 

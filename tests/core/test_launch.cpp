@@ -256,7 +256,20 @@ TEST_CASE("absurd rank counts and non-finite launch values exit 2 at parse time,
     CHECK(r.err.find(start) == 0);
     CHECK(r.err.find(".cpp:") == std::string::npos);
   }
-  CHECK(parse_in_child("--ranks 4096 --comm-timeout 0.5 --eager-limit 0 --link-latency-us 0").exit_code == 0);
+  CHECK(parse_in_child("--ranks 4096 --comm mpi --comm-timeout 0.5 --eager-limit 0 --link-latency-us 0").exit_code == 0);
+}
+
+TEST_CASE("more than 256 rank threads exit 2 at parse time, saying why and pointing to mpirun") {
+  // A ring's 2n(n-1) messages on one machine's cores: ch07 takes ~23 s a step
+  // at 256 threads on 2 cores, and grew past 300 s at 1024.
+  ChildResult r = parse_in_child("--ranks 257");
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("prog: --ranks: 257 rank threads: at most 256 run in one process") == 0);
+  CHECK(r.err.find("mpirun") != std::string::npos);
+  CHECK(parse_in_child("--ranks 257 --comm threads").exit_code == 2);
+  CHECK(parse_in_child("--ranks 256").exit_code == 0);
+  CHECK(parse_in_child("--ranks 257 --comm mpi").exit_code == 0);  // processes: mpirun decides
 }
 
 TEST_CASE("bad --comm, --comm-timeout, --link and --link-gbps values are rejected") {
