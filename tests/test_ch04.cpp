@@ -346,7 +346,7 @@ TEST_CASE("chapter: under mpirun, ranks started with different ch04 flags stop n
   }
 }
 
-TEST_CASE("chapter: ranks with and without --quiet still draw the ring together", "[ch04][mpi]") {
+TEST_CASE("chapter: under mpirun, ranks with and without --quiet still draw the ring together", "[ch04][mpi]") {
   if (!mpi_available()) {
     WARN("skipped: this dpt was built without MPI");
     return;
