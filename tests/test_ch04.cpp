@@ -325,6 +325,7 @@ TEST_CASE("chapter: under mpirun, ranks started with different ch04 flags stop n
     WARN("skipped: this dpt was built without MPI");
     return;
   }
+  if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   // A rank timing other sizes (or drawing while the other does not) would
   // wait in a collective its peer never calls: the timeout is 20 s, the
   // agreement check must answer at once, naming the flag.
@@ -351,6 +352,7 @@ TEST_CASE("chapter: under mpirun, ranks with and without --quiet still draw the 
     WARN("skipped: this dpt was built without MPI");
     return;
   }
+  if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   // --quiet may differ between ranks (rank 0 alone talks); the drawing is
   // collective, so a quiet rank must still take part in it.
   std::string mpiexec = DPT_MPIEXEC;

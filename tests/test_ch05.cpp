@@ -693,6 +693,7 @@ TEST_CASE("chapter: under mpirun, ranks started with different bucket caps are t
     WARN("skipped: this dpt was built without MPI");
     return;
   }
+  if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   // The command of issue 23 (item 2): one process per cap, with and without
   // overlap. It used to end in SIGSEGV (exit 139) inside a queued ring.
   for (const std::string extra : {"", " --no-overlap"}) {

@@ -418,6 +418,7 @@ TEST_CASE("chapter: under mpirun, ranks started with a different schedule stop n
     WARN("skipped: this dpt was built without MPI");
     return;
   }
+  if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   // A rank averaging at other steps would pair its all-reduces with another
   // collective of its peer's: the agreement check must name the flag first.
   std::string mpiexec = DPT_MPIEXEC;

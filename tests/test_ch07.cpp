@@ -645,6 +645,7 @@ TEST_CASE("chapter: under mpirun, ranks started with different ch07 flags stop n
     WARN("skipped: this dpt was built without MPI");
     return;
   }
+  if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   std::string mpiexec = DPT_MPIEXEC;
   const std::string program = dpt_test::program_path("ch07_zero") +
                               " --comm mpi --comm-timeout 20 --quiet --no-verify --steps 2 --model 32-15-4 --samples 64 ";

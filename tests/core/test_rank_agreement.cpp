@@ -111,13 +111,7 @@ TEST_CASE("a rank holding other data (same flags) is named, down to one label", 
 // ch03 and ch04 call check_ranks_agree right after load_dataset.
 TEST_CASE("mpirun processes started with different --batch stop with one line naming both", "[agree][mpi]") {
   if (!mpi_available()) return;
-  // Debian 13's Open MPI 5.0.7 mpirun segfaults on any MPMD line, even
-  // `true : true` (Open MPI 4, Debian 12 and Ubuntu 24.04, runs it): that is
-  // this machine's mpirun, not dpt, so the test says so and skips.
-  auto probe = dpt_test::run_command("mpirun --allow-run-as-root --oversubscribe -np 1 true : -np 1 true");
-  if (probe.exit_code != 0)
-    DPT_SKIP("this mpirun cannot start an MPMD job (`mpirun -np 1 true : -np 1 true` exits " +
-             std::to_string(probe.exit_code) + "): " + probe.output);
+  if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   std::string program = dpt_test::program_path("ch03_naive_dp");
   std::string common = " --comm mpi --model 8-4-3 --samples 64 --steps 3 --quiet";
   auto run = dpt_test::run_command("mpirun --allow-run-as-root --oversubscribe -np 1 " + program + common +

@@ -55,6 +55,19 @@ inline ProgramResult run_mpi(const std::string& name, int np, const std::string&
                      std::to_string(np) + " " + program_path(name) + " " + args);
 }
 
+/// "" where this machine's mpirun starts MPMD jobs (`-np 1 a : -np 1 b`), else
+/// why not: Debian 13's Open MPI 5.0.7 mpirun segfaults on any MPMD line, even
+/// `true : true` (Open MPI 4 on Debian 12 and Ubuntu 24.04 runs it). That is
+/// the machine's mpirun, not dpt: an MPMD test skips with this reason.
+inline std::string mpmd_problem() {
+  std::string mpiexec = DPT_MPIEXEC;
+  ProgramResult probe = run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
+                                    " --allow-run-as-root --oversubscribe -np 1 true : -np 1 true");
+  if (probe.exit_code == 0) return "";
+  return "this mpirun cannot start an MPMD job (`mpirun -np 1 true : -np 1 true` exits " +
+         std::to_string(probe.exit_code) + "): " + probe.output;
+}
+
 /// One line that says why a program failed, for a test's message (no log
 /// floods): the first line with "error:" (how chapters report errors and
 /// timeouts), a failed verdict (✘) or a signal,
