@@ -329,7 +329,6 @@ TEST_CASE("chapter: under mpirun, ranks started with different ch04 flags stop n
   // A rank timing other sizes (or drawing while the other does not) would
   // wait in a collective its peer never calls: the timeout is 20 s, the
   // agreement check must answer at once, naming the flag.
-  std::string mpiexec = DPT_MPIEXEC;
   const std::string program = dpt_test::program_path("ch04_ring_allreduce") +
                               " --comm mpi --comm-timeout 20 --quiet --no-verify --steps 1 --model 32-16-4 --samples 64 "
                               "--reps 1 ";
@@ -338,9 +337,7 @@ TEST_CASE("chapter: under mpirun, ranks started with different ch04 flags stop n
   for (auto differs : {std::make_pair("--max-bytes 32768 --check-size 100", "--max-bytes"),
                        std::make_pair("--max-bytes 4096 --check-size 101", "--check-size"),
                        std::make_pair("--max-bytes 4096 --check-size 100 --no-explain", "--explain")}) {
-    auto run = dpt_test::run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
-                                     " --allow-run-as-root --oversubscribe -np 1 " + program + rank0 + " : -np 1 " +
-                                     program + differs.first);
+    auto run = dpt_test::run_mpmd(program + rank0, program + differs.first);
     INFO(differs.first << ": " << dpt_test::summary_line(run.output));
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.output, contains_text(differs.second) && contains_text("every rank needs the same flags"));
@@ -355,13 +352,10 @@ TEST_CASE("chapter: under mpirun, ranks with and without --quiet still draw the 
   if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   // --quiet may differ between ranks (rank 0 alone talks); the drawing is
   // collective, so a quiet rank must still take part in it.
-  std::string mpiexec = DPT_MPIEXEC;
   const std::string program = dpt_test::program_path("ch04_ring_allreduce") +
                               " --comm mpi --comm-timeout 20 --no-verify --steps 1 --model 32-16-4 --samples 64 "
                               "--check-size 100 --reps 1 --max-bytes 4096";
-  auto run = dpt_test::run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
-                                   " --allow-run-as-root --oversubscribe -np 1 " + program + " : -np 1 " + program +
-                                   " --quiet");
+  auto run = dpt_test::run_mpmd(program, program + " --quiet");
   INFO(dpt_test::summary_line(run.output));
   CHECK(run.exit_code == 0);
   CHECK_THAT(run.output, contains_text("scatter-reduce step 1/1"));

@@ -697,11 +697,9 @@ TEST_CASE("chapter: under mpirun, ranks started with different bucket caps are t
   // The command of issue 23 (item 2): one process per cap, with and without
   // overlap. It used to end in SIGSEGV (exit 139) inside a queued ring.
   for (const std::string extra : {"", " --no-overlap"}) {
-    std::string mpiexec = DPT_MPIEXEC, program = dpt_test::program_path("ch05_bucketing");
+    std::string program = dpt_test::program_path("ch05_bucketing");
     std::string args = " --comm mpi --comm-timeout 20 --steps 3 --samples 256" + extra;
-    auto run = dpt_test::run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
-                                     " --allow-run-as-root --oversubscribe -np 1 " + program + args +
-                                     " --bucket-mb 1 : -np 1 " + program + args + " --bucket-mb 0.01");
+    auto run = dpt_test::run_mpmd(program + args + " --bucket-mb 1", program + args + " --bucket-mb 0.01");
     INFO("extra flags '" << extra << "': " << dpt_test::summary_line(run.output));
     CHECK(run.exit_code == 1);
     CHECK(run.output.find("rank 1 was started with --bucket-mb 0.01") != std::string::npos);

@@ -421,15 +421,12 @@ TEST_CASE("chapter: under mpirun, ranks started with a different schedule stop n
   if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   // A rank averaging at other steps would pair its all-reduces with another
   // collective of its peer's: the agreement check must name the flag first.
-  std::string mpiexec = DPT_MPIEXEC;
   const std::string program = dpt_test::program_path("ch06_averaging") +
                               " --comm mpi --comm-timeout 20 --quiet --no-verify --no-compare " +
                               dpt_test::small_problem(8) + " ";
   for (auto differs : {std::make_pair("--every 3", "--every"), std::make_pair("--every 4 --warmup-steps 2", "--warmup-steps"),
                        std::make_pair("--every 4 --average-state", "--average-state")}) {
-    auto run = dpt_test::run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
-                                     " --allow-run-as-root --oversubscribe -np 1 " + program + "--every 4 : -np 1 " +
-                                     program + differs.first);
+    auto run = dpt_test::run_mpmd(program + "--every 4", program + differs.first);
     INFO(differs.first << ": " << dpt_test::summary_line(run.output));
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.output, contains_text(differs.second) && contains_text("every rank needs the same flags"));

@@ -646,15 +646,12 @@ TEST_CASE("chapter: under mpirun, ranks started with different ch07 flags stop n
     return;
   }
   if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
-  std::string mpiexec = DPT_MPIEXEC;
   const std::string program = dpt_test::program_path("ch07_zero") +
                               " --comm mpi --comm-timeout 20 --quiet --no-verify --steps 2 --model 32-15-4 --samples 64 ";
   // Rank 0 runs --stage 3; rank 1 the same but for one flag.
   for (const char* flag : {"--stage 1", "--stage 3 --prefetch", "--stage 3 --bucket-mb 0.01",
                            "--stage 3 --weight-decay 0.2"}) {
-    auto run = dpt_test::run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
-                                     " --allow-run-as-root --oversubscribe -np 1 " + program + "--stage 3 : -np 1 " +
-                                     program + flag);
+    auto run = dpt_test::run_mpmd(program + "--stage 3", program + flag);
     INFO(flag << ": " << dpt_test::summary_line(run.output));
     CHECK(run.exit_code != 0);
     std::string last = std::string(flag).substr(std::string(flag).rfind("--"));

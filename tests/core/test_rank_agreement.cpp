@@ -114,8 +114,7 @@ TEST_CASE("mpirun processes started with different --batch stop with one line na
   if (std::string why = dpt_test::mpmd_problem(); !why.empty()) DPT_SKIP(why);  // the machine's mpirun
   std::string program = dpt_test::program_path("ch03_naive_dp");
   std::string common = " --comm mpi --model 8-4-3 --samples 64 --steps 3 --quiet";
-  auto run = dpt_test::run_command("mpirun --allow-run-as-root --oversubscribe -np 1 " + program + common +
-                                   " --batch 8 : -np 1 " + program + common + " --batch 16");
+  auto run = dpt_test::run_mpmd(program + common + " --batch 8", program + common + " --batch 16");
   INFO(run.output);
   CHECK(run.exit_code != 0);
   CHECK_THAT(run.output, contains_text("rank 1 was started with --batch 16, rank 0 with --batch 8"));

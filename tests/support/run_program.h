@@ -47,12 +47,22 @@ inline ProgramResult run_program(const std::string& name, const std::string& arg
 #define DPT_MPIEXEC "mpirun"
 #endif
 
-/// Runs `name args` under `mpirun -np np` (the launcher CMake found),
-/// allowed as root and oversubscribing the 2-core machines.
-inline ProgramResult run_mpi(const std::string& name, int np, const std::string& args) {
+/// The launcher CMake found, allowed as root and oversubscribing the 2-core
+/// machines: "mpirun --allow-run-as-root --oversubscribe".
+inline std::string launcher() {
   std::string mpiexec = DPT_MPIEXEC;
-  return run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) + " --allow-run-as-root --oversubscribe -np " +
-                     std::to_string(np) + " " + program_path(name) + " " + args);
+  return (mpiexec.empty() ? std::string("mpirun") : mpiexec) + " --allow-run-as-root --oversubscribe";
+}
+
+/// Runs `name args` under `mpirun -np np`.
+inline ProgramResult run_mpi(const std::string& name, int np, const std::string& args) {
+  return run_command(launcher() + " -np " + std::to_string(np) + " " + program_path(name) + " " + args);
+}
+
+/// Runs an MPMD job of two processes: command line `rank0` as rank 0 and
+/// `rank1` as rank 1 (`mpirun -np 1 rank0 : -np 1 rank1`).
+inline ProgramResult run_mpmd(const std::string& rank0, const std::string& rank1) {
+  return run_command(launcher() + " -np 1 " + rank0 + " : -np 1 " + rank1);
 }
 
 /// "" where this machine's mpirun starts MPMD jobs (`-np 1 a : -np 1 b`), else
@@ -60,9 +70,7 @@ inline ProgramResult run_mpi(const std::string& name, int np, const std::string&
 /// `true : true` (Open MPI 4 on Debian 12 and Ubuntu 24.04 runs it). That is
 /// the machine's mpirun, not dpt: an MPMD test skips with this reason.
 inline std::string mpmd_problem() {
-  std::string mpiexec = DPT_MPIEXEC;
-  ProgramResult probe = run_command((mpiexec.empty() ? std::string("mpirun") : mpiexec) +
-                                    " --allow-run-as-root --oversubscribe -np 1 true : -np 1 true");
+  ProgramResult probe = run_mpmd("true", "true");
   if (probe.exit_code == 0) return "";
   return "this mpirun cannot start an MPMD job (`mpirun -np 1 true : -np 1 true` exits " +
          std::to_string(probe.exit_code) + "): " + probe.output;
