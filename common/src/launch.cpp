@@ -186,6 +186,13 @@ int gpu_for_rank(int local_rank) {
   return local_rank % gpu::device_count();
 }
 
+std::string thread_ranks_problem(int64_t ranks, const std::string& comm) {
+  if (comm != "threads" || ranks <= kMaxThreadRanks) return "";
+  return std::to_string(ranks) + " rank threads: at most " + std::to_string(kMaxThreadRanks) +
+         " run in one process (a ring's 2n(n-1) messages make the cost grow as n squared); run more ranks as "
+         "processes with mpirun --comm mpi";
+}
+
 // ----------------------------------------------------------------------------
 // running the ranks
 
@@ -194,10 +201,8 @@ namespace {
 void validate(const LaunchOptions& o) {
   DPT_CHECK(o.ranks >= 1 && o.ranks <= kMaxRanks,
             "--ranks must be between 1 and " << kMaxRanks << ", got " << o.ranks);
-  DPT_CHECK(o.comm != "threads" || o.ranks <= kMaxThreadRanks,
-            "--ranks " << o.ranks << " on threads: at most " << kMaxThreadRanks << " rank threads run in one "
-                       << "process (a ring's 2n(n-1) messages make the cost grow as n squared); run more ranks "
-                       << "as processes with mpirun --comm mpi");
+  std::string too_many = thread_ranks_problem(o.ranks, o.comm);
+  DPT_CHECK(too_many.empty(), "--ranks " << too_many);
   DPT_CHECK(o.timeout_s >= kMinCommTimeoutS && o.timeout_s <= kMaxCommTimeoutS,
             "--comm-timeout must be from " << kMinCommTimeoutS << " to " << kMaxCommTimeoutS << " seconds, got "
                                            << o.timeout_s);

@@ -201,12 +201,9 @@ void check_thread_ranks(const CLI::App& app) {
   const CLI::Option* ranks = app.get_option_no_throw("--ranks");
   const CLI::Option* comm = app.get_option_no_throw("--comm");
   if (!ranks || ranks->count() == 0) return;
-  const bool threads = !comm || comm->count() == 0 || comm->as<std::string>() == "threads";
-  if (threads && ranks->as<int64_t>() > kMaxThreadRanks)
-    throw CLI::ValidationError("--ranks", ranks->as<std::string>() + " rank threads: at most " +
-                                              std::to_string(kMaxThreadRanks) + " run in one process (a ring's "
-                                              "2n(n-1) messages make the cost grow as n squared); run more ranks "
-                                              "as processes with mpirun --comm mpi");
+  std::string problem = thread_ranks_problem(ranks->as<int64_t>(), comm && comm->count() ? comm->as<std::string>()
+                                                                                        : std::string("threads"));
+  if (!problem.empty()) throw CLI::ValidationError("--ranks", problem);
 }
 
 // An output that is an input or another output: refused before any work (exit 2).

@@ -87,6 +87,10 @@ constexpr int kMaxRanks = 4096;
 /// machine the cost grows with n²: chapter 07 takes ~2 s a step at 64 rank
 /// threads, ~6 s at 128 and ~23 s at 256 on 2 cores. Beyond that, mpirun.
 constexpr int kMaxThreadRanks = 256;
+/// "" when `ranks` ranks may run as `comm` ("threads", "mpi", "nccl"), else
+/// the sentence why not (more than kMaxThreadRanks rank threads). Checked at
+/// parse time (exit 2) and again by launch().
+std::string thread_ranks_problem(int64_t ranks, const std::string& comm);
 /// --comm-timeout bounds, in seconds: 1 ms to 10^6 s (11.6 days, "forever" for
 /// a teaching run; a deadline of 10^10 s would overflow the clock's int64 ns).
 constexpr double kMinCommTimeoutS = 1e-3;
