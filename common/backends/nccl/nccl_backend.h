@@ -37,7 +37,7 @@
 #include <memory>
 
 #include "comm/gpu_floats.h"
-#include "comm/mpi/mpi_backend.h"
+#include "mpi/mpi_backend.h"
 #include "dpt/gpu.h"
 
 namespace dpt {

@@ -5,7 +5,7 @@
 // NCCL's in-place forms are used as NCCL defines them (all_gather: send_buf
 // is row rank() of recv_buf; reduce_scatter: recv_buf is row rank() of
 // send_buf); any other overlap is staged, as the contract allows it.
-#include "comm/nccl/nccl_backend.h"
+#include "nccl/nccl_backend.h"
 
 namespace dpt {
 namespace detail {

@@ -4,7 +4,7 @@
 // The root cause wins: fail() keeps the first *primary* failure (a rank's own
 // error), replacing a PeerFailed echo that may have come first, so which
 // error launch() reports does not depend on thread timing.
-#include "comm/threads/world.h"
+#include "threads/world.h"
 
 namespace dpt {
 namespace detail {

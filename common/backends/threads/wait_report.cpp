@@ -11,7 +11,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "comm/threads/world.h"
+#include "threads/world.h"
 #include "dpt/device.h"
 
 namespace dpt {

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "comm/mpi/mpi_backend.h"
+#include "mpi/mpi_backend.h"
 
 namespace dpt {
 namespace detail {

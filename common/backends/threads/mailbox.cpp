@@ -43,7 +43,7 @@
 #include <string>
 
 #include "comm/gpu_floats.h"
-#include "comm/threads/world.h"
+#include "threads/world.h"
 
 namespace dpt {
 namespace detail {

@@ -4,7 +4,7 @@
 // GPU buffers: Communicator has finished the rank's queued GPU work on them
 // (peers read and write them from their own threads and streams); the
 // World's copies are complete when they return.
-#include "comm/threads/world.h"
+#include "threads/world.h"
 
 namespace dpt {
 namespace detail {

@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "comm/threads/world.h"
+#include "threads/world.h"
 
 namespace dpt {
 namespace detail {

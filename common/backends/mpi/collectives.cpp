@@ -10,7 +10,7 @@
 // Avg is MPI_SUM then a division by size(); Max is MPI_MAX.
 #include <cstring>
 
-#include "comm/mpi/mpi_backend.h"
+#include "mpi/mpi_backend.h"
 
 namespace dpt {
 namespace detail {

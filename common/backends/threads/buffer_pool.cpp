@@ -4,7 +4,7 @@
 // held (mailbox.cpp). Left out: per-size bins, freeing under memory pressure.
 #include <algorithm>
 
-#include "comm/threads/world.h"
+#include "threads/world.h"
 
 namespace dpt {
 namespace detail {

@@ -21,7 +21,7 @@
 #include <exception>
 
 #include "comm/gpu_floats.h"
-#include "comm/threads/world.h"
+#include "threads/world.h"
 
 namespace dpt {
 namespace detail {

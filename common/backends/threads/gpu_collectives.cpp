@@ -14,7 +14,7 @@
 // buffers (Communicator called finish_gpu_work): peers read them from their
 // own streams.
 #include "comm/gpu_floats.h"
-#include "comm/threads/world.h"
+#include "threads/world.h"
 
 namespace dpt {
 namespace detail {

@@ -21,7 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/mpi/mpi_backend.h"
+#include "mpi/mpi_backend.h"
 
 namespace dpt {
 namespace detail {

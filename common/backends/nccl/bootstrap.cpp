@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/nccl/nccl_backend.h"
+#include "nccl/nccl_backend.h"
 
 namespace dpt {
 namespace detail {
