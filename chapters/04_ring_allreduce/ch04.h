@@ -1,7 +1,9 @@
 /// @file ch04.h
-/// @brief Chapter 04's exercises, specified here once: the two phases of ring
-/// all-reduce. Fill them in `exercises/04_ring_allreduce/ring.cpp`; the hints
-/// are in the chapter page (\ref ch04_hints), one tier at a time.
+/// @brief Chapter 04's exercises, specified here once: cutting the vector into
+/// the ring's chunks, the two phases of ring all-reduce, and the all-reduce
+/// they make. Fill them in `exercises/04_ring_allreduce/` (chunks.cpp,
+/// ring.cpp, all_reduce.cpp); the hints are in the chapter page
+/// (\ref ch04_hints), one tier at a time.
 /// `ctest --preset student -L ch04` checks them against a serial sum, their
 /// messages against the ring's pattern, and training with your ring against
 /// one device. They need only this chapter's holes.
@@ -12,8 +14,9 @@
 /// most one; some are empty when count < n).
 ///
 /// The floats live in the rank's memory, which need not be the host's: make
-/// scratch beside them with `dpt::Floats` and add with `dpt::add_floats`
-/// (dpt/floats.h) rather than touching them with a loop.
+/// scratch beside them with `dpt::Floats`, add with `dpt::add_floats` and
+/// divide with `dpt::divide_floats` (dpt/floats.h) rather than touching them
+/// with a loop.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +33,21 @@ struct Chunk {
   int64_t size() const { return end - begin; }
 };
 
-/// Chunk `i` of `count` elements cut into `n` near-equal chunks: the first
-/// count mod n chunks have one extra element. (Provided, not a hole.)
+/// Chunk `i` of `count` elements cut into `n` chunks, the ring's unit of work.
+///
+/// Preconditions: count ≥ 0, n ≥ 1 and 0 ≤ i < n; anything else is a
+/// dpt::Error that says which.
+///
+/// Postconditions, for every count and n:
+///  - the chunks tile [0, count) in order: chunk 0 begins at 0, chunk i+1
+///    begins where chunk i ends, chunk n−1 ends at count (no element is lost,
+///    none is in two chunks);
+///  - their sizes differ by at most one and never grow with i (the larger
+///    chunks come first; some are empty when count < n);
+///  - it costs O(1): chunk i comes from count, n and i alone, without walking
+///    the chunks before it (the ring asks for 2(n−1) chunks per call, and n
+///    may be in the thousands).
+/// (Hole: exercises/04_ring_allreduce/chunks.cpp.)
 Chunk ring_chunk(int64_t count, int n, int i);
 
 /// Scatter-reduce. On entry `data` holds this rank's own vector; every rank
@@ -60,9 +76,19 @@ void ring_scatter_reduce(Communicator& comm, float* data, int64_t count);
 /// (Hole: exercises/04_ring_allreduce/ring.cpp.)
 void ring_all_gather(Communicator& comm, float* data, int64_t count);
 
-/// Scatter-reduce then all-gather (for Avg, between the two, each rank scales
-/// the chunk it owns by 1/n with scale_floats): every rank's `data` becomes
-/// the sum (or mean) over ranks. (Provided: built from your two phases.)
+/// All-reduce on the ring, built from the two phases above. Every rank calls
+/// it at once with the same `count` and `op` (ReduceOp::Sum or ReduceOp::Avg),
+/// `data` holding its own vector.
+///
+/// Postconditions: every rank's `data` holds the same bits. Sum: element i is
+/// the sum over ranks of element i (added in whatever order the ring adds).
+/// Avg: element i is that sum divided by n, rounded once — the bits of
+/// `sum / float(n)` in float arithmetic, as the library's
+/// `comm.all_reduce(…, ReduceOp::Avg)` gives whenever the sum is exact.
+///
+/// Communication: the two phases' messages and nothing else. Dividing is
+/// work too: a rank should not divide more of the vector than it must.
+/// (Hole: exercises/04_ring_allreduce/all_reduce.cpp.)
 void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op);
 
 }  // namespace dpt::ch04
