@@ -1,0 +1,179 @@
+// ch09_parameter_server — push, pull, and staleness.
+//
+// What it teaches: the design all-reduce replaced. S server ranks hold the
+// parameters in S shards and run the optimizer; W worker ranks compute
+// gradients, push each shard's slice to its server and pull the parameters
+// back. Synchronous, it is gradient averaging again — one device's step on
+// the workers' batches together — but every byte goes through the servers:
+// W·Ψ/S in and out of each per step, where a ring moves ~2Ψ per rank whatever
+// N is. Asynchronous, a server applies each push as it arrives, nobody waits
+// for a straggler, and gradients are computed on parameters that are already
+// stale; stale-synchronous (ssp) bounds how stale.
+//
+// The chapter checks sync against one device step by step, counts the bytes
+// through each server against W·Ψ/S (and the link model's time against the
+// ring's), measures every push's staleness against what the arrival order
+// implies and what it costs in held-out accuracy, and with a straggler
+// (--slow-rank) compares sync, async and ssp at equal time.
+//
+// What it leaves out: momentum and Adam on the servers (plain SGD only),
+// pushes in a truly random order (the communicator has no receive from any
+// source: servers serve an arrival order simulated from the workers' step
+// times, arrival_order in ch09.h), fault tolerance and server replication.
+//
+// Run it:
+//     build/reference/bin/ch09_parameter_server --ranks 5 --servers 1
+//     build/reference/bin/ch09_parameter_server --ranks 5 --servers 1 --mode async --slow-rank 2
+//     build/reference/bin/ch09_parameter_server --ranks 6 --servers 2 --mode ssp --max-staleness 2 --slow-rank 5
+//     mpirun --oversubscribe -np 5 build/reference/bin/ch09_parameter_server --comm mpi --servers 1
+//
+// Your holes (chapters/09_parameter_server/ch09.h): apply_push, push_and_pull,
+// ssp_must_wait. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <iostream>
+
+#include "ch09.h"
+#include "dpt/data_parallel.h"
+#include "dpt/evaluate.h"
+#include "dpt/report.h"
+#include "dpt/step_check.h"
+#include "dpt/verdict.h"
+#include "parameter_server.h"
+#include "ps_report.h"
+
+using namespace dpt;
+using namespace dpt::ch09;
+
+struct Ch09Flags {
+  int servers = 1;
+  std::string mode = "async";
+  int max_staleness = 2;
+  int slow_rank = -1;
+  double slowdown = 4;
+  bool verify = true;
+};
+
+// ----------------------------------------------------------------------------
+// the lecture, run by every rank; rank 0 narrates and returns the exit code
+
+int lecture(Context& ctx, const Options& o, const Ch09Flags& f) {
+  Narrator say(ctx.is_root() && !o.quiet);
+  Dataset data = load_dataset(o);
+  check_ranks_agree(ctx.comm, o, data, {{"--servers", std::to_string(f.servers)}, {"--mode", f.mode},
+                                        {"--max-staleness", std::to_string(f.max_staleness)},
+                                        {"--slow-rank", std::to_string(f.slow_rank)},
+                                        {"--slowdown", fmt(f.slowdown)}, {"--verify", f.verify ? "on" : "off"}});
+  const int S = f.servers, W = ctx.world - S;
+  DPT_CHECK(W >= 1, "--servers " << S << " leaves no worker among " << ctx.world << " ranks: use --ranks "
+                                 << S + 1 << " or more");
+  DPT_CHECK(f.slow_rank < 0 || (f.slow_rank >= S && f.slow_rank < ctx.world),
+            "--slow-rank " << f.slow_rank << " is not a worker: workers are ranks " << S << " to " << ctx.world - 1);
+  const Mode mode = parse_mode(f.mode);
+  const int slow = f.slow_rank < 0 ? -1 : f.slow_rank - S;
+  std::vector<double> step_time(std::size_t(W), 1.0);  // in units of a normal worker's step
+  if (slow >= 0) step_time[std::size_t(slow)] = f.slowdown;
+  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};
+  Verdicts verdicts;
+  Table summary("ch09 summary", {"what", "value"});
+
+  // ---- 1. Who is who
+  const Roles roles{S, W, build_model(o, Device::host()).num_parameters()};
+  say.section("1. Who is who: " + std::to_string(S) + " server(s), " + std::to_string(W) + " worker(s), Psi = " +
+              std::to_string(roles.count) + " parameters");
+  say.say(roles_text(roles));
+
+  // ---- 2. Synchronous: one device's step, taken by the servers
+  say.section("2. Synchronous: every step waits for all " + std::to_string(W) + " workers; the step check");
+  PsConfig sync = ps_config(Mode::Sync, S, arrival_order(Mode::Sync, std::vector<double>(std::size_t(W), 1.0), double(o.steps)));
+  StepRecorder recorder(f.verify && ctx.rank == S);  // the first worker sees every step's weights
+  PsRun synced = run_parameter_server(ctx, o, data, sync, &recorder);
+  StepCheck check = share_step_check(ctx, roles, recorder, f.verify, o, data);  // ps_report.cpp: to rank 0
+  if (ctx.is_root() && f.verify) add_step_check_verdicts(verdicts, check);
+  say.say("the servers took " + std::to_string(synced.version) + " steps on " + std::to_string(W) + " x " +
+          std::to_string(o.batch) + " samples each in " + fixed(synced.seconds, 2) + " s" +
+          (f.verify ? "; one device replayed " + std::to_string(check.checked.size()) + " of them (verdicts below)"
+                    : ""));
+
+  // ---- 3. Bytes through each server
+  say.section("3. Bytes through each server per step, against W*Psi/S and the ring's 2(N-1)/N*Psi per rank");
+  if (ctx.is_root()) bytes_section(say, ctx, roles, synced, verdicts, summary);
+
+  // ---- 4. Staleness: the same number of pushes, applied on arrival
+  PsConfig chosen = ps_config(mode, S, arrival_order(mode, step_time, double(o.steps), f.max_staleness), slow, f.slowdown);
+  say.section("4. " + std::string(mode_name(mode)) + (mode == Mode::Ssp ? " (max staleness " +
+              std::to_string(f.max_staleness) + ")" : "") + ": " + std::to_string(chosen.order.size()) +
+              " pushes, each an update; staleness per push" + (slow >= 0 ? ", worker " + std::to_string(slow) +
+              " " + fmt(f.slowdown) + "x slower" : ""));
+  PsRun staled = run_parameter_server(ctx, o, data, chosen);
+  if (ctx.is_root()) {
+    std::vector<int64_t> implied = implied_staleness(mode, chosen.order);
+    say.say(staleness_text(staled.staleness, implied));
+    verdicts.holds("every push's staleness = what the arrival order implies", staled.staleness == implied,
+                   staleness_summary(staled.staleness) + " measured, " + staleness_summary(implied) + " implied");
+    Options plain = o;  // plain SGD: as many updates of one worker's batch, never stale
+    plain.steps = int64_t(chosen.order.size());
+    double one = accuracy(train_single_device(plain, data, o.batch), data, held_out);
+    double stale = accuracy(model_of(o, staled.params), data, held_out);
+    say.say("held-out accuracy after " + std::to_string(chosen.order.size()) + " updates of " +
+            std::to_string(o.batch) + " samples: " + fixed(100 * stale, 2) + "% with this staleness, " +
+            fixed(100 * one, 2) + "% for plain SGD on one device (never stale)");
+    summary.add_row({std::string(mode_name(mode)) + ": staleness mean / max", staleness_summary(staled.staleness)});
+    summary.add_row({std::string(mode_name(mode)) + " vs plain SGD, held-out acc. at " +
+                         std::to_string(chosen.order.size()) + " updates",
+                     fixed(100 * stale, 2) + "% vs " + fixed(100 * one, 2) + "%"});
+  }
+
+  // ---- 5. A straggler: sync, async and ssp for the same time
+  if (slow >= 0) {
+    say.section("5. A straggler: worker " + std::to_string(slow) + " takes " + fmt(f.slowdown) +
+                "x as long; sync, async and ssp (s = " + std::to_string(f.max_staleness) + ") for the same time");
+    std::vector<RaceLane> lanes;
+    for (Mode m : {Mode::Sync, Mode::Async, Mode::Ssp}) {
+      PsConfig c = ps_config(m, S, arrival_order(m, step_time, double(o.steps), f.max_staleness), slow, f.slowdown);
+      PsRun run = run_parameter_server(ctx, o, data, c);
+      if (!ctx.is_root()) continue;
+      lanes.push_back({m, int64_t(c.order.size()), run.seconds,
+                       arrival_makespan(m, step_time, double(o.steps), f.max_staleness),
+                       accuracy(model_of(o, run.params), data, held_out), run.staleness, c.order});
+    }
+    if (ctx.is_root()) race_section(say, lanes, W, f.max_staleness, verdicts, summary);
+  }
+
+  // ---- 6. Summary and verdicts
+  if (!ctx.is_root()) return 0;
+  MLP synced_model = model_of(o, synced.params);
+  save_outputs(o, synced_model, data);
+  summary.add_row({"servers x workers x batch per worker", std::to_string(S) + " x " + std::to_string(W) + " x " +
+                                                               std::to_string(o.batch)});
+  report_held_out(synced_model, data, held_out, synced.version, o.metrics, summary);
+  summary.print(std::cout);
+  verdicts.print(std::cout);
+  return verdicts.exit_code();
+}
+
+// ----------------------------------------------------------------------------
+// flags, then the lecture on every rank
+
+int main(int argc, char** argv) {
+  CLI::App app{"ch09_parameter_server — push, pull, and staleness", "ch09_parameter_server"};
+  Options options;
+  LaunchOptions launch_options;
+  Ch09Flags flags;
+  add_common_flags(app, options);
+  add_launch_flags(app, launch_options);
+  add_data_parallel_flags(app, flags.verify);
+  app.add_option("--servers", flags.servers, "Server ranks (0 … S-1) holding the parameters in S shards")
+      ->check(integer_in(1, kMaxRanks))->capture_default_str();
+  app.add_option("--mode", flags.mode, "Section 4's mode: sync, async (apply each push on arrival) or ssp")
+      ->check(CLI::IsMember({"sync", "async", "ssp"}))->capture_default_str();
+  app.add_option("--max-staleness", flags.max_staleness, "ssp: how many steps a worker may run ahead of the slowest")
+      ->check(integer_in(0, 1000000))->capture_default_str();
+  app.add_option("--slow-rank", flags.slow_rank, "A worker rank that is --slowdown times slower (adds section 5)")
+      ->check(integer_in(0, kMaxRanks));
+  app.add_option("--slowdown", flags.slowdown, "How many times longer the slow rank's steps take")
+      ->check(number_in(1, 1000))->capture_default_str();
+  parse_flags(app, argc, argv);
+  return run_lecture("ch09_parameter_server", launch_options,
+                     [&](Context& ctx) { return lecture(ctx, options, flags); });
+}

@@ -1,0 +1,175 @@
+// parameter_server.cpp — the server loop and the worker loop (spec:
+// parameter_server.h). Messages: the servers answer every worker's first pull
+// with the starting shard; then a worker pushes (kPushTag) and pulls
+// (kPullTag) once per step through your push_and_pull, while each server
+// receives pushes in the arrival order, hands each one to your apply_push and,
+// when it applied an update, answers every worker whose push it holds.
+#include "parameter_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "dpt/data_parallel.h"
+#include "dpt/ops.h"
+#include "dpt/report.h"
+#include "dpt/step_check.h"
+#include "dpt/timing.h"
+
+namespace dpt::ch09 {
+
+namespace {
+constexpr int kFinalTag = 93;
+
+// ----------------------------------------------------------------------------
+// a server: receive pushes in the arrival order, apply, answer
+
+void serve(Context& ctx, const Options& o, const PsConfig& c, PsRun& out) {
+  const Roles& roles = out.roles;
+  const int s = ctx.rank;
+  const Range mine = roles.shard(s);
+  ServerShard shard;
+  shard.mode = c.mode;
+  shard.workers = roles.workers;
+  shard.lr = o.lr;
+  std::vector<float> w = flatten(build_model(o, Device::host()).parameters());  // the model the flags ask for
+  shard.params.assign(w.begin() + mine.begin, w.begin() + mine.end);
+  shard.sum.assign(shard.params.size(), 0.0f);
+  shard.read_version.assign(std::size_t(roles.workers), 0);
+  for (int v = 0; v < roles.workers; ++v)  // every worker's first pull: the start
+    ctx.comm.send(shard.params.data(), mine.size(), roles.worker_rank(v), kPullTag);
+  std::vector<float> grad(shard.params.size());
+  std::vector<int> waiting;  // workers whose push is held, in arrival order
+  for (int v : c.order) {
+    ctx.comm.recv(grad.data(), mine.size(), roles.worker_rank(v), kPushTag);
+    waiting.push_back(v);
+    if (!apply_push(shard, v, grad.data())) continue;
+    for (int answered : waiting) {  // their pulls: the shard as it is now
+      shard.read_version[std::size_t(answered)] = shard.version;
+      ctx.comm.send(shard.params.data(), mine.size(), roles.worker_rank(answered), kPullTag);
+    }
+    waiting.clear();
+  }
+  DPT_CHECK(waiting.empty(), "server " << s << " ended holding " << waiting.size() << " push(es) it never applied ("
+                                       << mode_name(c.mode) << " mode): their workers wait for an answer forever");
+  out.staleness = shard.staleness;
+  out.version = shard.version;
+  out.params = shard.params;  // this shard for now; rank 0 gathers them all at the end
+}
+
+// ----------------------------------------------------------------------------
+// a worker: pull the start, then compute, push, pull
+
+void work(Context& ctx, const Options& o, const Dataset& data, const PsConfig& c, StepRecorder* recorder,
+          PsRun& out) {
+  const Roles& roles = out.roles;
+  const int me = ctx.rank - roles.servers;
+  MLP model = build_model(o, ctx.device);  // its weights are replaced by the pulled ones every step
+  std::vector<Tensor> params = model.parameters();
+  std::vector<float> w(std::size_t(roles.count));
+  for (int s = 0; s < roles.servers; ++s) {
+    Range r = roles.shard(s);
+    ctx.comm.recv(w.data() + r.begin, r.size(), roles.server_rank(s), kPullTag);
+  }
+  const bool first = me == 0;
+  if (first && c.keep_pulled) out.pulled.push_back(w);
+  const int64_t steps = std::count(c.order.begin(), c.order.end(), me);
+  BatchSampler sampler(data.size(), o.batch * roles.workers, !o.no_shuffle, o.seed);
+  for (int64_t k = 0; k < steps; ++k) {
+    auto started = std::chrono::steady_clock::now();
+    unflatten(w, params);
+    for (Tensor& p : params) p.zero_grad();
+    Batch batch = gather_batch(data, strided_shard(sampler.indices(k), me, roles.workers), ctx.device);
+    Tensor loss = softmax_cross_entropy(model.forward(batch.x), batch.y);
+    loss.backward();
+    std::vector<Tensor> grads;
+    for (Tensor& p : params) grads.push_back(p.grad());
+    std::vector<float> grad = flatten(grads);
+    out.losses.push_back(loss.item());
+    if (me == c.slow_worker && c.slowdown > 1)  // the straggler: X times the compute time in all
+      std::this_thread::sleep_for(std::chrono::duration<double>((c.slowdown - 1) * seconds_since(started)));
+    if (c.before_push) c.before_push(me, k);
+    const bool keep = first && recorder && recorder->keeps(k, steps, roles.count);
+    std::vector<float> before = keep ? w : std::vector<float>();
+    push_and_pull(ctx.comm, roles, grad, w);
+    if (keep) {  // the gradient the servers applied, read back from the step they took
+      std::vector<float> applied(w.size());
+      for (std::size_t i = 0; i < w.size(); ++i) applied[i] = (before[i] - w[i]) / o.lr;
+      recorder->record(k, steps, before.data(), applied.data(), roles.count);
+    }
+    if (first && c.keep_pulled) out.pulled.push_back(w);
+  }
+  out.steps = steps;
+  unflatten(w, params);
+}
+
+// Rank 0 (server 0) collects every server's final shard.
+void gather_final(Context& ctx, PsRun& out) {
+  const Roles& roles = out.roles;
+  if (ctx.rank >= roles.servers) return;
+  if (ctx.rank != 0) {
+    ctx.comm.send(out.params.data(), int64_t(out.params.size()), 0, kFinalTag);
+    return;
+  }
+  std::vector<float> all(std::size_t(roles.count));
+  std::copy(out.params.begin(), out.params.end(), all.begin());
+  for (int s = 1; s < roles.servers; ++s) {
+    Range r = roles.shard(s);
+    ctx.comm.recv(all.data() + r.begin, r.size(), roles.server_rank(s), kFinalTag);
+  }
+  out.params = all;
+}
+}  // namespace
+
+// ----------------------------------------------------------------------------
+
+PsRun run_parameter_server(Context& ctx, const Options& o, const Dataset& data, const PsConfig& c,
+                           StepRecorder* recorder) {
+  PsRun out;
+  out.roles.servers = c.servers;
+  out.roles.workers = ctx.world - c.servers;
+  out.roles.count = build_model(o, Device::host()).num_parameters();
+  DPT_CHECK(c.servers >= 1 && out.roles.workers >= 1,
+            "--servers " << c.servers << " with " << ctx.world << " ranks: need at least one server and one worker");
+  DPT_CHECK(out.roles.count >= c.servers, "--servers " << c.servers << " is more than the " << out.roles.count
+                                                        << " parameters to shard");
+  for (int v : c.order)
+    DPT_CHECK(v >= 0 && v < out.roles.workers, "arrival order names worker " << v << " of " << out.roles.workers);
+  out.is_server = ctx.rank < c.servers;
+  ctx.comm.barrier();
+  ctx.comm.traffic().clear();  // threads share one log: cleared between barriers
+  ctx.comm.barrier();
+  auto started = std::chrono::steady_clock::now();
+  if (out.is_server)
+    serve(ctx, o, c, out);
+  else
+    work(ctx, o, data, c, recorder, out);
+  out.seconds = max_over_ranks(ctx.comm, seconds_since(started));
+  out.traffic = ctx.comm.gather_traffic();
+  gather_final(ctx, out);
+  return out;
+}
+
+PsConfig ps_config(Mode mode, int servers, std::vector<int> order, int slow_worker, double slowdown) {
+  PsConfig c;
+  c.mode = mode;
+  c.servers = servers;
+  c.order = std::move(order);
+  c.slow_worker = slow_worker;
+  c.slowdown = slowdown;
+  return c;
+}
+
+std::vector<int64_t> implied_staleness(Mode mode, const std::vector<int>& order) {
+  std::vector<int64_t> out;
+  std::vector<int64_t> read;  // per worker: the update count of the parameters it holds
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::size_t v = std::size_t(order[i]);
+    if (read.size() <= v) read.resize(v + 1, 0);
+    out.push_back(mode == Mode::Sync ? 0 : int64_t(i) - read[v]);
+    read[v] = int64_t(i) + 1;  // its answer carries the shard after this push
+  }
+  return out;
+}
+
+}  // namespace dpt::ch09

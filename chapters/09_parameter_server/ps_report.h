@@ -1,0 +1,62 @@
+// ps_report.h — what the lecture prints and judges after each run: roles,
+// the step check's numbers carried to rank 0, bytes per server against
+// theory, the staleness histogram, and the straggler race. Not a hole.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ch09.h"
+#include "dpt/evaluate.h"
+#include "dpt/report.h"
+#include "dpt/step_check.h"
+#include "dpt/verdict.h"
+#include "parameter_server.h"
+
+namespace dpt::ch09 {
+
+/// One line per server (its shard) and one for the workers.
+std::string roles_text(const Roles& roles);
+
+/// Collective: the first worker replays its recorded steps on one device
+/// (recorder.replay) and sends the result to rank 0, which returns it (others:
+/// an empty StepCheck). Nothing when !verify.
+StepCheck share_step_check(Context& ctx, const Roles& roles, const StepRecorder& recorder, bool verify,
+                           const Options& o, const Dataset& data);
+
+/// Rank 0: the bytes each server moved per step during `run` (sync) against
+/// W·Ψ_s, the ring's 2(N−1)/N·Ψ per rank, and the link model's time of both.
+void bytes_section(const Narrator& say, Context& ctx, const Roles& roles, const PsRun& run, Verdicts& v,
+                   Table& summary);
+
+/// "mean 2.99, max 3" of per-push staleness ("none" when empty).
+std::string staleness_summary(const std::vector<int64_t>& staleness);
+/// The histogram (count per staleness value) and the summary, measured and implied.
+std::string staleness_text(const std::vector<int64_t>& measured, const std::vector<int64_t>& implied);
+
+/// The largest number of steps any worker had finished beyond the slowest,
+/// over the whole arrival order of `workers` workers.
+int64_t largest_lead(const std::vector<int>& order, int workers);
+
+/// A model of the flags' architecture holding `params` (Ψ floats), on the host.
+MLP model_of(const Options& o, const std::vector<float>& params);
+/// Held-out accuracy of `model` (training-set accuracy when held-out is off).
+double accuracy(const MLP& model, const Dataset& data, const HeldOut& held_out);
+
+/// One mode's run in the straggler race.
+struct RaceLane {
+  Mode mode;
+  int64_t pushes = 0;        ///< gradients applied
+  double seconds = 0;        ///< measured wall time
+  double model_time = 0;     ///< the arrival order's makespan, in normal steps
+  double accuracy = 0;       ///< held-out accuracy at the end
+  std::vector<int64_t> staleness;  ///< server 0's per-push staleness
+  std::vector<int> order;    ///< the arrival order it ran
+};
+
+/// Rank 0: the race table (throughput measured vs the step-time model,
+/// staleness, accuracy at equal time) and its verdicts.
+void race_section(const Narrator& say, const std::vector<RaceLane>& lanes, int workers, int max_staleness,
+                  Verdicts& v, Table& summary);
+
+}  // namespace dpt::ch09
