@@ -1,12 +1,15 @@
 /// @file ch01.h
 /// @brief Chapter 01's holes, each specified once: the SGD-with-momentum
-/// update and the backward pass of a Linear layer.
+/// update, the backward pass of a Linear layer, and the backward pass of the
+/// loss.
 ///
 /// Fill them in `exercises/01_sgd/`; tiered hints are in \ref ch01_hints.
 /// `ctest --preset student -L ch01` checks them against a serial oracle over
 /// several steps and against finite differences, and `ch01_sgd` prints ✔/✘
 /// verdicts for them.
 #pragma once
+
+#include <vector>
 
 #include "dpt/tensor.h"
 
@@ -48,5 +51,21 @@ struct LinearGrads {
 /// only read; autograd is not used.
 /// (Hole: exercises/01_sgd/linear_backward.cpp.)
 LinearGrads linear_backward(const Tensor& x, const Tensor& weight, const Tensor& dy);
+
+/// Backward of the training loss: dlogits = ∂ loss / ∂ logits for
+///
+///     loss = (1/B) Σ_b −log softmax(logits_b)[labels[b]],
+///     softmax(z)[c] = exp(z_c) / Σ_k exp(z_k),
+///
+/// the mean over the batch of each sample's cross-entropy, softmax taken
+/// over that sample's own C logits (what dpt::softmax_cross_entropy computes).
+///
+/// logits (B, C) with B ≥ 1 and C ≥ 1, in host memory; labels holds B class
+/// indices in [0, C) (anything else is a dpt::Error). Returns a new (B, C)
+/// tensor on logits' device: the exact gradient, to float rounding, for
+/// every finite logits — logits of ±1000 included, where exp() of a logit
+/// overflows a float. Inputs are only read; autograd is not used.
+/// (Hole: exercises/01_sgd/loss_backward.cpp.)
+Tensor softmax_cross_entropy_backward(const Tensor& logits, const std::vector<int64_t>& labels);
 
 }  // namespace dpt::ch01

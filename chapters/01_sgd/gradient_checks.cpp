@@ -1,5 +1,6 @@
 // gradient_checks.cpp — chapter 01's section 2: backward() against finite
-// differences, your linear_backward against autograd.
+// differences, your linear_backward and softmax_cross_entropy_backward
+// against autograd.
 #include "gradient_checks.h"
 
 #include <algorithm>
@@ -95,3 +96,17 @@ LinearErrors check_linear_backward(const MLP& model, const Batch& batch) {
   return errors;
 }
 
+
+// Your softmax_cross_entropy_backward at the model's logits against autograd
+// through the core's own softmax_cross_entropy, which shares no code with yours.
+double check_loss_backward(const MLP& model, const Batch& batch) {
+  Tensor logits;
+  {
+    NoGradGuard no_grad;
+    logits = model.forward(batch.x);
+  }
+  Tensor mine = ch01::softmax_cross_entropy_backward(logits, batch.y);
+  Tensor leaf = logits.clone().set_requires_grad(true);
+  softmax_cross_entropy(leaf, batch.y).backward();
+  return relative_error(mine, leaf.grad());  // a NaN or inf in yours makes it NaN
+}

@@ -1,5 +1,5 @@
-// gradient_checks.h — chapter 01's section 2: how to trust backward() and your
-// linear_backward before training on them.
+// gradient_checks.h — chapter 01's section 2: how to trust backward(), your
+// linear_backward and your softmax_cross_entropy_backward before training on them.
 #pragma once
 
 #include "dpt/data.h"
@@ -23,3 +23,9 @@ struct LinearErrors {
 /// Your ch01::linear_backward on the model's first layer at `batch`, against
 /// autograd through dpt's own `linear` op (which shares no code with yours).
 LinearErrors check_linear_backward(const dpt::MLP& model, const dpt::Batch& batch);
+
+/// max |yours − autograd| / max |autograd| of your
+/// ch01::softmax_cross_entropy_backward at the model's logits for `batch`,
+/// against autograd through dpt's own `softmax_cross_entropy` op; NaN when
+/// yours is missing, misshapen or not finite.
+double check_loss_backward(const dpt::MLP& model, const dpt::Batch& batch);
