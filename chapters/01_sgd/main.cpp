@@ -27,7 +27,7 @@
 #include "ch01.h"
 #include "gradient_checks.h"
 #include "dpt/autograd.h"
-#include "dpt/launch.h"
+#include "dpt/lecture.h"
 #include "dpt/nn.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
@@ -44,17 +44,20 @@ UpdateCheck check_two_updates(const Options& o, const MLP& model, const Batch& b
 std::vector<double> train(const Options& o, MLP& model, const Dataset& data, const Narrator& say);
 
 // ----------------------------------------------------------------------------
-// the lecture
+// the lecture. Flags, data, the held-out score and printing the summary and
+// verdicts are the harness's (lecture.h).
 
-int lecture(const Options& o, Device& device) {
-  Narrator say(!o.quiet);
+void lecture(Lecture& lec) {
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
+  const Dataset& data = lec.data;
+  Device& device = lec.device();
 
   // --------------------------------------------------------------------------
   // 1. Set-up
   say.section("1. Set-up");
-  Dataset data = load_dataset(o);
-  HeldOut held_out = load_held_out(o, data);  // scored once, at the end; never trained on
   MLP model = build_model(o, device);
+  lec.keep(model);  // saved (--save-weights) and scored on the held-out set at the end
   // The checks of sections 2 and 3 nudge and read single weights, which only
   // host memory allows: on a GPU they run on a CPU twin, the same model
   // (same seed, same initial weights) on cpu:0; training then runs on the GPU.
@@ -64,14 +67,10 @@ int lecture(const Options& o, Device& device) {
   const MLP& checked = on_gpu ? *cpu_twin : model;
   say.say("data: " + std::to_string(data.size()) + " samples of " + std::to_string(data.features()) +
           " features, " + std::to_string(data.classes) + " classes (" + o.data + ")");
-  say.say("held-out: " + (held_out.enabled() ? held_out.description : "none (--eval-samples 0)"));
+  say.say("held-out: " + (lec.held_out().enabled() ? lec.held_out().description : "none (--eval-samples 0)"));
   say.say("model: MLP " + o.model + ", " + std::to_string(model.num_parameters()) + " parameters (" +
           format_bytes(double(model.num_parameters()) * 4) + ") on " + device.name());
-  if (o.steps == 0) {
-    save_outputs(o, model, data);
-    say.say("--steps 0: wrote the requested outputs, no training, nothing to check.");
-    return 0;
-  }
+  if (o.steps == 0) return;
   Evaluation before = evaluate(model, data);
   int64_t probe_size = std::min<int64_t>(o.batch, data.size());  // the first batch, unshuffled
   Batch probe = gather_batch(data, BatchSampler(data.size(), probe_size, false, 0).indices(0),
@@ -109,23 +108,20 @@ int lecture(const Options& o, Device& device) {
   std::vector<double> losses = train(o, model, data, say);
   double seconds = seconds_since(start);
   Evaluation after = evaluate(model, data);
-  save_outputs(o, model, data);
 
   // --------------------------------------------------------------------------
   // 5. Summary and verdicts
   say.section("5. Summary and verdicts");
   double flops = 3.0 * model.forward_flops(o.batch) * double(o.steps);  // forward + 2x for backward
-  Table summary("ch01 summary", {"what", "value"});
+  Table& summary = lec.summary;  // the harness adds the held-out rows and prints it
   summary.add_row({"loss on the data set, before -> after", fixed(before.loss, 4) + " -> " + fixed(after.loss, 4)});
   summary.add_row({"accuracy, before -> after", fixed(100 * before.accuracy, 1) + "% -> " + fixed(100 * after.accuracy, 1) + "%"});
   summary.add_row({"steps x batch", std::to_string(o.steps) + " x " + std::to_string(o.batch)});
   summary.add_row({"time", fixed(seconds, 2) + " s"});
   summary.add_row({"step GFLOP/s (3x forward convention)", fixed(flops / seconds / 1e9, 1)});
   summary.add_row({"peak memory on " + device.name(), format_bytes(double(device.peak_bytes()))});
-  report_held_out(model, data, held_out, o.steps, o.metrics, summary);
-  summary.print(std::cout);
 
-  Verdicts verdicts;
+  Verdicts& verdicts = lec.verdicts;
   verdicts.at_most("backward() vs finite differences, worst |difference| / bound", fd_error, 1.0,
                    "bound 1e-3 + 1e-2*|numeric|: float32 loss rounding over 2*eps, truncation; kinks skipped");
   const std::string float_order = "float32 sums in another order: ~B*6e-8; a sign or transpose: O(1)";
@@ -138,8 +134,6 @@ int lecture(const Options& o, Device& device) {
                    "a run that learns ends at least 1% lower (measured 0.47 at the defaults, <= 0.96 in 10 steps)");
   verdicts.at_most("largest step loss / first step loss", *std::max_element(losses.begin(), losses.end()) / losses[0],
                    1e6, "a loss a million times its start has diverged, finite or not (try a smaller --lr)");
-  verdicts.print(std::cout);
-  return verdicts.exit_code();
 }
 
 // ----------------------------------------------------------------------------
@@ -253,13 +247,6 @@ std::vector<double> train(const Options& o, MLP& model, const Dataset& data, con
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch01_sgd — single-device SGD: forward, loss, backward, step", "ch01_sgd"};
-  Options options;
-  std::string device = "cpu";
-  add_common_flags(app, options);
-  add_device_flag(app, device);
-  parse_flags(app, argc, argv);
-  int verdict = 0;
-  int error = run_guarded("ch01_sgd", [&] { verdict = lecture(options, single_device(device)); });
-  return error != 0 ? error : verdict;
+  return run_one_device_chapter(argc, argv, {"ch01_sgd", "single-device SGD: forward, loss, backward, step"}, nullptr,
+                                lecture);
 }

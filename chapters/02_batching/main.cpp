@@ -23,7 +23,7 @@
 #include <iostream>
 
 #include "ch02.h"
-#include "dpt/launch.h"
+#include "dpt/lecture.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/options.h"
@@ -46,25 +46,24 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr
           MetricsWriter& metrics, const Narrator& say);
 
 // ----------------------------------------------------------------------------
-// the lecture
+// the lecture. Flags, data, the held-out score of the batched run and
+// printing the verdicts are the harness's (lecture.h).
 
-int lecture(const Options& o, Device& device) {
-  Narrator say(!o.quiet);
+void lecture(Lecture& lec) {
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
+  const Dataset& data = lec.data;
+  Device& device = lec.device();
 
   // --------------------------------------------------------------------------
   // 1. Set-up
   say.section("1. Set-up");
-  Dataset data = load_dataset(o);
-  HeldOut held_out = load_held_out(o, data);  // scored once, at the end; never trained on
   MLP model = build_model(o, device);
+  lec.keep(model);  // the batched run's model: saved and scored on the held-out set at the end
   const int64_t k = o.batch;
   say.say("data: " + std::to_string(data.size()) + " samples; model: MLP " + o.model + "; K = --batch " +
           std::to_string(k));
-  if (o.steps == 0) {
-    save_outputs(o, model, data);
-    say.say("--steps 0: wrote the requested outputs, no training, nothing to check.");
-    return 0;
-  }
+  if (o.steps == 0) return;
   Evaluation before = evaluate(model, data);
 
   // --------------------------------------------------------------------------
@@ -88,13 +87,12 @@ int lecture(const Options& o, Device& device) {
   Run per_sample = train(o, single, data, 1, o.lr / float(k), samples, no_metrics, say);
   MetricsWriter metrics(o.metrics);
   Run batched = train(o, model, data, k, o.lr, samples, metrics, say);
-  metrics.commit();  // the training lines are in place; report_held_out appends its line after them
-  save_outputs(o, model, data);
+  metrics.commit();  // the training lines are in place; the harness appends the held-out line after them
 
   // --------------------------------------------------------------------------
   // 4. Summary and verdicts
   say.section("4. Summary and verdicts");
-  Table summary("ch02 summary (loss and accuracy on the whole data set)",
+  Table summary("ch02 runs (loss and accuracy on the whole data set)",
                 {"run", "lr", "optimizer steps", "loss", "accuracy", "time", "samples/s"});
   summary.add_row({"start", "-", "0", fixed(before.loss, 4), fixed(100 * before.accuracy, 1) + "%", "-", "-"});
   for (const Run* r : {&per_sample, &batched}) {
@@ -105,11 +103,9 @@ int lecture(const Options& o, Device& device) {
   summary.print(std::cout);
   std::cout << " " << fixed(per_sample.seconds / batched.seconds, 1) << "x faster per sample with batches of " << k
             << "\n";
-  Table held("ch02 batched run: training set vs held-out", {"what", "value"});
-  report_held_out(model, data, held_out, batched.updates, o.metrics, held);
-  held.print(std::cout);
+  lec.summary.add_row({"the model scored below", "the batch " + std::to_string(k) + " run"});
 
-  Verdicts verdicts;
+  Verdicts& verdicts = lec.verdicts;
   verdicts.at_most("mean of your per-sample gradients vs the batch gradient, max |difference| / max |batch|",
                    grad_error, 1e-4,
                    "float32 sums in another order: ~K*6e-8; a sum instead of a mean is off by K-1, a lost sample by 1/K");
@@ -129,8 +125,6 @@ int lecture(const Options& o, Device& device) {
   verdicts.at_most("largest step loss / first step loss, both runs",
                    std::max(per_sample.loss_growth, batched.loss_growth), 1e6,
                    "a loss a million times its start has diverged, finite or not (try a smaller --lr)");
-  verdicts.print(std::cout);
-  return verdicts.exit_code();
 }
 
 // ----------------------------------------------------------------------------
@@ -203,13 +197,5 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch02_batching — per-sample updates vs mini-batches", "ch02_batching"};
-  Options options;
-  std::string device = "cpu";
-  add_common_flags(app, options);
-  add_device_flag(app, device);
-  parse_flags(app, argc, argv);
-  int verdict = 0;
-  int error = run_guarded("ch02_batching", [&] { verdict = lecture(options, single_device(device)); });
-  return error != 0 ? error : verdict;
+  return run_one_device_chapter(argc, argv, {"ch02_batching", "per-sample updates vs mini-batches"}, nullptr, lecture);
 }

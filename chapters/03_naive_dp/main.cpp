@@ -22,39 +22,36 @@
 // Your holes (chapters/03_naive_dp/ch03.h): replicate_master, shard_indices,
 // host_average_gradients, naive_data_parallel_step.
 // Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
-#include <CLI/CLI.hpp>
 #include <iostream>
 #include <optional>
 #include <set>
 
 #include "ch03.h"
 #include "dpt/data_parallel.h"
-#include "dpt/report.h"
-#include "dpt/step_check.h"
-#include "dpt/verdict.h"
+#include "dpt/lecture.h"
 
 using namespace dpt;
 
 void report_host_traffic(const Context& ctx, const Options& o, double gradient_bytes, double measured);
-void report_summary(const Context& ctx, const Options& o, const DataParallelRun& run, const Dataset& data,
-                    const HeldOut& held_out, const MLP& replica);
+void add_summary_rows(Table& summary, const Context& ctx, const Options& o, const DataParallelRun& run);
 void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, double gradient_bytes,
                   double start_spread, double spread);
 
 // ----------------------------------------------------------------------------
-// the lecture, run by every rank; rank 0 narrates and returns the exit code
+// the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
+// score, the step check's verdict and printing are the harness's (lecture.h).
 
-int lecture(Context& ctx, const Options& o, bool verify) {
-  Narrator say(ctx.is_root() && !o.quiet);
+void lecture(Lecture& lec) {
+  Context& ctx = lec.ctx();
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
   // ---- 1. Set-up: the data, the master copy, the replicas
   say.section("1. Set-up: " + std::to_string(ctx.world) + " ranks (" + ctx.comm.backend() + ")");
-  Dataset data = load_dataset(o);  // every rank reads the same data set
-  check_ranks_agree(ctx.comm, o, data);  // same flags and data on every rank, or one line saying who differs
-  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   std::optional<MLP> master;  // the master copy: only on rank 0, on its host
   if (ctx.is_root()) master.emplace(build_model(o, Device::host()));
   MLP replica = make_replica_apart(ctx, o);  // this rank's model on its device, from a seed of its own
   ch03::replicate_master(ctx.comm, master ? &*master : nullptr, replica);
+  lec.keep(replica);
   const double start_spread = replica_spread(ctx, replica);  // collective: 0 when every replica is the master
   const double gradient_bytes = double(replica.num_parameters()) * sizeof(float);  // S
   say.say("master copy on the host of rank 0, copied to " + std::to_string(ctx.world) + " replicas on " +
@@ -63,22 +60,17 @@ int lecture(Context& ctx, const Options& o, bool verify) {
           "replicate_master makes them equal)");
   say.say("global batch " + std::to_string(o.batch * ctx.world) + " = " + std::to_string(ctx.world) +
           " shards of --batch " + std::to_string(o.batch));
-  if (o.steps == 0) {
-    if (ctx.is_root()) save_outputs(o, replica, data);
-    return 0;
-  }
+  if (o.steps == 0) return;
 
   // ---- 2. Training: your step, every step, on every rank
   say.section("2. Training: shard, forward/backward, average on the host, step");
   auto optimizer = make_optimizer(o.optimizer, replica.parameters(), o.lr);  // one per replica, same state
   auto step = [&](const std::vector<int64_t>& global_batch) {
-    return ch03::naive_data_parallel_step(ctx, replica, *optimizer, data, global_batch);
+    return ch03::naive_data_parallel_step(ctx, replica, *optimizer, lec.data, global_batch);
   };
-  StepRecorder recorder(ctx.is_root() && verify);  // rank 0 keeps the state around chosen steps
-  DataParallelRun run = run_data_parallel(ctx, o, data, replica, step, "ch03 train", &recorder);
+  DataParallelRun run = run_data_parallel(ctx, o, lec.data, replica, step, "ch03 train", &lec.recorder);
   const double spread = replica_spread(ctx, replica);  // collective: every rank takes part
-  if (!ctx.is_root()) return 0;
-  save_outputs(o, replica, data);
+  if (!ctx.is_root()) return;
 
   // ---- 3. What the host carried
   say.section("3. What the host carried");
@@ -87,23 +79,18 @@ int lecture(Context& ctx, const Options& o, bool verify) {
           "carries 2(N-1)S per step and grows with N, while each rank's own link sits idle.");
 
   // ---- 4. Is it really the same as one device?
-  StepCheck check;
-  if (verify) {
+  if (lec.verify) {
     say.section("4. Is it really the same as one device?");
-    check = recorder.replay(o, data, o.batch * ctx.world);
+    const StepCheck& check = lec.step_check();
     say.say("one device, batch " + std::to_string(o.batch * ctx.world) + ", given the run's weights before each of " +
             std::to_string(check.checked.size()) + " steps,\ncomputed that step's gradient on the same samples: "
             "max |g_dp - g_single| / max |g_single| = " + fmt(check.difference, 3) + "\n(step by step: whole runs "
             "compared only at their end drift apart once a ReLU input\nsits within rounding of 0; see dpt/step_check.h)");
   }
 
-  // ---- 5. Summary and verdicts
-  report_summary(ctx, o, run, data, held_out, replica);
-  Verdicts verdicts;
-  add_verdicts(verdicts, ctx, run, gradient_bytes, start_spread, spread);
-  if (verify) add_step_check_verdicts(verdicts, check);
-  verdicts.print(std::cout);
-  return verdicts.exit_code();
+  // ---- 5. Summary and verdicts (the harness adds held-out accuracy and the step check, then prints)
+  add_summary_rows(lec.summary, ctx, o, run);
+  add_verdicts(lec.verdicts, ctx, run, gradient_bytes, start_spread, spread);
 }
 
 // ----------------------------------------------------------------------------
@@ -124,16 +111,12 @@ void report_host_traffic(const Context& ctx, const Options& o, double gradient_b
 // ----------------------------------------------------------------------------
 // 5. the summary table and the verdicts
 
-void report_summary(const Context& ctx, const Options& o, const DataParallelRun& run, const Dataset& data,
-                    const HeldOut& held_out, const MLP& replica) {
-  Table summary("ch03 summary", {"what", "value"});
+void add_summary_rows(Table& summary, const Context& ctx, const Options& o, const DataParallelRun& run) {
   summary.add_row({"ranks x batch per rank", std::to_string(ctx.world) + " x " + std::to_string(o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
-  report_held_out(replica, data, held_out, int64_t(run.losses.size()), o.metrics, summary);
   summary.add_row({"time (compute / communication)", fixed(run.seconds, 2) + " s (" + fixed(run.compute_seconds, 2) +
                                                       " / " + fixed(run.sync_seconds, 2) + " s on rank 0)"});
   summary.add_row({"bytes moved per step", format_bytes(run.bytes_per_step())});
-  summary.print(std::cout);
 }
 
 void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, double gradient_bytes,
@@ -155,13 +138,6 @@ void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, d
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch03_naive_dp — naive data parallel: replicas, shards, averaging on the host", "ch03_naive_dp"};
-  Options options;
-  LaunchOptions launch_options;
-  bool verify = true;
-  add_common_flags(app, options);
-  add_launch_flags(app, launch_options);
-  add_data_parallel_flags(app, verify);
-  parse_flags(app, argc, argv);
-  return run_lecture("ch03_naive_dp", launch_options, [&](Context& ctx) { return lecture(ctx, options, verify); });
+  return run_chapter(argc, argv, {"ch03_naive_dp", "naive data parallel: replicas, shards, averaging on the host"},
+                     nullptr, lecture);
 }

@@ -30,15 +30,13 @@
 #include "ch04.h"
 #include "draw_ring.h"
 #include "dpt/data_parallel.h"
-#include "dpt/report.h"
-#include "dpt/step_check.h"
+#include "dpt/lecture.h"
 #include "dpt/timing.h"
-#include "dpt/verdict.h"
 
 using namespace dpt;
 
 struct Ch04Flags {
-  bool explain = true, verify = true;
+  bool explain = true;
   int64_t check_size = 1000003;
   int64_t max_bytes = 16 << 20;
   int reps = 5;
@@ -50,70 +48,55 @@ void time_all_reduces(Context& ctx, int64_t max_bytes, int reps, bool quiet);
 void ring_average(Context& ctx, std::vector<Tensor>& grads);
 
 // ----------------------------------------------------------------------------
-// the lecture, run by every rank; rank 0 narrates and returns the exit code
+// the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
+// score, the step check and printing the verdicts are the harness's (lecture.h).
 
-int lecture(Context& ctx, const Options& o, const Ch04Flags& f) {
-  Narrator say(ctx.is_root() && !o.quiet);
-  Dataset data = load_dataset(o);
-  // Same flags and data on every rank, or one line saying who differs (the
-  // timing table's sizes too: ranks timing other sizes would wait forever).
-  check_ranks_agree(ctx.comm, o, data, {{"--check-size", std::to_string(f.check_size)},
-                                        {"--max-bytes", std::to_string(f.max_bytes)},
-                                        {"--reps", std::to_string(f.reps)},
-                                        {"--explain", f.explain ? "on" : "off"}});
-  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
+void lecture(Lecture& lec, const Ch04Flags& f) {
+  Context& ctx = lec.ctx();
+  const Options& o = lec.o;
   MLP replica = make_replica(ctx, o);
-  if (o.steps == 0) {
-    if (ctx.is_root()) save_outputs(o, replica, data);
-    return 0;
-  }
-  Verdicts verdicts;  // filled on rank 0
+  lec.keep(replica);
+  if (o.steps == 0) return;
   // ---- 1. The ring, step by step
   if (f.explain && ctx.world <= 8) {  // every rank takes part; --quiet (which may differ) only mutes rank 0
-    say.section("1. The ring, step by step (" + std::to_string(ctx.world) + " ranks, one element per chunk)");
-    draw_ring(ctx, say.enabled());  // draw_ring.cpp: your ring, watched message by message
+    lec.say.section("1. The ring, step by step (" + std::to_string(ctx.world) + " ranks, one element per chunk)");
+    draw_ring(ctx, lec.say.enabled());  // draw_ring.cpp: your ring, watched message by message
   }
   // ---- 2. Does it sum?
-  say.section("2. Does it sum? Your ring vs a serial sum, on " + std::to_string(f.check_size) + " floats");
-  check_sums(ctx, say, f.check_size, verdicts);
+  lec.say.section("2. Does it sum? Your ring vs a serial sum, on " + std::to_string(f.check_size) + " floats");
+  check_sums(ctx, lec.say, f.check_size, lec.verdicts);
 
   // ---- 3. Who sends to whom?
-  say.section("3. Who sends to whom? The traffic log of one ring all-reduce");
+  lec.say.section("3. Who sends to whom? The traffic log of one ring all-reduce");
   TrafficLog one_call = ring_traffic(ctx, f.check_size);
-  say.say(one_call.to_string());
-  if (ctx.is_root()) add_ring_traffic_verdicts(verdicts, one_call, 4.0 * double(f.check_size), 1, "one all-reduce");
+  lec.say.say(one_call.to_string());
+  if (ctx.is_root()) add_ring_traffic_verdicts(lec.verdicts, one_call, 4.0 * double(f.check_size), 1, "one all-reduce");
 
   // ---- 4. How fast?
-  say.section("4. How fast? naive vs ring vs library (slowest rank, median of --reps)");
+  lec.say.section("4. How fast? naive vs ring vs library (slowest rank, median of --reps)");
   time_all_reduces(ctx, f.max_bytes, f.reps, o.quiet);
-  say.say("busbw = algbw * 2(n-1)/n: the rate each rank pushes bytes (bench/README.md).");
+  lec.say.say("busbw = algbw * 2(n-1)/n: the rate each rank pushes bytes (bench/README.md).");
 
   // ---- 5. Training with the ring
-  say.section("5. Training with the ring");
-  StepRecorder recorder(ctx.is_root() && f.verify);  // rank 0 keeps the state around chosen steps
-  DataParallelRun run = train_data_parallel(ctx, o, data, replica, ring_average, "ch04 train", strided_shard, &recorder);
+  lec.say.section("5. Training with the ring");
+  DataParallelRun run = train_data_parallel(ctx, o, lec.data, replica, ring_average, "ch04 train", strided_shard,
+                                            &lec.recorder);  // the recorder keeps steps for the one-device check
   double spread = replica_spread(ctx, replica);
-  if (!ctx.is_root()) return 0;
-  save_outputs(o, replica, data);
+  if (!ctx.is_root()) return;
   const double s = double(replica.num_parameters()) * 4;
-  add_ring_traffic_verdicts(verdicts, run.traffic, s, int64_t(run.losses.size()), "training");
-  verdicts.holds("the loss stayed finite", run.diverged_step < 0,
-                 run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
-  verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "the all-gather copies the same bits everywhere");
-  if (f.verify) add_step_check_verdicts(verdicts, recorder.replay(o, data, o.batch * ctx.world));
+  add_ring_traffic_verdicts(lec.verdicts, run.traffic, s, int64_t(run.losses.size()), "training");
+  lec.verdicts.holds("the loss stayed finite", run.diverged_step < 0,
+                     run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
+  lec.verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "the all-gather copies the same bits everywhere");
 
-  // ---- 6. Summary and verdicts
-  Table summary("ch04 summary", {"what", "value"});
+  // ---- 6. Summary (the harness adds held-out accuracy, then prints it and the verdicts)
+  Table& summary = lec.summary;
   summary.add_row({"ranks x batch per rank", std::to_string(ctx.world) + " x " + std::to_string(o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
-  report_held_out(replica, data, held_out, int64_t(run.losses.size()), o.metrics, summary);
   summary.add_row({"per rank per step, theory 2(n-1)/n*S", format_bytes(2.0 * (ctx.world - 1) / ctx.world * s)});
   summary.add_row({"ch03's host carried per step: 2(n-1)*S", format_bytes(2.0 * (ctx.world - 1) * s)});
   summary.add_row({"time (compute / averaging on rank 0)", fixed(run.seconds, 2) + " s (" + fixed(run.compute_seconds, 2) +
                                                               " / " + fixed(run.sync_seconds, 2) + " s)"});
-  summary.print(std::cout);
-  verdicts.print(std::cout);
-  return verdicts.exit_code();
 }
 
 // ----------------------------------------------------------------------------
@@ -228,20 +211,16 @@ void ring_average(Context& ctx, std::vector<Tensor>& grads) {
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch04_ring_allreduce — ring all-reduce: scatter-reduce + all-gather", "ch04_ring_allreduce"};
-  Options options;
-  LaunchOptions launch_options;
-  Ch04Flags flags;
-  add_common_flags(app, options);
-  add_launch_flags(app, launch_options);
-  add_data_parallel_flags(app, flags.verify);
-  app.add_flag("--explain,!--no-explain", flags.explain, "Draw the ring step by step on a tiny vector (up to 8 ranks)")
-      ->capture_default_str();
-  app.add_option("--check-size", flags.check_size, "Floats in the sum and traffic checks")
-      ->check(positive_integer())->capture_default_str();
-  app.add_option("--max-bytes", flags.max_bytes, "Largest all-reduce timed (4 KiB, x8, … up to this)")
-      ->check(positive_integer())->capture_default_str();
-  app.add_option("--reps", flags.reps, "Timed repetitions per size (median)")->check(positive_integer())->capture_default_str();
-  parse_flags(app, argc, argv);
-  return run_lecture("ch04_ring_allreduce", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
+  Ch04Flags f;
+  auto flags = [&f](CLI::App& app, Options&) {
+    app.add_flag("--explain,!--no-explain", f.explain, "Draw the ring step by step on a tiny vector (up to 8 ranks)")
+        ->capture_default_str();
+    app.add_option("--check-size", f.check_size, "Floats in the sum and traffic checks")
+        ->check(positive_integer())->capture_default_str();
+    app.add_option("--max-bytes", f.max_bytes, "Largest all-reduce timed (4 KiB, x8, … up to this)")
+        ->check(positive_integer())->capture_default_str();
+    app.add_option("--reps", f.reps, "Timed repetitions per size (median)")->check(positive_integer())->capture_default_str();
+  };
+  return run_chapter(argc, argv, {"ch04_ring_allreduce", "ring all-reduce: scatter-reduce + all-gather"}, flags,
+                     [&f](Lecture& lec) { lecture(lec, f); });
 }

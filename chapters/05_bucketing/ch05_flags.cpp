@@ -30,7 +30,6 @@ CLI::Validator mebibytes() {
       "MIB");
 }
 
-std::string mib_text(double mb) { return fmt(mb, 9) + " (" + std::to_string(mib_to_bytes(mb)) + " bytes)"; }
 }  // namespace
 
 int64_t mib_to_bytes(double mb) { return int64_t(std::llround(mb * 1024 * 1024)); }
@@ -65,16 +64,6 @@ void add_ch05_flags(CLI::App& app, Ch05Flags& flags, const Options& options) {
                                                      std::to_string(kMaxSamplesPerRankStep) + " samples a rank can " +
                                                      "draw per step: lower --accumulate or --batch");
   });
-}
-
-std::vector<std::pair<std::string, std::string>> flags_to_agree(const Ch05Flags& f) {
-  auto given = [](bool yes) { return std::string(yes ? "given" : "not given"); };
-  return {{"--bucket-mb", mib_text(f.bucket_mb)},
-          {"--first-bucket-mb", mib_text(f.first_bucket_mb < 0 ? f.bucket_mb : f.first_bucket_mb)},
-          {"--accumulate", std::to_string(f.accumulate)},
-          {"--find-unused-parameters", given(f.find_unused)},
-          {"--sweep-buckets", given(f.sweep)},
-          {"--sweep-steps", std::to_string(f.sweep_steps)}};
 }
 
 }  // namespace dpt::ch05

@@ -1,14 +1,14 @@
 /// @file ch05_flags.h
 /// @brief Chapter 05's own flags (harness, not a hole): registered with their
 /// bounds, checked against each other once parsed, turned into the loop's
-/// BucketPlan, and listed for the rank-agreement check.
+/// BucketPlan. Every rank must give the same ones (the harness checks),
+/// except --overlap/--no-overlap: it changes when a rank launches, not what
+/// the ranks exchange.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "bucketed_training.h"
 #include "dpt/options.h"
@@ -20,7 +20,6 @@ struct Ch05Flags {
   double bucket_mb = 1;         ///< --bucket-mb: each bucket's cap
   double first_bucket_mb = -1;  ///< --first-bucket-mb (-1: same as --bucket-mb)
   bool overlap = true;          ///< all-reduce during backward (--no-overlap: after it)
-  bool verify = true;           ///< the step check against one device
   bool sweep = false;           ///< --sweep-buckets: time several caps
   bool find_unused = false;     ///< --find-unused-parameters
   int64_t accumulate = 1;       ///< --accumulate: micro-batches per step
@@ -40,12 +39,5 @@ int64_t mib_to_bytes(double mb);
 
 /// The loop's plan from the flags.
 BucketPlan plan_of(const Ch05Flags& flags);
-
-/// The flags every rank must share, for check_ranks_agree: the layout's caps
-/// (ranks with different layouts would pair different buckets in their rings),
-/// --accumulate, --find-unused-parameters and the sweep (which trains more
-/// runs, collectively). --no-overlap and --no-verify may differ: they change
-/// when a rank launches or what rank 0 checks, not what the ranks exchange.
-std::vector<std::pair<std::string, std::string>> flags_to_agree(const Ch05Flags& flags);
 
 }  // namespace dpt::ch05

@@ -38,9 +38,8 @@
 #include "ch05.h"
 #include "ch05_flags.h"
 #include "dpt/data_parallel.h"
-#include "dpt/report.h"
+#include "dpt/lecture.h"
 #include "dpt/timing.h"
-#include "dpt/verdict.h"
 
 using namespace dpt;
 using namespace dpt::ch05;
@@ -50,18 +49,16 @@ void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, V
 void sweep_bucket_sizes(Context& ctx, const Options& o, const Dataset& data, const Ch05Flags& f);
 
 // ----------------------------------------------------------------------------
-// the lecture, run by every rank; rank 0 narrates and returns the exit code
+// the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
+// score, the step check and printing the verdicts are the harness's (lecture.h).
 
-int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
-  Narrator say(ctx.is_root() && !o.quiet);
-  Dataset data = load_dataset(o);
-  check_ranks_agree(ctx.comm, o, data, flags_to_agree(f));  // a rank with other caps would pair other buckets
-  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
+void lecture(Lecture& lec, const Ch05Flags& f) {
+  Context& ctx = lec.ctx();
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
   MLP replica = make_replica(ctx, o);
-  if (o.steps == 0) {
-    if (ctx.is_root()) save_outputs(o, replica, data);
-    return 0;
-  }
+  lec.keep(replica);
+  if (o.steps == 0) return;
   // ---- 1. The buckets
   BucketPlan plan = plan_of(f);
   say.section("1. The buckets: cap " + format_bytes(double(plan.cap_bytes)) + ", first bucket " +
@@ -75,41 +72,35 @@ int lecture(Context& ctx, const Options& o, const Ch05Flags& f) {
   say.section(std::string("2. Training: ") + (f.overlap ? "each bucket all-reduced as soon as it is ready"
                                                         : "--no-overlap: every bucket after backward") +
               (f.accumulate > 1 ? ", " + std::to_string(f.accumulate) + " micro-batches per step" : ""));
-  StepRecorder recorder(ctx.is_root() && f.verify);  // rank 0 keeps weights + gradients around chosen steps
-  BucketedRun run = train_bucketed(ctx, o, data, replica, plan, "ch05 train", &recorder);
+  lec.step_check_batch = o.batch * ctx.world * f.accumulate;  // one step's samples, all micro-batches
+  BucketedRun run = train_bucketed(ctx, o, lec.data, replica, plan, "ch05 train", &lec.recorder);
   double spread = replica_spread(ctx, replica);
-  Verdicts verdicts;  // filled on rank 0
-  add_schedule_verdicts(ctx, run, f.overlap, verdicts);
+  add_schedule_verdicts(ctx, run, f.overlap, lec.verdicts);
   if (ctx.is_root() && !o.quiet) print_steps(run);
 
   // ---- 3. Which bucket size?
   if (f.sweep) {
     say.section("3. Which bucket size? (" + std::to_string(f.sweep_steps) + " steps each, slowest rank)");
-    sweep_bucket_sizes(ctx, o, data, f);
+    sweep_bucket_sizes(ctx, o, lec.data, f);
   }
-  if (!ctx.is_root()) return 0;
-  save_outputs(o, replica, data);
+  if (!ctx.is_root()) return;
 
-  // ---- 4. Summary and verdicts
+  // ---- 4. Summary and verdicts (the harness adds held-out accuracy and the step check, then prints)
   const double s = double(replica.num_parameters()) * 4;
   const int64_t nb = int64_t(run.layout.size()), steps = int64_t(run.losses.size());
+  Verdicts& verdicts = lec.verdicts;
   add_ring_traffic_verdicts(verdicts, run.traffic, s / double(nb), nb * steps, "training");
   verdicts.holds("the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "every ring all-gather copies the same bits");
-  if (f.verify) add_step_check_verdicts(verdicts, recorder.replay(o, data, o.batch * ctx.world * f.accumulate));
-  Table summary("ch05 summary", {"what", "value"});
+  Table& summary = lec.summary;
   summary.add_row({"ranks x batch per rank x micro-batches", std::to_string(ctx.world) + " x " + std::to_string(o.batch) +
                                                                  " x " + std::to_string(f.accumulate)});
   summary.add_row({"buckets (all-reduces per step)", std::to_string(nb)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
-  report_held_out(replica, data, held_out, steps, o.metrics, summary);
   summary.add_row({"bytes per step, all ranks", format_bytes(double(run.traffic.total_bytes()) / double(std::max<int64_t>(1, steps)))});
   summary.add_row({"theory 2(n-1)*S, all ranks", format_bytes(2.0 * (ctx.world - 1) * s)});
   summary.add_row({"wall time", fixed(run.seconds, 2) + " s"});
-  summary.print(std::cout);
-  verdicts.print(std::cout);
-  return verdicts.exit_code();
 }
 
 // ----------------------------------------------------------------------------
@@ -211,16 +202,11 @@ void sweep_bucket_sizes(Context& ctx, const Options& o, const Dataset& data, con
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch05_bucketing — gradient buckets all-reduced during backward", "ch05_bucketing"};
-  Options options;
-  options.model = "784-512-512-10";  // 670k parameters (2.6 MiB): 4 buckets at 1 MiB
-  options.steps = 60;
-  LaunchOptions launch_options;
+  Chapter chapter{"ch05_bucketing", "gradient buckets all-reduced during backward"};
+  chapter.defaults.model = "784-512-512-10";  // 670k parameters (2.6 MiB): 4 buckets at 1 MiB
+  chapter.defaults.steps = 60;
+  chapter.rank_local_flags = {"--overlap"};  // when a rank launches, not what it exchanges
   Ch05Flags flags;
-  add_common_flags(app, options);
-  add_launch_flags(app, launch_options);
-  add_data_parallel_flags(app, flags.verify);
-  add_ch05_flags(app, flags, options);  // ch05_flags.cpp: bounds, and --batch x --accumulate
-  parse_flags(app, argc, argv);
-  return run_lecture("ch05_bucketing", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
+  auto add_flags = [&flags](CLI::App& app, Options& o) { add_ch05_flags(app, flags, o); };  // ch05_flags.cpp
+  return run_chapter(argc, argv, chapter, add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
 }

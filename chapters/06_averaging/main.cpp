@@ -32,8 +32,7 @@
 
 #include "ch06.h"
 #include "dpt/data_parallel.h"
-#include "dpt/report.h"
-#include "dpt/verdict.h"
+#include "dpt/lecture.h"
 #include "tour.h"
 
 using namespace dpt;
@@ -42,7 +41,7 @@ using namespace dpt::ch06;
 struct Ch06Flags {
   std::string average = "params";
   Schedule schedule{true, 4, 0, false};
-  bool compare = true, verify = true;
+  bool compare = true;
   float adam_lr = 1e-3f;
   int64_t equivalence_steps = 10;
 };
@@ -54,23 +53,19 @@ struct Ch06Flags {
 constexpr double kAdamDiffers = 10 * kSingleDeviceTolerance;
 
 // ----------------------------------------------------------------------------
-// the lecture, run by every rank; rank 0 narrates and returns the exit code
+// the lecture, run by every rank; rank 0 narrates. Flags, data, the flags'
+// own setting's held-out score and printing the verdicts are the harness's
+// (lecture.h).
 
-int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
-  Narrator say(ctx.is_root() && !o.quiet);
-  Dataset data = load_dataset(o);
-  const Schedule& s = f.schedule;  // ranks that average at other steps would pair other collectives
-  check_ranks_agree(ctx.comm, o, data, {{"--average", f.average}, {"--every", std::to_string(s.every)},
-                                        {"--warmup-steps", std::to_string(s.warmup)},
-                                        {"--average-state", s.average_state ? "on" : "off"},
-                                        {"--compare", f.compare ? "on" : "off"},
-                                        {"--equivalence-steps", std::to_string(f.equivalence_steps)},
-                                        {"--adam-lr", std::to_string(f.adam_lr)}});
-  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores every setting on it
+void lecture(Lecture& lec, const Ch06Flags& f) {
+  Context& ctx = lec.ctx();
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
+  const Dataset& data = lec.data;
+  const HeldOut& held_out = lec.held_out();  // rank 0 scores every setting on it
   if (o.steps == 0) {
-    MLP replica = make_replica(ctx, o);
-    if (ctx.is_root()) save_outputs(o, replica, data);
-    return 0;
+    lec.keep(make_replica(ctx, o));
+    return;
   }
 
   // --------------------------------------------------------------------------
@@ -91,7 +86,7 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
     for (const Setting& s : settings) if (s.name == name) return true;
     return false;
   };
-  if (f.verify && !has(verified.name)) settings.push_back(verified);  // one device checks it over the same horizon
+  if (lec.verify && !has(verified.name)) settings.push_back(verified);  // one device checks it over the same horizon
   if (params && !has(grads_mine.name)) settings.push_back(grads_mine);  // the bytes to compare with
   if (!has(mine.name)) settings.push_back(mine);
   say.section("1. Training " + std::to_string(settings.size()) + " settings on " + std::to_string(ctx.world) +
@@ -103,12 +98,12 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
     if (held_out.enabled() && s.written) s.test = evaluate(trained, held_out.data);
     if (s.name == mine.name) last = trained;
   }
-  if (!ctx.is_root()) return 0;
+  if (!ctx.is_root()) return;
   auto find = [&](const std::string& name) -> const Setting& {
     for (const Setting& s : settings) if (s.name == name) return s;
     return settings.back();
   };
-  save_outputs(o, last, data);
+  lec.keep(last);  // the flags' own setting: saved, and scored in the summary
   write_metrics(o.metrics, settings, find(mine.name));
   const Setting& grads_ref = find(grads_mine.name);
   const int64_t psi = last.num_parameters();
@@ -127,9 +122,7 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
                    format_bytes(double(s.run.traffic.collective_bytes("all_reduce", 0))), fmt(max_over(s.run.drift), 3)});
   }
   table.print(std::cout);
-  Table held("ch06 " + mine.name + ": training set vs held-out", {"what", "value"});
-  report_held_out(last, data, held_out, o.steps, o.metrics, held);
-  held.print(std::cout);
+  lec.summary.add_row({"the flags' own setting", mine.name});
   say.say("max drift: the largest max |w_r - w_0| at the end of a step. Losses and drift per step: --metrics,\n"
           "drawn by scripts/plot_ch06.py.");
   const Setting& m = find(mine.name);
@@ -145,7 +138,7 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
 
   // --------------------------------------------------------------------------
   // 3. Verdicts: each run against its spec, one device, the H = 1 identities
-  Verdicts v;
+  Verdicts& v = lec.verdicts;
   std::string diverged, unwritten;
   for (const Setting& s : settings) {
     if (!s.written) unwritten += (unwritten.empty() ? "" : ", ") + s.name;
@@ -154,7 +147,7 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
   }
   v.holds("every setting ran (holes written)", unwritten.empty(), unwritten.empty() ? "" : "not yet: " + unwritten);
   v.holds("every loss stayed finite", diverged.empty(), diverged.empty() ? "" : "not in " + diverged);
-  if (f.verify && find(verified.name).written) {  // the oracle: one device, the global batch, the core's code
+  if (lec.verify && find(verified.name).written) {  // the oracle: one device, the global batch, the core's code
     Setting single = find(verified.name);
     single.weights = flatten(train_single_device(single.o, data, o.batch * ctx.world).parameters());
     add_single_device_verdict(v, weight_gap(single, find(verified.name)));
@@ -172,35 +165,29 @@ int lecture(Context& ctx, const Options& o, const Ch06Flags& f) {
   if (local)
     v.at_least(m.name + ": replicas drift apart between averagings, max |w_r - w_0|", max_over(m.run.drift), 1e-6,
                "each replica steps on its own shard's gradient");
-  v.print(std::cout);
-  return v.exit_code();
 }
 
 // ----------------------------------------------------------------------------
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch06_averaging — parameter averaging (local SGD) vs gradient averaging", "ch06_averaging"};
-  Options options;
-  LaunchOptions launch_options;
   Ch06Flags flags;
-  add_common_flags(app, options);
-  add_launch_flags(app, launch_options);
-  add_data_parallel_flags(app, flags.verify);
-  app.add_option("--average", flags.average, "What to average: grads (every step) or params (every H steps)")
-      ->check(CLI::IsMember({"grads", "params"}))->capture_default_str();
-  app.add_option("--every", flags.schedule.every, "H: average parameters once every H steps")
-      ->check(positive_integer())->capture_default_str();
-  app.add_option("--warmup-steps", flags.schedule.warmup, "W: average gradients for the first W steps, then parameters")
-      ->check(non_negative_integer())->capture_default_str();
-  app.add_flag("--average-state", flags.schedule.average_state, "Average the optimizer state with the parameters (default: local)");
-  app.add_flag("--compare,!--no-compare", flags.compare,
-               "Also train grads vs params at H=1 for sgd, momentum, adam and compare (default on)")
-      ->capture_default_str();
-  app.add_option("--adam-lr", flags.adam_lr, "Learning rate of the Adam runs (Adam's step is ~lr per weight)")
-      ->check(positive_number())->capture_default_str();
-  app.add_option("--equivalence-steps", flags.equivalence_steps, "Steps of the H=1 comparisons (at most --steps)")
-      ->check(positive_integer())->capture_default_str();
-  parse_flags(app, argc, argv);
-  return run_lecture("ch06_averaging", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
+  auto add_flags = [&flags](CLI::App& app, Options&) {
+    app.add_option("--average", flags.average, "What to average: grads (every step) or params (every H steps)")
+        ->check(CLI::IsMember({"grads", "params"}))->capture_default_str();
+    app.add_option("--every", flags.schedule.every, "H: average parameters once every H steps")
+        ->check(positive_integer())->capture_default_str();
+    app.add_option("--warmup-steps", flags.schedule.warmup, "W: average gradients for the first W steps, then parameters")
+        ->check(non_negative_integer())->capture_default_str();
+    app.add_flag("--average-state", flags.schedule.average_state, "Average the optimizer state with the parameters (default: local)");
+    app.add_flag("--compare,!--no-compare", flags.compare,
+                 "Also train grads vs params at H=1 for sgd, momentum, adam and compare (default on)")
+        ->capture_default_str();
+    app.add_option("--adam-lr", flags.adam_lr, "Learning rate of the Adam runs (Adam's step is ~lr per weight)")
+        ->check(positive_number())->capture_default_str();
+    app.add_option("--equivalence-steps", flags.equivalence_steps, "Steps of the H=1 comparisons (at most --steps)")
+        ->check(positive_integer())->capture_default_str();
+  };
+  return run_chapter(argc, argv, {"ch06_averaging", "parameter averaging (local SGD) vs gradient averaging"}, add_flags,
+                     [&flags](Lecture& lec) { lecture(lec, flags); });
 }

@@ -36,11 +36,11 @@
 #include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/data_parallel.h"
+#include "dpt/lecture.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/output_file.h"
 #include "dpt/report.h"
-#include "dpt/step_check.h"
 #include "dpt/timing.h"
 #include "zero_checkpoint.h"
 #include "zero_engine.h"
@@ -51,26 +51,27 @@ using namespace dpt;
 using namespace dpt::ch07;
 
 // ----------------------------------------------------------------------------
-// the lecture, run by every rank; rank 0 narrates and returns the exit code
+// the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
+// score, the step check and printing the verdicts are the harness's (lecture.h).
 
-int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
-  Narrator say(ctx.is_root() && !o.quiet);
+void lecture(Lecture& lec, const Ch07Flags& f) {
+  Context& ctx = lec.ctx();
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
+  const Dataset& data = lec.data;
   if (!f.consolidate.empty()) {  // no training: one safetensors file from the shards
     DPT_CHECK(!o.save_weights.empty(), "--consolidate DIR writes the weights to --save-weights FILE: give one");
     if (ctx.is_root()) consolidate_zero_checkpoint(f.consolidate, o.save_weights);
     say.say("wrote " + o.save_weights + " from the checkpoint in " + f.consolidate);
-    return 0;
+    return;
   }
-  Dataset data = load_dataset(o);
-  check_ranks_agree(ctx.comm, o, data, flags_to_agree(f));
-  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};  // rank 0 scores it at the end
   const int64_t capacity = parse_size(f.device_memory);
   ZeroPlan plan = plan_of(o, f);
   std::vector<float> initial = initial_parameters(ctx, o);
   Partition part = partition_parameters(int64_t(initial.size()), ctx.world);
   if (o.steps == 0) {  // only the outputs asked for
-    if (ctx.is_root()) save_outputs(o, build_model(o, Device::host()), data);
-    return 0;
+    lec.keep(build_model(o, Device::host()));
+    return;
   }
 
   // ---- 1. The partition
@@ -81,7 +82,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
           "(stage 1 shards m, v; stage 2 the gradients too; stage 3 the parameters too).");
   if (f.compare) {
     compare_stages(ctx, o, data, f);
-    return 0;
+    return;
   }
 
   // ---- 2. Training
@@ -107,7 +108,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
   };
   // Rank 0 records the stage-0 run's weights and averaged gradients around
   // chosen steps, for the step-by-step check against one device.
-  StepRecorder recorder(ctx.is_root() && f.verify);
+  StepRecorder& recorder = lec.recorder;
   auto observe = [&recorder, &o](int64_t step, const float* p, const float* g, int64_t psi) {
     recorder.record(step, o.steps, p, g, psi);
   };
@@ -124,7 +125,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
 
   // ---- 3. Memory and traffic, next to the formulas
   say.section("3. Memory per rank and bytes per step, next to the ZeRO formulas");
-  Verdicts verdicts;  // filled on rank 0
+  Verdicts& verdicts = lec.verdicts;  // judged on rank 0
   report_memory(ctx, run, part, f.stage, f.prefetch, verdicts, !o.quiet);
   if (ctx.is_root()) report_traffic(run, part, f.stage, verdicts, !o.quiet);
   nlohmann::json report = run_json(ctx, run, part, f.stage, f.prefetch);
@@ -132,7 +133,7 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
 
   // ---- 4. The same weights as stage 0, and as one device
   std::vector<float> stage0;
-  if (f.verify && f.stage != 0) {
+  if (lec.verify && f.stage != 0) {
     say.section("4. The same run at stage 0 (plain data parallel), for comparison");
     ZeroPlan zero = plan;
     zero.stage = 0;
@@ -143,48 +144,38 @@ int lecture(Context& ctx, const Options& o, const Ch07Flags& f) {
     // (possibly written by another number of ranks, which sums in another order).
     stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0", resumed.step, restore).weights;
   }
-  if (!ctx.is_root()) return 0;
+  if (!ctx.is_root()) return;
   MLP model = build_model(o, Device::host());
   std::vector<Tensor> params = model.parameters();
   unflatten(run.weights, params);
-  save_outputs(o, model, data);
+  lec.keep(model);
   verdicts.holds("the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   if (!stage0.empty())
     verdicts.at_most("max |w_stage" + std::to_string(f.stage) + " - w_stage0|", max_abs_difference(run.weights, stage0), 0,
                      "every stage sums each gradient in the same ring order and runs the same Adam: the same bits");
-  if (f.verify) add_step_check_verdicts(verdicts, recorder.replay(o, data, o.batch * ctx.world));
 
-  // ---- 5. Summary and verdicts
-  Table summary("ch07 summary", {"what", "value"});
+  // ---- 5. Summary (the harness adds held-out accuracy and the step check, then prints)
+  Table& summary = lec.summary;
   summary.add_row({"stage, ranks x batch per rank", std::to_string(f.stage) + ", " + std::to_string(ctx.world) + " x " +
                                                         std::to_string(o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
   summary.add_row({"peak memory, rank 0", format_bytes(run.memory.peak_total)});
   summary.add_row({"formula " + formula_text(f.stage), format_bytes(formula_bytes(f.stage, double(part.psi), ctx.world))});
   summary.add_row({"median step time, rank 0", fixed(median(run.step_seconds) * 1e3, 2) + " ms"});
-  report_held_out(model, data, held_out, int64_t(run.losses.size()), o.metrics, summary);
-  summary.print(std::cout);
-  verdicts.print(std::cout);
-  return verdicts.exit_code();
 }
 
 // ----------------------------------------------------------------------------
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch07_zero — ZeRO stages 0-3: sharded optimizer state, gradients, parameters", "ch07_zero"};
-  Options options;
-  options.model = "64-256-256-256-256-10";  // Ψ = 216,586: 3.3 MiB at stage 0, 0.83 MiB per rank at stage 3 (N = 4)
-  options.optimizer = "adam";
-  options.lr = 1e-3f;
-  options.steps = 50;
-  LaunchOptions launch_options;
+  Chapter chapter{"ch07_zero", "ZeRO stages 0-3: sharded optimizer state, gradients, parameters"};
+  chapter.defaults.model = "64-256-256-256-256-10";  // Ψ = 216,586: 3.3 MiB at stage 0, 0.83 MiB per rank at stage 3 (N = 4)
+  chapter.defaults.optimizer = "adam";
+  chapter.defaults.lr = 1e-3f;
+  chapter.defaults.steps = 50;
+  chapter.rank_local_flags = {"--report-json", "--consolidate"};  // rank 0 writes them
   Ch07Flags flags;
-  add_common_flags(app, options);
-  add_launch_flags(app, launch_options);
-  add_data_parallel_flags(app, flags.verify);
-  add_ch07_flags(app, flags);
-  parse_flags(app, argc, argv);
-  return run_lecture("ch07_zero", launch_options, [&](Context& ctx) { return lecture(ctx, options, flags); });
+  auto add_flags = [&flags](CLI::App& app, Options&) { add_ch07_flags(app, flags); };  // zero_setup.cpp
+  return run_chapter(argc, argv, chapter, add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
 }

@@ -62,20 +62,6 @@ void add_ch07_flags(CLI::App& app, Ch07Flags& flags) {
   app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
 }
 
-std::vector<std::pair<std::string, std::string>> flags_to_agree(const Ch07Flags& f) {
-  auto given = [](bool yes) { return std::string(yes ? "given" : "not given"); };
-  return {{"--stage", std::to_string(f.stage)},
-          {"--prefetch", given(f.prefetch)},
-          {"--bucket-mb", fmt(f.bucket_mb, 9)},
-          {"--weight-decay", f.weight_decay < 0 ? "(default)" : fmt(f.weight_decay, 9)},
-          {"--device-memory", f.device_memory.empty() ? "(none)" : f.device_memory},
-          {"--no-verify", given(!f.verify)},
-          {"--compare-stages", given(f.compare)},
-          {"--save-checkpoint", given(!f.save_checkpoint.empty())},
-          {"--checkpoint-every", std::to_string(f.checkpoint_every)},
-          {"--resume", given(!f.resume.empty())}};
-}
-
 ZeroPlan plan_of(const Options& o, const Ch07Flags& f) {
   DPT_CHECK(o.optimizer == "adam" || o.optimizer == "adamw",
             "ch07 shards Adam's state: --optimizer must be adam or adamw, got '" << o.optimizer << "'");

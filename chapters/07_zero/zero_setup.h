@@ -19,7 +19,6 @@ namespace dpt::ch07 {
 struct Ch07Flags {
   int stage = 3;                ///< --stage 0 … 3
   bool prefetch = false;        ///< --prefetch: gather layer l+1 while layer l computes (stage 3)
-  bool verify = true;           ///< the step check against one device
   bool compare = false;         ///< --compare-stages
   double bucket_mb = 0.25;      ///< --bucket-mb: each gradient bucket's cap
   double weight_decay = -1;     ///< --weight-decay (-1: the optimizer's default, adam 0, adamw 0.01)
@@ -34,9 +33,6 @@ struct Ch07Flags {
 /// Registers chapter 07's flags (and narrows --optimizer to adam | adamw: a
 /// bad value is refused at parse time, exit 2, like every bad flag).
 void add_ch07_flags(CLI::App& app, Ch07Flags& flags);
-
-/// The chapter flags every rank must be started with alike (for check_ranks_agree).
-std::vector<std::pair<std::string, std::string>> flags_to_agree(const Ch07Flags& flags);
 
 /// The trainer's plan from the flags.
 ZeroPlan plan_of(const Options& o, const Ch07Flags& f);

@@ -65,6 +65,8 @@ class Table {
   std::string str() const;
   /// Prints the table to `out`.
   void print(std::ostream& out) const;
+  /// True before the first add_row().
+  bool empty() const { return rows_.empty(); }
 
  private:
   std::string title_;
