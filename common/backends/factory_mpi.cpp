@@ -1,7 +1,7 @@
 // factory_mpi.cpp — the MPI factory when CMake found MPI. The backend itself
 // is in mpi/; without MPI, factory_nompi.cpp is built instead and says so.
 // (With CMake, the only place the two builds differ: no #if anywhere else.)
-#include "comm/backend.h"
+#include "backends.h"
 
 namespace dpt {
 

@@ -1,7 +1,7 @@
 // factory_nccl.cpp — the NCCL factory when CMake found CUDA, NCCL and MPI.
 // The backend itself is in nccl/; otherwise factory_nonccl.cpp is built
 // instead and says so. (No #if anywhere else.)
-#include "comm/backend.h"
+#include "backends.h"
 #include "dpt/gpu.h"
 
 namespace dpt {

@@ -1,6 +1,6 @@
 // factory_nompi.cpp — the MPI factory when CMake found no MPI: it says so.
 // (With MPI, factory_mpi.cpp is built instead; no #if anywhere else.)
-#include "comm/backend.h"
+#include "backends.h"
 
 namespace dpt {
 

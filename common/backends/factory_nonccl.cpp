@@ -1,7 +1,7 @@
 // factory_nonccl.cpp — the NCCL factory when the NCCL communicator is not
 // built (CMake found no CUDA toolkit, no NCCL or no MPI): it says so. (With
 // all three, factory_nccl.cpp is built instead; no #if anywhere else.)
-#include "comm/backend.h"
+#include "backends.h"
 #include "dpt/gpu.h"
 
 namespace dpt {

@@ -7,7 +7,7 @@
 //
 // Left out: pinned staging buffers and pipelining the copies with the
 // transfer (a CUDA-aware MPI or NCCL is the fast path; this one is correct).
-#include "comm/backend.h"
+#include "backends.h"
 #include "comm/gpu_floats.h"
 
 namespace dpt {

@@ -4,7 +4,7 @@
 #include "ch05.h"
 
 #include "dpt/check.h"
-#include "dpt/data_parallel.h"
+#include "dpt/flatten.h"
 
 namespace dpt::ch05 {
 

@@ -1,7 +1,7 @@
 // solutions/06_averaging/average.cpp — parameter averaging (spec in ch06.h).
 #include "ch06.h"
 
-#include "dpt/data_parallel.h"
+#include "dpt/flatten.h"
 
 namespace dpt::ch06 {
 

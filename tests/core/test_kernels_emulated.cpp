@@ -1,5 +1,5 @@
 // test_kernels_emulated.cpp — the GPU's kernel code, run here: the CUDA
-// kernels of common/cuda/ compiled as C++, launched with the grids
+// kernels of common/backends/cuda/ compiled as C++, launched with the grids
 // cuda_launches.cuh plans, every thread run on the CPU emulator
 // (support/cuda_emulator.h). First the emulator itself (its built-ins, its
 // refusals), then the plans (how many launches, what grids), then every spec

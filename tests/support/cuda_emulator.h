@@ -1,5 +1,5 @@
 // cuda_emulator.h — CUDA's thread model on the CPU, for tests on machines
-// with no GPU: include this, then a kernel header (common/cuda/*.cuh), and
+// with no GPU: include this, then a kernel header (common/backends/cuda/*.cuh), and
 // the kernels compile as C++; `emulator::Launch` runs kernel<<<grid, block>>>
 // with every thread of every block.
 //

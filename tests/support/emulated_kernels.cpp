@@ -1,4 +1,4 @@
-// emulated_kernels.cpp — LaunchedKernels (common/cuda/cuda_launches.cuh), the
+// emulated_kernels.cpp — LaunchedKernels (common/backends/cuda/cuda_launches.cuh), the
 // very Kernels calls the GPU runs, over a host whose launch is the
 // emulator's, whose scratch is host vectors, and whose labels are read where
 // they are (host memory is this device's memory).

@@ -1,5 +1,5 @@
 // emulated_kernels.h — the GPU's Kernels with no GPU: the Kernels calls the
-// GPU runs (LaunchedKernels, common/cuda/cuda_launches.cuh) and their CUDA
+// GPU runs (LaunchedKernels, common/backends/cuda/cuda_launches.cuh) and their CUDA
 // kernels (cuda_elementwise.cuh, cuda_reductions.cuh), every thread run on
 // the CPU by the emulator (support/cuda_emulator.h), over host memory.
 //

@@ -5,11 +5,8 @@
 // thread's current stream for that GPU (gpu.h) and returns at once, except
 // count_correct and max_abs_diff, whose answer the host waits for.
 //
-// Per (thread, GPU) state: a cuBLAS handle (a handle is not meant to be
-// shared by threads), the buffer host labels are copied into, and the
-// reductions' partials. Rank threads sharing a GPU thus never write into each
-// other's buffers; a thread's own uses of its buffers are ordered by its
-// stream (and by an event when a StreamGuard moved it to another stream).
+// Per (thread, GPU) state (a cuBLAS handle, the label buffer, the reductions'
+// partials) is cuda_thread_state.cuh's.
 //
 // Left out: fusion beyond the Adam step, vectorised loads, TF32 by default.
 #include <cublas_v2.h>
@@ -26,81 +23,13 @@
 #include <vector>
 
 #include "cuda_launches.cuh"
+#include "cuda_thread_state.cuh"
 #include "dpt/check.h"
 #include "dpt/gpu.h"
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
 
 namespace dpt {
-namespace cuda {
-
-// ----------------------------------------------------------------------------
-// per (thread, GPU) state
-
-namespace {
-struct ThreadState {
-  int device = -1;
-  cublasHandle_t blas = nullptr;
-  int64_t* labels = nullptr;  // device copy of the last host labels
-  std::size_t label_capacity = 0;
-  int64_t* staged = nullptr;     // pinned host copy of them: an asynchronous copy's source
-  int64_t staged_rows = -1;      // how many (-1: none yet)
-  cudaEvent_t staged_copied = nullptr;  // recorded after the copy out of `staged`
-  void* partials = nullptr;  // kMaxPartials 8-byte partials, then one 8-byte result
-  float* column_partials = nullptr;  // sum_rows' (chunks, cols) partials outside captures; grow-only
-  std::size_t column_partials_capacity = 0;  // floats
-  std::vector<void*> captured_scratch;  // partials of captured reductions, a CUDA graph's own: kept until the thread ends
-  cudaEvent_t last_use = nullptr;
-  cudaStream_t last_stream = nullptr;
-  struct CapturedLabels {  // labels a CUDA graph's replays copy in: never rewritten
-    int64_t* device;
-    void* pinned;
-    int64_t rows;
-  };
-  std::vector<CapturedLabels> captured;
-
-  // Return codes are ignored: at process exit the driver may be gone already.
-  // The handle is pointed back at the default stream first: this thread's
-  // streams (gpu_runtime.cpp) may already be destroyed.
-  ~ThreadState() {
-    cudaSetDevice(device);
-    if (blas) {
-      cublasSetStream(blas, nullptr);
-      cublasDestroy(blas);
-    }
-    if (labels) cudaFree(labels);
-    if (staged) cudaFreeHost(staged);
-    if (staged_copied) cudaEventDestroy(staged_copied);
-    if (partials) cudaFree(partials);
-    if (column_partials) cudaFree(column_partials);
-    for (void* p : captured_scratch) cudaFree(p);
-    if (last_use) cudaEventDestroy(last_use);
-    for (const CapturedLabels& c : captured) {
-      cudaFree(c.device);
-      cudaFreeHost(c.pinned);
-    }
-  }
-};
-
-thread_local std::map<int, std::unique_ptr<ThreadState>> t_states;
-
-ThreadState& thread_state(int device) {
-  auto& slot = t_states[device];
-  if (slot) return *slot;
-  DPT_CUDA_CHECK(cudaSetDevice(device));  // the event belongs to this GPU
-  auto state = std::make_unique<ThreadState>();  // freed again if a step below throws
-  state->device = device;
-  DPT_CUDA_CHECK(cudaEventCreateWithFlags(&state->last_use, cudaEventDisableTiming));
-  DPT_CUDA_CHECK(cudaEventCreateWithFlags(&state->staged_copied, cudaEventDisableTiming));
-  state->partials = gpu::allocate(device, (kMaxPartials + 1) * 8);
-  DPT_CHECK(state->partials, "cuda:" << device << ": no room for " << (kMaxPartials + 1) * 8
-                                     << " bytes of reduction scratch");
-  slot = std::move(state);
-  return *slot;
-}
-}  // namespace
-
-}  // namespace cuda
 
 // ----------------------------------------------------------------------------
 // the Kernels
@@ -108,6 +37,7 @@ ThreadState& thread_state(int device) {
 namespace {
 using namespace cuda;
 
+constexpr std::size_t kPartialsBytes = (kMaxPartials + 1) * 8;  // kMaxPartials 8-byte partials, then the result
 constexpr std::uintptr_t kGemmAlignment = 256;  // bytes: cuBLAS's default assumption
 
 // An operand of a GEMM as cuBLAS will see it: `data` itself when it starts on
@@ -224,7 +154,7 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
   // With it the wait becomes a node of the graph: each replay waits for the
   // work last_use marks when the replay runs.
   ThreadState& acquire() {
-    ThreadState& state = thread_state(device_);
+    ThreadState& state = thread_state(device_, kPartialsBytes);
     cudaStream_t stream = current();
     if (state.last_stream && state.last_stream != stream) {
       unsigned int flags = capturing(stream) ? cudaEventWaitExternal : cudaEventWaitDefault;
@@ -341,7 +271,7 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
   }
 
   cublasHandle_t blas_handle() {
-    ThreadState& state = thread_state(device_);
+    ThreadState& state = thread_state(device_, kPartialsBytes);
     if (!state.blas) DPT_CUBLAS_CHECK(cublasCreate(&state.blas));  // on device_, made current by current()
     return state.blas;
   }

@@ -1,6 +1,6 @@
 // gpu_graph.cpp — gpu.h's Graph on the CUDA runtime: record a stream's work
 // once, replay it with one launch. Built only when CMake found the CUDA
-// toolkit (common/cuda/none/ stands in otherwise).
+// toolkit (backends/cuda/none/ stands in otherwise).
 #include <cuda_runtime.h>
 
 #include <exception>

@@ -1,6 +1,6 @@
 // gpu_runtime.cpp — gpu.h on the CUDA runtime: device queries, streams,
 // events, memory and copies (graphs: gpu_graph.cpp). Built only when CMake found the CUDA toolkit
-// (common/cuda/none/ stands in otherwise).
+// (backends/cuda/none/ stands in otherwise).
 #include "dpt/gpu.h"
 
 #include <cuda_runtime.h>

@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/backend.h"
+#include "backends.h"
 #include "comm/call_check.h"
 
 namespace dpt {

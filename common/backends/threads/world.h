@@ -28,7 +28,7 @@
 #include <tuple>
 #include <vector>
 
-#include "comm/backend.h"
+#include "backends.h"
 #include "comm/call_check.h"
 
 namespace dpt {

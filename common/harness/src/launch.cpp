@@ -1,4 +1,6 @@
-// launch.cpp — flags, environment detection, and running fn once per rank.
+// launch.cpp — running fn once per rank: N threads of this process, or this
+// process under mpirun. (Its flags: launch_flags.cpp; where the process runs:
+// process_environment.cpp.)
 //
 // Both backends run each rank through run_rank(): call fn, wait for its async
 // work, report a failure to the peers (comm.fail), then wait for every rank
@@ -8,190 +10,18 @@
 // and rethrows its own error, or a PeerFailed naming the rank that failed first.
 #include "dpt/launch.h"
 
-#include <CLI/CLI.hpp>
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
 
-#include "comm/backend.h"
+#include "backends.h"
 #include "dpt/check.h"
 #include "dpt/gpu.h"
 #include "dpt/options.h"
 
 namespace dpt {
-
-// ----------------------------------------------------------------------------
-// flags
-
-namespace {
-// A finite number >= 0 (or > 0) within [lo, hi]: "inf" and "nan" are refused
-// at parse time, and so are values past the bounds (launch.h says why each).
-CLI::Validator finite_number(bool positive, double lo, double hi) {
-  return CLI::Validator(
-      [=](std::string& v) -> std::string {
-        char* end = nullptr;
-        double value = std::strtod(v.c_str(), &end);
-        bool ok = !v.empty() && *end == '\0' && std::isfinite(value) && (positive ? value > 0 : value >= 0);
-        if (!ok) return std::string("expects a finite ") + (positive ? "positive" : "non-negative") +
-                        " number, got '" + v + "'";
-        char range[64];
-        std::snprintf(range, sizeof range, "from %g to %g", lo, hi);
-        if (value < lo || value > hi) return std::string("expects a number ") + range + ", got '" + v + "'";
-        return "";
-      },
-      "NUMBER");
-}
-
-// An integer in [lo, hi], e.g. --ranks 1..4096.
-CLI::Validator integer_between(int64_t lo, int64_t hi, const char* what) {
-  return CLI::Validator(
-      [=](std::string& v) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        long long value = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || *end != '\0' || errno != 0 || value < lo || value > hi)
-          return "expects " + std::string(what) + " from " + std::to_string(lo) + " to " +
-                 std::to_string(hi) + ", got '" + v + "'";
-        return "";
-      },
-      "INT");
-}
-
-// --device cuda where no GPU is usable: refused at parse time, saying why.
-CLI::Validator usable_device() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        std::string reason = v == "cuda" ? gpu::unavailable_reason() : "";
-        if (reason.empty()) return "";
-        return "cuda needs a usable GPU, and " + reason + " (use --device cpu)";
-      },
-      "");
-}
-}  // namespace
-
-void add_device_flag(CLI::App& app, std::string& device, const std::string& help) {
-  app.add_option("--device", device, help)
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->check(usable_device())
-      ->capture_default_str();
-}
-
-Device& single_device(const std::string& device) {
-  return device == "cuda" ? Device::cuda(gpu_for_rank(0)) : Device::cpu(0);
-}
-
-void add_launch_flags(CLI::App& app, LaunchOptions& o) {
-  app.add_option("--ranks", o.ranks,
-                 "Number of ranks (threads: at most 256, whose cost grows as ranks squared; under --comm mpi: the "
-                 "mpirun -np count, at most 4096)")
-      ->check(positive_integer())
-      ->check(integer_between(1, kMaxRanks, "a rank count"))
-      ->each([&o](const std::string&) { o.ranks_given = true; })
-      ->capture_default_str();
-  app.add_option("--comm", o.comm,
-                 "Ranks as threads of this process, or one per process under mpirun (mpi; nccl: "
-                 "one GPU each)")
-      ->check(CLI::IsMember({"threads", "mpi", "nccl"}))
-      ->capture_default_str();
-  add_device_flag(app, o.device,
-                  "Where each rank computes: cpu (a simulated device per rank) or cuda (rank r on "
-                  "GPU r % GPUs; under mpirun, by local rank)");
-  app.add_option("--comm-timeout", o.timeout_s,
-                 "Seconds a rank may wait on a peer before it reports a deadlock")
-      ->check(finite_number(true, kMinCommTimeoutS, kMaxCommTimeoutS))
-      ->capture_default_str();
-  app.add_option("--eager-limit", o.eager_limit_bytes,
-                 "--comm threads: sends above BYTES wait for their receive, as MPI's rendezvous "
-                 "protocol does (65536: Open MPI's TCP eager limit)")
-      ->check(integer_between(0, int64_t(1) << 40, "a byte count"))
-      ->type_name("BYTES")
-      ->capture_default_str();
-  app.add_option("--link", o.link_preset,
-                 "Simulated network between --comm threads ranks (an alpha-beta model)")
-      ->check(CLI::IsMember(link_preset_names()))
-      ->capture_default_str();
-  app.add_option("--link-gbps", o.link.gbps, "Simulated link bandwidth in Gbit/s (overrides --link; 0.001 to 1e6)")
-      ->check(finite_number(true, kMinLinkGbps, kMaxLinkGbps));
-  app.add_option("--link-latency-us", o.link.latency_us,
-                 "Simulated link latency in microseconds (overrides --link; at most 1e6, one second)")
-      ->check(finite_number(false, 0, kMaxLinkLatencyUs));
-  app.add_option("--trace", o.trace_path, "Write a Chrome trace timeline to FILE (ui.perfetto.dev)")
-      ->type_name("FILE")
-      ->check(output_path());  // checked now, not after the whole run
-}
-
-LinkModel effective_link(const LaunchOptions& o) {
-  LinkModel link = link_preset(o.link_preset);
-  if (o.link.gbps > 0) link.gbps = o.link.gbps;
-  if (o.link.latency_us > 0) link.latency_us = o.link.latency_us;
-  return link;
-}
-
-// ----------------------------------------------------------------------------
-// environment
-
-namespace {
-int parse_env_int(const char* name, const char* value) {
-  char* end = nullptr;
-  errno = 0;
-  long parsed = std::strtol(value, &end, 10);
-  DPT_CHECK(*value != '\0' && *end == '\0' && errno == 0 && parsed >= 0 && parsed <= 1 << 24,
-            "environment variable " << name << "='" << value << "' is not a rank or process count");
-  return int(parsed);
-}
-}  // namespace
-
-ProcessEnvironment detect_process_environment() {
-  struct Pair {
-    const char* rank;
-    const char* world;
-  };
-  static const Pair pairs[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                               {"PMI_RANK", "PMI_SIZE"},
-                               {"SLURM_PROCID", "SLURM_NTASKS"},
-                               {"RANK", "WORLD_SIZE"}};
-  for (const Pair& p : pairs) {
-    const char* rank = std::getenv(p.rank);
-    const char* world = std::getenv(p.world);
-    if (!rank || !world) continue;
-    ProcessEnvironment env;
-    env.under_launcher = true;
-    env.rank = parse_env_int(p.rank, rank);
-    env.world = parse_env_int(p.world, world);
-    env.source = std::string(p.rank) + "/" + p.world;
-    env.local_rank = env.rank;
-    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
-      if (const char* local = std::getenv(name)) {
-        env.local_rank = parse_env_int(name, local);
-        break;
-      }
-    }
-    DPT_CHECK(env.world >= 1 && env.rank < env.world,
-              env.source << " say rank " << env.rank << " of " << env.world
-                         << " processes: the rank must be below the count");
-    return env;
-  }
-  return {};
-}
-
-int gpu_for_rank(int local_rank) {
-  std::string reason = gpu::unavailable_reason();
-  DPT_CHECK(reason.empty(), "--device cuda needs a usable GPU, and " << reason << " (use --device cpu)");
-  return local_rank % gpu::device_count();
-}
-
-std::string thread_ranks_problem(int64_t ranks, const std::string& comm) {
-  if (comm != "threads" || ranks <= kMaxThreadRanks) return "";
-  return std::to_string(ranks) + " rank threads: at most " + std::to_string(kMaxThreadRanks) +
-         " run in one process (a ring's 2n(n-1) messages make the cost grow as n squared); run more ranks as "
-         "processes with mpirun --comm mpi";
-}
 
 // ----------------------------------------------------------------------------
 // running the ranks

@@ -24,8 +24,6 @@
 namespace dpt {
 
 namespace {
-thread_local int t_lane = 0;
-
 // Spans open on this thread, innermost last: (tracer, category). Used to count
 // a category's time once when spans of that category nest.
 struct OpenSpan {
@@ -59,30 +57,28 @@ struct Tracer::Event {
 // ----------------------------------------------------------------------------
 // spans
 
-TraceSpan::TraceSpan(Tracer* tracer, std::string_view name, std::string_view category,
-                     std::initializer_list<TraceArg> args)
-    : tracer_(tracer), category_(-1), counts_(false) {
-  if (!tracer_) return;
-  category_ = tracer_->category_index(category);
-  counts_ = true;
+SpanState Tracer::begin_span(std::string_view name, std::string_view category,
+                             std::initializer_list<TraceArg> args) {
+  SpanState state;
+  state.category = category_index(category);
+  state.counts = true;
   for (const OpenSpan& open : t_open)
-    if (open.tracer == tracer_ && open.category == category_) counts_ = false;
-  t_open.push_back({tracer_, category_});
-  start_ = TraceClock::now();
-  if (tracer_->enabled_) event_ = tracer_->start_event(name, category, args, start_);
+    if (open.tracer == this && open.category == state.category) state.counts = false;
+  t_open.push_back({this, state.category});
+  state.start = TraceClock::now();
+  if (enabled_) state.event = start_event(name, category, args, state.start);
+  return state;
 }
 
-void TraceSpan::end() {
-  if (!tracer_) return;
+void Tracer::end_span(const SpanState& state) {
   TraceClock::time_point now = TraceClock::now();
   for (std::size_t i = t_open.size(); i-- > 0;) {
-    if (t_open[i].tracer == tracer_ && t_open[i].category == category_) {
+    if (t_open[i].tracer == this && t_open[i].category == state.category) {
       t_open.erase(t_open.begin() + i);
       break;
     }
   }
-  tracer_->end_event(event_, category_, counts_, start_, now);
-  tracer_ = nullptr;
+  end_event(state.event, state.category, state.counts, state.start, now);
 }
 
 // ----------------------------------------------------------------------------
@@ -92,8 +88,6 @@ Tracer::Tracer(int rank, bool enabled, TraceClock::time_point origin)
     : rank_(rank), enabled_(enabled), origin_(origin) {}
 
 Tracer::~Tracer() = default;
-
-void Tracer::set_thread_lane(int lane) { t_lane = lane == 0 ? 0 : 1; }
 
 int Tracer::category_index(std::string_view category) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -111,7 +105,7 @@ int Tracer::start_event(std::string_view name, std::string_view category,
   e.name = name;
   e.category = category;
   e.ts = start - origin_;
-  e.lane = t_lane;
+  e.lane = thread_lane();
   for (const TraceArg& a : args) e.args.emplace_back(a.key, a.value);
   std::lock_guard<std::mutex> lock(mutex_);
   used_lane_[e.lane] = true;
@@ -133,7 +127,7 @@ void Tracer::instant(std::string_view name, std::string_view category, std::init
   e.name = name;
   e.category = category;
   e.ts = TraceClock::now() - origin_;
-  e.lane = t_lane;
+  e.lane = thread_lane();
   for (const TraceArg& a : args) e.args.emplace_back(a.key, a.value);
   std::lock_guard<std::mutex> lock(mutex_);
   used_lane_[e.lane] = true;
@@ -163,7 +157,7 @@ void Tracer::counter(std::string_view name, double value) {
   e.phase = 'C';
   e.name = name;
   e.ts = TraceClock::now() - origin_;
-  e.lane = t_lane;
+  e.lane = thread_lane();
   e.args.emplace_back("value", value);
   std::lock_guard<std::mutex> lock(mutex_);
   events_.push_back(std::move(e));

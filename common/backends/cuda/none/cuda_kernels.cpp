@@ -1,5 +1,5 @@
 // none/cuda_kernels.cpp — kernels.h's cuda_kernels() when CMake found no CUDA
-// toolkit. (With CUDA, common/cuda/cuda_kernels.cu is built instead.)
+// toolkit. (With CUDA, backends/cuda/cuda_kernels.cu is built instead.)
 #include "dpt/check.h"
 #include "dpt/gpu.h"
 #include "dpt/kernels.h"

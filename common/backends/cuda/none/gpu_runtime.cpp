@@ -1,6 +1,6 @@
 // none/gpu_runtime.cpp — gpu.h when CMake found no CUDA toolkit: no GPUs, and
 // every call that needs one says how to get it. (With CUDA,
-// common/cuda/gpu_runtime.cpp is built instead; no #if anywhere else.)
+// backends/cuda/gpu_runtime.cpp is built instead; no #if anywhere else.)
 #include "dpt/gpu.h"
 
 #include "dpt/check.h"

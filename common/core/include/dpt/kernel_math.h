@@ -1,6 +1,6 @@
 /// @file kernel_math.h
 /// @brief The per-element math of the device line, written once: the CPU loops
-/// (cpu_kernels.cpp) and the CUDA kernels (common/cuda/) call these same
+/// (cpu_kernels.cpp) and the CUDA kernels (common/backends/cuda/) call these same
 /// inline functions, so the two can differ only in summation order and in the
 /// compiler's fused multiply-adds, never in the formula.
 ///

@@ -3,7 +3,7 @@
 #include "comm/async_queue.h"
 
 #include "dpt/check.h"
-#include "dpt/trace.h"
+#include "dpt/span.h"
 
 namespace dpt {
 
@@ -82,7 +82,7 @@ std::shared_ptr<Work> AsyncQueue::submit(std::function<void()> op) {
 
 void AsyncQueue::loop() {
   set_error_rank(rank_);
-  Tracer::set_thread_lane(1);
+  SpanRecorder::set_thread_lane(1);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });

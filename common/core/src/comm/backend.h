@@ -1,13 +1,14 @@
 // backend.h — what a communication backend implements, and the plumbing only
 // launch(), the backends and the trace writer use. Private to libdpt: a
-// chapter sees communicator.h, never this.
+// chapter sees communicator.h, never this. The core declares it; the backends
+// (common/backends/) implement it; their factories are in backends/backends.h.
 //
 // One level of virtual dispatch: Communicator's public calls (communicator.cpp)
 // check arguments, keep order with async work, trace and log, then call one
 // Backend function. A backend is only the data movement and the failure
 // protocol: threads/ (ranks as threads), mpi/ (one rank per process) and
-// nccl/ (one rank per process and GPU). Which backends exist is decided in
-// factory_{mpi,nompi,nccl,nonccl}.cpp and CMake only.
+// nccl/ (one rank per process and GPU), in common/backends/. Which backends
+// exist is decided in factory_{mpi,nompi,nccl,nonccl}.cpp and CMake only.
 #pragma once
 
 #include <cstdint>
@@ -76,10 +77,11 @@ struct CommAccess {
   /// Wraps a backend as rank `rank` of `size`, logging to `traffic`.
   static std::unique_ptr<Communicator> wrap(std::unique_ptr<Backend> backend, int rank, int size,
                                             double timeout_s, TrafficLog traffic);
-  /// Communication calls record "comm" spans on `tracer` (may be null).
-  static void set_tracer(Communicator& comm, Tracer* tracer) { comm.tracer_ = tracer; }
-  /// The tracer `comm` records on (null when none).
-  static Tracer* tracer(const Communicator& comm) { return comm.tracer_; }
+  /// Communication calls record "comm" spans on `tracer` (span.h; launch
+  /// passes the rank's Tracer; may be null).
+  static void set_tracer(Communicator& comm, SpanRecorder* tracer) { comm.tracer_ = tracer; }
+  /// The recorder `comm` records on (null when none).
+  static SpanRecorder* tracer(const Communicator& comm) { return comm.tracer_; }
   /// The backend `comm` passes its calls to (watch.cpp wraps it).
   static Backend& backend(Communicator& comm) { return *comm.backend_; }
   /// Backend::all_gather_bytes, in order with async work; not logged or traced.
@@ -89,33 +91,6 @@ struct CommAccess {
   /// Backend::finish.
   static RankFailure finish(Communicator& comm);
 };
-
-/// Options of a threads world (launch.h's --comm-timeout, --link, --eager-limit).
-struct ThreadsWorldOptions {
-  double timeout_s = 30;        ///< > 0: every wait's bound
-  LinkModel link{};             ///< the simulated network
-  int64_t eager_limit_bytes = 65536;  ///< sends above it wait for their receive (>= 0)
-};
-
-/// The communicators of one threads world of `size` ranks, index = rank. Each
-/// is used by its own rank thread.
-std::vector<std::unique_ptr<Communicator>> make_threads_world(int size,
-                                                              const ThreadsWorldOptions& options);
-
-/// Wraps a backend that moves host memory only (MPI, which may not be
-/// CUDA-aware) so GPU buffers reach it through host copies (host_staging.cpp).
-/// `size` is the number of ranks.
-std::unique_ptr<Backend> stage_gpu_buffers(std::unique_ptr<Backend> inner, int size);
-
-/// This process's MPI communicator (initialises MPI on first use, with
-/// MPI_THREAD_MULTIPLE when the library offers it; finalises at exit).
-/// Collective over all processes. Throws dpt::Error without MPI.
-std::unique_ptr<Communicator> make_mpi_communicator(double timeout_s);
-
-/// This process's NCCL communicator on GPU `local_rank % GPUs`, bootstrapped
-/// over MPI (factory_nccl.cpp, nccl/). Collective over all processes. Throws
-/// dpt::Error, saying how to get it, in a build without NCCL or with no GPU.
-std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s, int local_rank);
 
 }  // namespace detail
 }  // namespace dpt

@@ -17,7 +17,7 @@
 #include "comm/async_queue.h"
 #include "comm/backend.h"
 #include "comm/gpu_floats.h"
-#include "dpt/trace.h"
+#include "dpt/span.h"
 
 namespace dpt {
 

@@ -2,9 +2,9 @@
 /// @brief The data-parallel training loop every chapter from 03 on shares:
 /// replicas from a master copy, a sharded global batch, local forward and
 /// backward, a pluggable gradient sync, the same optimizer step everywhere.
-/// Also the two things its checks need: single-device training on the global
-/// batch (the equivalence oracle) and flatten/unflatten (one all-reduce
-/// payload for all gradients: a host vector, or a tensor on the rank's device).
+/// Also what its checks need: single-device training on the global batch
+/// (the equivalence oracle). flatten/unflatten (one all-reduce payload for all
+/// gradients) are tensor operations, in dpt/flatten.h, included here.
 ///
 ///     MLP replica = dpt::make_replica(ctx, options);                // master → replicas
 ///     dpt::GradientSync sync = [](Context& c, std::vector<Tensor>& grads) {
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "dpt/comm.h"
+#include "dpt/flatten.h"
 #include "dpt/launch.h"
 #include "dpt/nn.h"
 #include "dpt/options.h"
@@ -173,25 +174,6 @@ void add_ring_traffic_verdicts(Verdicts& verdicts, const TrafficLog& traffic, do
 /// Largest |a[i] − b[i]| of two flat vectors of the same size; a NaN
 /// anywhere is the largest difference there is: the result is NaN.
 double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b);
-/// Copies tensors (any devices) into one host vector, in order: (Σ numel,).
-std::vector<float> flatten(const std::vector<Tensor>& tensors);
-/// Copies consecutive slices of `flat` back into `tensors` (sizes must add up).
-void unflatten(const std::vector<float>& flat, std::vector<Tensor>& tensors);
-
-/// One new (Σ numel,) tensor on `device` holding `tensors` (any devices) back
-/// to back, in order, filled with device copies: no host round trip when they
-/// live on `device`'s GPU. Counted as comm buffers (memory_ledger.h).
-/// On a GPU the copies are queued on the calling thread's current stream
-/// (gpu.h): a Communicator call on the result waits for them.
-Tensor flatten_on(const std::vector<Tensor>& tensors, Device& device);
-/// flatten_on into an existing tensor: `flat` (Σ numel floats, any shape)
-/// receives `tensors` back to back. Sizes must add up.
-void flatten_into(const std::vector<Tensor>& tensors, Tensor& flat);
-/// Copies consecutive slices of `flat` (any device) back into `tensors` (any
-/// devices); sizes must add up. Device to device on a GPU: queued on the
-/// current stream, in order after whatever wrote `flat` there.
-void unflatten(const Tensor& flat, std::vector<Tensor>& tensors);
-
 /// Adds the flag the data-parallel chapters share: --verify / --no-verify
 /// (train on one device too and compare the weights; default on).
 void add_data_parallel_flags(CLI::App& app, bool& verify);

@@ -36,50 +36,20 @@
 #include <string_view>
 #include <vector>
 
+#include "dpt/span.h"
+
 namespace dpt {
 
 class Communicator;
-class Tracer;
-
-/// The clock of every timestamp.
-using TraceClock = std::chrono::steady_clock;
-
-/// One numeric argument shown with a span: {"bytes", 4096}. `key` must be a
-/// string literal (or otherwise outlive the call).
-struct TraceArg {
-  const char* key;  ///< argument name, e.g. "bytes"
-  double value;     ///< its value
-};
-
-/// RAII scope: one complete event ("ph":"X") from construction to end() or
-/// destruction. Spans on one thread must end in reverse order of start.
-class TraceSpan {
- public:
-  /// Starts a span on `tracer` (null: an inert span that records nothing).
-  TraceSpan(Tracer* tracer, std::string_view name, std::string_view category,
-            std::initializer_list<TraceArg> args = {});
-  ~TraceSpan() { end(); }
-  TraceSpan(const TraceSpan&) = delete;
-  TraceSpan& operator=(const TraceSpan&) = delete;
-  /// Ends the span now (later calls do nothing).
-  void end();
-
- private:
-  Tracer* tracer_;
-  int category_;       // index into the tracer's seconds accumulators
-  bool counts_;        // false when nested in a span of the same category
-  int event_ = -1;     // index of the stored event, or -1 when disabled
-  TraceClock::time_point start_;
-};
 
 /// One rank's timeline. Thread-safe (the rank thread and its progress thread
 /// both record).
-class Tracer {
+class Tracer : public SpanRecorder {
  public:
   /// A tracer for `rank`; events are stored only when `enabled`. Timestamps
   /// count from `origin`.
   Tracer(int rank, bool enabled, TraceClock::time_point origin = TraceClock::now());
-  ~Tracer();
+  ~Tracer() override;
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
@@ -121,12 +91,13 @@ class Tracer {
   /// This rank's events plus its track-name metadata, as a JSON array.
   std::string events_json() const;
 
-  /// Marks the calling thread's spans as lane 0 (a rank's own thread) or 1
-  /// (its async progress thread). Communicator sets it on its progress thread.
-  static void set_thread_lane(int lane);
+  /// SpanRecorder: a span begins (TraceSpan calls it).
+  SpanState begin_span(std::string_view name, std::string_view category,
+                       std::initializer_list<TraceArg> args) override;
+  /// SpanRecorder: a span ends.
+  void end_span(const SpanState& state) override;
 
  private:
-  friend class TraceSpan;
   struct Event;
   int category_index(std::string_view category);
   int start_event(std::string_view name, std::string_view category,

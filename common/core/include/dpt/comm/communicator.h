@@ -58,7 +58,7 @@
 
 namespace dpt {
 
-class Tracer;
+class SpanRecorder;
 namespace detail {
 class Backend;
 class AsyncQueue;
@@ -167,7 +167,7 @@ class Communicator {
 
  private:
   // Backends, launch and the trace writer reach the rest through
-  // src/comm/backend.h (detail::CommAccess); chapters never need it.
+  // core/src/comm/backend.h (detail::CommAccess); chapters never need it.
   friend struct detail::CommAccess;
   Communicator(std::unique_ptr<detail::Backend> backend, int rank, int size, double timeout_s,
                TrafficLog traffic);
@@ -179,7 +179,7 @@ class Communicator {
   std::string backend_name_;
   double timeout_s_;
   TrafficLog traffic_;
-  Tracer* tracer_ = nullptr;
+  SpanRecorder* tracer_ = nullptr;  // where calls report their spans (span.h); may be null
   std::unique_ptr<detail::AsyncQueue> async_;
 };
 
