@@ -15,7 +15,8 @@
 // clock (--link-intra inside a node, --link-inter between nodes), prints the
 // Thakur–Rabenseifner–Gropp formula beside it, sweeps sizes 4 B … 256 MiB and
 // worlds 2 … 16 into a crossover table, and lets a tuner pick from the
-// formulas, as NCCL's tuner does.
+// formulas, as NCCL's tuner does. Last, it trains: every step's gradients
+// are all-reduced by the tuner's pick for their size.
 //
 // What it leaves out: pipelining (NCCL's trees and rings cut S into pieces),
 // contention inside a switch, and wall-clock timing (bench_allreduce).
@@ -35,37 +36,33 @@
 #include "ch08.h"
 #include "checks.h"
 #include "cost_model.h"
+#include "dpt/data_parallel.h"
 #include "dpt/device.h"
-#include "dpt/options.h"
+#include "dpt/floats.h"
+#include "dpt/lecture.h"
 #include "dpt/report.h"
 #include "dpt/verdict.h"
+#include "clock_sections.h"
 #include "sweep.h"
 
 using namespace dpt;
 using namespace dpt::ch08;
 
-struct Ch08Flags {
-  int nodes = 1;
-  std::string link_intra = "nvlink", link_inter = "ethernet";
-  int max_ranks = 16;
-  std::string plot;
-  bool quiet = false;  // verdicts only
-};
 
 void sums_verdicts(const Narrator& say, const std::vector<SumCheck>& sums, Verdicts& v);
 void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, const std::vector<SumCheck>& sums,
                      Verdicts& v);
-void clock_section(const Narrator& say, const Ch08Flags& f, int n, const std::vector<SumCheck>& sums, Verdicts& v);
-void crossover_section(const Narrator& say, const Ch08Flags& f, const std::vector<SumCheck>& sums, Verdicts& v);
 
 // ----------------------------------------------------------------------------
-// the lecture, run by every rank; rank 0 narrates and returns the exit code
+// the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
+// score, the step check and printing the verdicts are the harness's (lecture.h).
 
-int lecture(Context& ctx, const Ch08Flags& f) {
-  Narrator say(ctx.is_root() && !f.quiet);
+void lecture(Lecture& lec, const Ch08Flags& f) {
+  Context& ctx = lec.ctx();
+  const Narrator& say = lec.say;
   DPT_CHECK(ctx.world % f.nodes == 0, "--nodes " << f.nodes << " does not divide " << ctx.world
                                                  << " ranks into nodes of equal size: pick a divisor of --ranks");
-  Verdicts verdicts;
+  Verdicts& verdicts = lec.verdicts;
   const int g = ctx.world / f.nodes;
   // ---- 1. Does each one sum?
   say.section("1. Does each one sum? " + std::to_string(ctx.world) + " ranks as " + std::to_string(f.nodes) +
@@ -91,11 +88,32 @@ int lecture(Context& ctx, const Ch08Flags& f) {
     }
   }
   ctx.comm.barrier();  // the other ranks wait here while rank 0 sweeps
-  if (!ctx.is_root()) return 0;
 
-  // ---- 5. Verdicts
-  verdicts.print(std::cout);
-  return verdicts.exit_code();
+  // ---- 5. Training: every step's gradients all-reduced by the tuner's pick for their size
+  MLP replica = make_replica(ctx, lec.o);
+  lec.keep(replica);
+  if (lec.o.steps == 0) return;
+  const double gradient_bytes = 4.0 * double(replica.num_parameters());
+  const std::vector<std::string> names = written(sums);  // the tuner picks among these (ring when none is)
+  const std::string pick = names.empty() ? "ring" : names[tuner_pick(names, cluster(f, ctx.world), gradient_bytes)];
+  say.section("5. Training: the tuner picks " + pick + " for S = " + format_bytes(gradient_bytes) + " of gradients");
+  auto sync = [&](Context& c, std::vector<Tensor>& grads) {
+    Tensor flat = flatten_on(grads, c.device);
+    run_algorithm(pick, c.comm, flat.data(), flat.numel(), f.nodes);  // the sum
+    divide_floats(flat.data(), flat.numel(), float(c.world));           // the mean
+    unflatten(flat, grads);
+  };
+  DataParallelRun run = train_data_parallel(ctx, lec.o, lec.data, replica, sync, "ch08 train", strided_shard,
+                                            &lec.recorder);  // the harness checks recorded steps on one device
+  const double spread = replica_spread(ctx, replica);
+  if (!ctx.is_root()) return;
+  verdicts.holds("training with " + pick + ": the loss stayed finite", run.diverged_step < 0,
+                 run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
+  verdicts.at_most("training with " + pick + ": replicas identical, max |w_r - w_0|", spread, 0,
+                   "every rank ends each all-reduce with the same bits (one owner per block, then copies)");
+  lec.summary.add_row({"ranks, nodes", std::to_string(ctx.world) + ", " + std::to_string(f.nodes)});
+  lec.summary.add_row({"all-reduce of the gradients (tuner)", pick});
+  lec.summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
 }
 
 // ----------------------------------------------------------------------------
@@ -158,96 +176,23 @@ void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, cons
 }
 
 // ----------------------------------------------------------------------------
-// 3. formula vs clock at this world's size
-
-namespace {
-Cluster cluster(const Ch08Flags& f, int n) {
-  return {n, f.nodes, link_preset(f.link_intra), link_preset(f.link_inter)};
-}
-}  // namespace
-
-void clock_section(const Narrator& say, const Ch08Flags& f, int n, const std::vector<SumCheck>& sums, Verdicts& v) {
-  Cluster c = cluster(f, n);
-  say.say("inside a node (" + f.link_intra + "): " + c.intra.describe() + "; between nodes (" + f.link_inter +
-          "): " + c.inter.describe());
-  Table table("all-reduce on " + std::to_string(n) + " ranks, " + std::to_string(f.nodes) +
-                  " node(s): clock / formula, microseconds",
-              {"algorithm", "formula (a, b of each step's slowest link)", "4 B", "64 KiB", "1 MiB", "64 MiB"});
-  for (const SumCheck& sum : sums) {
-    if (!sum.written) continue;
-    Schedule schedule = record_schedule(sum.name, n, f.nodes);
-    std::vector<std::string> row = {sum.name, formula_text(sum.name)};
-    Cluster one_tier = c;
-    one_tier.inter = c.intra;  // every link the fast one: Thakur et al.'s setting
-    double off = 0;
-    for (double bytes : sweep_sizes()) {
-      double clock = clock_seconds(schedule, c, bytes), formula = formula_seconds(sum.name, c, bytes);
-      double clock_1 = clock_seconds(schedule, one_tier, bytes), formula_1 = formula_seconds(sum.name, one_tier, bytes);
-      off = std::max({off, (clock - formula) / std::max(formula, 1e-30),  // two tiers: an upper bound
-                      std::fabs(clock_1 - formula_1) / std::max(formula_1, 1e-30)});  // one tier: exact
-      if (bytes == 4 || bytes == 65536 || bytes == 1048576 || bytes == 67108864)
-        row.push_back(fixed(clock * 1e6, 1) + " / " + fixed(formula * 1e6, 1));
-    }
-    table.add_row(row);
-    v.at_most(sum.name + ": clock = formula on one tier, <= it on two; worst relative excess", off, 1e-9,
-              "same steps counted; on two tiers a step whose pairs mix links lets the fast pairs run ahead");
-  }
-  if (say.enabled()) table.print(std::cout);
-  say.say("a = alpha (latency per message), b = beta (seconds per byte), S bytes, p = largest power of two <= n, "
-          "G ranks per node, K nodes, lg = log2; H(K, X) is halving-doubling of X among K.");
-}
-
-// ----------------------------------------------------------------------------
-// 4. the crossover table, the tuner, the plot
-
-void crossover_section(const Narrator& say, const Ch08Flags& f, const std::vector<SumCheck>& sums, Verdicts& v) {
-  std::vector<std::string> names;
-  for (const SumCheck& sum : sums)
-    if (sum.written) names.push_back(sum.name);
-  Cluster c = cluster(f, f.max_ranks);
-  Crossover x = sweep_crossover(names, c, f.max_ranks);  // sweep.cpp: record, replay, pick
-  std::vector<std::string> headers = {"size"};
-  for (int n : x.worlds) headers.push_back("n=" + std::to_string(n));
-  Table table("fastest by the clock (R ring, D doubling, H halving-doubling, T tree, 2 two-level; lower case: "
-              "the tuner picked another)", headers);
-  for (std::size_t i = 0; i < x.sizes.size(); ++i) {
-    std::vector<std::string> row = {format_bytes(x.sizes[i])};
-    row.insert(row.end(), x.cells[i].begin(), x.cells[i].end());
-    table.add_row(row);
-  }
-  if (say.enabled()) table.print(std::cout);
-  say.say("The tuner picks, per cell, the algorithm whose formula is smallest (as NCCL's tuner does from its "
-          "model); it picked the clock's fastest in " + std::to_string(x.hits) + " of " + std::to_string(x.total) +
-          " cells, one within 1% of it in " + std::to_string(x.close) + ".");
-  v.at_least("tuner: its pick is within 1% of the clock's fastest, fraction of cells", double(x.close) / x.total, 0.9,
-             "the formulas are exact on one tier and upper bounds where a step mixes tiers");
-  if (f.plot.empty()) {
-    say.say("add --plot FILE.svg for a plot of time vs size per algorithm");
-    return;
-  }
-  std::string where = std::to_string(x.worlds.back()) + " ranks on " + std::to_string(f.nodes) + " node(s)";
-  write_plot(f.plot, "all-reduce time vs size, " + where + " (replayed clock)", names, x.sizes, x.plot_seconds);
-  say.say("plot: " + f.plot + " (time vs size per algorithm, " + where + ")");
-}
-
-// ----------------------------------------------------------------------------
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch08_collectives — which all-reduce, when", "ch08_collectives"};
-  LaunchOptions launch_options;
+  Chapter chapter{"ch08_collectives", "which all-reduce, when"};
+  chapter.defaults.steps = 100;  // section 5: enough to learn visibly, quick at 8 ranks
+  chapter.rank_local_flags = {"--plot"};  // rank 0 writes it
   Ch08Flags flags;
-  add_launch_flags(app, launch_options);
-  app.add_option("--nodes", flags.nodes, "Nodes the ranks are grouped in (node-major: rank r on node r / (n/K))")
-      ->check(integer_in(1, kMaxRanks))->capture_default_str();
-  app.add_option("--link-intra", flags.link_intra, "Link preset inside a node (the clock's fast tier)")
-      ->check(CLI::IsMember(link_preset_names()))->capture_default_str();
-  app.add_option("--link-inter", flags.link_inter, "Link preset between nodes (the clock's slow tier)")
-      ->check(CLI::IsMember(link_preset_names()))->capture_default_str();
-  app.add_option("--max-ranks", flags.max_ranks, "Largest world in the crossover sweep")
-      ->check(integer_in(2, 64))->capture_default_str();
-  app.add_flag("--quiet", flags.quiet, "Print the verdicts only");
-  app.add_option("--plot", flags.plot, "Write an SVG plot of time vs size per algorithm here")->check(output_path());
-  parse_flags(app, argc, argv);
-  return run_lecture("ch08_collectives", launch_options, [&](Context& ctx) { return lecture(ctx, flags); });
+  auto add_flags = [&flags](CLI::App& app, Options&) {
+    app.add_option("--nodes", flags.nodes, "Nodes the ranks are grouped in (node-major: rank r on node r / (n/K))")
+        ->check(integer_in(1, kMaxRanks))->capture_default_str();
+    app.add_option("--link-intra", flags.link_intra, "Link preset inside a node (the clock's fast tier)")
+        ->check(CLI::IsMember(link_preset_names()))->capture_default_str();
+    app.add_option("--link-inter", flags.link_inter, "Link preset between nodes (the clock's slow tier)")
+        ->check(CLI::IsMember(link_preset_names()))->capture_default_str();
+    app.add_option("--max-ranks", flags.max_ranks, "Largest world in the crossover sweep")
+        ->check(integer_in(2, 64))->capture_default_str();
+    app.add_option("--plot", flags.plot, "Write an SVG plot of time vs size per algorithm here")->check(output_path());
+  };
+  return run_chapter(argc, argv, chapter, add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
 }

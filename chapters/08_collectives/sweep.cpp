@@ -49,6 +49,13 @@ double clock_seconds(const Schedule& schedule, const Cluster& cluster, double by
   return replay(schedule, cluster, bytes / double(kRecordedFloatsPerRank * cluster.ranks));
 }
 
+std::size_t tuner_pick(const std::vector<std::string>& names, const Cluster& cluster, double bytes) {
+  std::size_t picked = 0;
+  for (std::size_t a = 1; a < names.size(); ++a)
+    if (formula_seconds(names[a], cluster, bytes) < formula_seconds(names[picked], cluster, bytes)) picked = a;
+  return picked;
+}
+
 Crossover sweep_crossover(const std::vector<std::string>& names, const Cluster& cluster, int max_ranks) {
   Crossover x;
   const int k = cluster.nodes;
@@ -62,12 +69,11 @@ Crossover sweep_crossover(const std::vector<std::string>& names, const Cluster& 
     std::vector<Schedule> schedules;
     for (const std::string& name : names) schedules.push_back(record_schedule(name, c.ranks, k));
     for (std::size_t i = 0; i < x.sizes.size(); ++i) {
-      std::size_t fastest = 0, picked = 0;
+      std::size_t fastest = 0, picked = tuner_pick(names, c, x.sizes[i]);
       std::vector<double> clock(names.size());
       for (std::size_t a = 0; a < names.size(); ++a) {
         clock[a] = clock_seconds(schedules[a], c, x.sizes[i]);
         if (clock[a] < clock[fastest]) fastest = a;
-        if (formula_seconds(names[a], c, x.sizes[i]) < formula_seconds(names[picked], c, x.sizes[i])) picked = a;
         if (w + 1 == x.worlds.size()) x.plot_seconds[a][i] = clock[a];
       }
       char letter = algorithm_letter(names[fastest]);

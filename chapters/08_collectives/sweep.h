@@ -31,6 +31,11 @@ std::vector<double> sweep_sizes();
 /// The clock's seconds for a recorded schedule at `bytes`.
 double clock_seconds(const Schedule& schedule, const Cluster& cluster, double bytes);
 
+/// The tuner: the index in `names` (not empty) of the algorithm whose
+/// formula is smallest for `bytes` on `cluster`, as NCCL's tuner picks from
+/// its model; the first of equals.
+std::size_t tuner_pick(const std::vector<std::string>& names, const Cluster& cluster, double bytes);
+
 /// The crossover sweep: worlds n = K, 2K, … up to max_ranks (K = cluster.nodes)
 /// by sweep_sizes(); per cell the clock's fastest algorithm, and the tuner's
 /// pick (the smallest formula).
