@@ -1,8 +1,14 @@
 // test_ch02.cpp — chapter 02's holes: per-sample gradients against autograd on
-// batches of one, their mean against the whole-batch gradient, and the
-// average against a serial double-precision mean.
+// batches of one, their mean against the whole-batch gradient, the average
+// against a serial double-precision mean, and gradient accumulation over
+// micro-batches against one backward over the whole batch.
 #include "support/catch.h"
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "dpt/check.h"
 #include "dpt/nn.h"
 #include "dpt/ops.h"
 #include "dpt/verdict.h"
@@ -141,6 +147,167 @@ TEST_CASE("average_gradients: the mean of per-sample gradients is the batch grad
     INFO("parameter " << p << ": the mean of the 5 per-sample gradients must be the gradient of the batch's "
          "mean loss");
     CHECK(double(max_abs_diff(mean[p], batch_grad[p])) <= 1e-5);
+  }
+}
+
+// ----------------------------------------------------------------------------
+// accumulated_gradient against one backward over the whole batch (autograd on
+// all B rows at once, the definition of the batch gradient).
+
+namespace {
+// A batch of 10 samples (so that 3 and 4 micro-batches are unequal) with
+// the oracle of chapter 02's fixture.
+struct TenSamples : Fixture {
+  TenSamples() {
+    batch.x = random_tensor({10, 6}, rng);
+    batch.y = {0, 3, 1, 2, 3, 1, 0, 2, 2, 3};
+  }
+};
+
+// max |mine − expected| / max |expected| over the parameters; NaN when a list
+// or a shape is wrong.
+double relative_error(const ch02::Gradients& mine, const std::vector<Tensor>& expected) {
+  if (mine.size() != expected.size()) return NAN;
+  double worst = 0;
+  for (std::size_t p = 0; p < expected.size(); ++p) {
+    if (!mine[p].defined() || mine[p].shape() != expected[p].shape()) return NAN;
+    double largest = max_abs_diff(expected[p], Tensor::zeros(expected[p].shape(), Device::host()));
+    worst = std::max(worst, double(max_abs_diff(mine[p], expected[p])) / std::max(largest, 1e-30));
+  }
+  return worst;
+}
+
+// Same math summed in another order: float32 rounding, ~1e-7 relative at
+// these sizes; every mistake below is off by 1e-2 or more.
+constexpr double kAccumulationTolerance = 1e-5;
+
+// The error of accumulated_gradient(K) against the whole batch's gradient.
+double accumulation_error(TenSamples& f, int k) {
+  ch02::Gradients mine = ch02::accumulated_gradient(f.model, f.batch, k);  // first: the oracle clears p.grad()
+  return relative_error(mine, f.gradient_of_rows(0, 10));
+}
+}  // namespace
+
+TEST_CASE("accumulated_gradient: equals the whole batch's gradient when K divides B", "[ch02]") {
+  TenSamples f;
+  for (int k : {1, 2, 5}) {
+    auto mine = ch02::accumulated_gradient(f.model, f.batch, k);
+    auto full = f.gradient_of_rows(0, 10);
+    INFO("one list with one gradient per model parameter, in model.parameters() order");
+    REQUIRE(mine.size() == full.size());
+    double error = relative_error(mine, full);
+    if (error <= kAccumulationTolerance) continue;
+    // Diagnose against the two sums a student may have built instead.
+    ch02::Gradients times_k;
+    for (auto& g : full) times_k.push_back(scale(g, float(k)));
+    FAIL("10 samples in " << k << " micro-batches of " << 10 / k << ": max |yours - batch gradient| / max |batch| is "
+         << error
+         << (relative_error(mine, times_k) <= kAccumulationTolerance
+                 ? ": yours is K times the batch gradient. The batch's loss is the mean over its samples, not the "
+                   "sum of the micro-batches' mean losses"
+                 : ": not the gradient of the whole batch's mean loss (backward() adds into p.grad(): are the "
+                   "gradients cleared once, before the first micro-batch, and never between?)"));
+  }
+}
+
+TEST_CASE("accumulated_gradient: equals it when K does not divide B (10 samples in 3, 4 or 6 micro-batches)", "[ch02]") {
+  TenSamples f;
+  const double divides = accumulation_error(f, 2);
+  for (int k : {3, 4, 6}) {
+    double error = accumulation_error(f, k);
+    if (error <= kAccumulationTolerance) continue;
+    if (divides <= kAccumulationTolerance)
+      FAIL("10 samples in " << k << " micro-batches (of unequal size: 10 is not a multiple of " << k << "): max "
+           "|yours - batch gradient| / max |batch| is " << error << ", yet with 2 micro-batches of 5 it is right. "
+           "Micro-batches of unequal size must weigh in proportion to their size (n_k / B), not 1/K each: the "
+           "batch's mean gives every sample the weight 1/B");
+    FAIL("10 samples in " << k << " micro-batches: max |yours - batch gradient| / max |batch| is " << error
+         << " (with 2 micro-batches of 5 it is " << divides << "; the test for K dividing B says more)");
+  }
+}
+
+TEST_CASE("accumulated_gradient: every micro-batch counts, not only the last", "[ch02]") {
+  // K = B: micro-batches of one sample each, whatever the cutting rule. A
+  // result that is sample 9's gradient alone, scaled, kept only the last.
+  TenSamples f;
+  auto mine = ch02::accumulated_gradient(f.model, f.batch, 10);
+  auto full = f.gradient_of_rows(0, 10), last = f.gradient_of_rows(9, 10);
+  double error = relative_error(mine, full);
+  if (error <= kAccumulationTolerance) return;
+  ch02::Gradients mine_times_b;
+  for (auto& g : mine) mine_times_b.push_back(scale(g, 10.0f));
+  bool only_last = relative_error(mine, last) <= kAccumulationTolerance ||
+                   relative_error(mine_times_b, last) <= kAccumulationTolerance;
+  FAIL("10 micro-batches of one sample: max |yours - batch gradient| / max |batch| is " << error
+       << (only_last ? ": yours is the last sample's gradient alone. backward() adds into p.grad(); clearing the "
+                       "gradients before each micro-batch throws the earlier ones away"
+                     : ": not the gradient of the whole batch's mean loss"));
+}
+
+TEST_CASE("accumulated_gradient: gradients already in the model on entry do not leak in", "[ch02]") {
+  TenSamples f;
+  for (auto& p : f.model.parameters()) p.zero_grad();
+  softmax_cross_entropy(f.model.forward(f.batch.x), f.batch.y).backward();  // a stale gradient in every p.grad()
+  double error = accumulation_error(f, 2);
+  INFO("the model's gradients held a whole batch's gradient on entry, and yours is off by " << error
+       << " (relative): backward() adds into p.grad(), so clear them before the first micro-batch");
+  CHECK(error <= kAccumulationTolerance);
+}
+
+TEST_CASE("accumulated_gradient: the model's gradients hold the result, and the returned tensors are copies", "[ch02]") {
+  TenSamples f;
+  auto mine = ch02::accumulated_gradient(f.model, f.batch, 2);
+  std::vector<Tensor> in_model;
+  for (auto& p : f.model.parameters()) in_model.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
+  for (auto& p : f.model.parameters()) {  // what chapter 03 does next: change the model's gradients in place
+    Tensor g = p.grad();
+    if (g.defined()) scale_(g, 0.0f);
+  }
+  auto expected = f.gradient_of_rows(0, 10);
+  {
+    INFO("on return every p.grad() must hold the batch's gradient, what an optimizer step after accumulation reads");
+    CHECK(relative_error(in_model, expected) <= kAccumulationTolerance);
+  }
+  INFO("a returned gradient changed when the model's gradients were changed in place afterwards: return copies "
+       "of your own, not handles on p.grad()");
+  CHECK(relative_error(mine, expected) <= kAccumulationTolerance);
+}
+
+TEST_CASE("accumulated_gradient: peak memory is one micro-batch's, not the whole batch's", "[ch02]") {
+  // A model on a device of its own, so its ledger sees only this test. The
+  // whole batch's activations (1024 rows of 2 x 256 floats, several copies)
+  // are 16x those of one micro-batch of 64; the parameters' gradients and
+  // your copies of them (0.6 MB) are in both. Measured: yours ~0.15 of the
+  // whole batch's peak; a pass over all 1024 rows is at least 1.
+  Device& device = Device::cpu(7);
+  Rng rng(9);
+  MLP model({32, 256, 256, 4}, device, rng);
+  Batch batch;
+  batch.x = random_tensor({1024, 32}, rng).to(device);
+  for (int64_t i = 0; i < 1024; ++i) batch.y.push_back(i % 4);
+  auto measure = [&](const std::function<void()>& run) {
+    for (auto& p : model.parameters()) p.zero_grad();
+    device.reset_peak();
+    const std::size_t before = device.peak_bytes();
+    run();
+    return double(device.peak_bytes() - before);
+  };
+  double whole = measure([&] { softmax_cross_entropy(model.forward(batch.x), batch.y).backward(); });
+  double mine = measure([&] { ch02::accumulated_gradient(model, batch, 16); });
+  INFO("peak bytes above the start: whole batch at once " << whole << ", yours in 16 micro-batches " << mine
+       << ". Each forward and backward must see one micro-batch of at most 64 rows, never all 1024");
+  CHECK(mine <= 0.5 * whole);
+}
+
+TEST_CASE("accumulated_gradient: K outside 1..B is an error that says so", "[ch02]") {
+  TenSamples f;
+  {
+    INFO("a real call first: 10 samples in 10 micro-batches");
+    REQUIRE(ch02::accumulated_gradient(f.model, f.batch, 10).size() == f.model.parameters().size());
+  }
+  for (int k : {11, -1, 0}) {  // 0 last: a division by it ends the test
+    INFO(k << " micro-batches of a batch of 10 must be a dpt::Error: 1 <= K <= B");
+    CHECK_THROWS_AS(ch02::accumulated_gradient(f.model, f.batch, k), Error);
   }
 }
 

@@ -1,6 +1,7 @@
 /// @file ch02.h
-/// @brief Chapter 02's holes, each specified once: per-sample gradients, and
-/// averaging them into the mini-batch gradient.
+/// @brief Chapter 02's holes, each specified once: per-sample gradients,
+/// averaging them into the mini-batch gradient, and the batch's gradient by
+/// accumulation over micro-batches.
 ///
 /// Fill them in `exercises/02_batching/`; tiered hints are in \ref ch02_hints.
 /// `ctest --preset student -L ch02` checks them against autograd on batches
@@ -38,5 +39,22 @@ std::vector<Gradients> per_sample_gradients(const MLP& model, const Batch& batch
 /// device; it is only read. The result is new tensors on the same device.
 /// (Hole: exercises/02_batching/average.cpp.)
 Gradients average_gradients(const std::vector<Gradients>& per_sample);
+
+/// Gradient accumulation: the gradient of the whole batch's mean loss,
+/// softmax_cross_entropy(model(batch.x), batch.y), from `micro_batches` = K
+/// forward and backward passes over pieces of the batch — consecutive
+/// samples, none larger than ⌈B/K⌉ (how to cut them is yours) — so that no
+/// pass holds more than one piece's activations.
+///
+/// batch.x is (B, D); 1 ≤ K ≤ B (anything else is a dpt::Error), and K need
+/// not divide B. The model's grad() fields may hold anything on entry.
+/// Postconditions: one tensor per parameter, in model.parameters() order and
+/// shapes, equal (to float rounding) to the gradient of the whole batch's
+/// mean loss for every B and K; the returned tensors are the caller's own;
+/// the model's grad() fields hold that same gradient on return (what an
+/// optimizer step after accumulation reads). Peak memory is that of one
+/// piece's forward and backward, not the whole batch's.
+/// (Hole: exercises/02_batching/accumulate.cpp.)
+Gradients accumulated_gradient(const MLP& model, const Batch& batch, int micro_batches);
 
 }  // namespace dpt::ch02

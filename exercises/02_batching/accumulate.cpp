@@ -1,0 +1,23 @@
+// exercises/02_batching/accumulate.cpp — hole: gradient accumulation.
+// The contract is dpt::ch02::accumulated_gradient in chapters/02_batching/ch02.h;
+// hints in tiers are in docs/ch02_batching.md (§ Hints).
+//
+// Pointers:
+//   - The moves are chapter 01's: model.forward, softmax_cross_entropy and
+//     scale (dpt/ops.h), backward(), p.grad(), p.zero_grad().
+//   - batch.x.rows(begin, end) is a view of some rows; batch.y holds the labels.
+//   - Write the whole batch's mean loss as a sum over your pieces before
+//     you write code; try B = 10 and K = 3.
+#include "ch02.h"
+
+#include "dpt/check.h"
+#include "dpt/ops.h"
+
+namespace dpt::ch02 {
+
+Gradients accumulated_gradient(const MLP& model, const Batch& batch, int micro_batches) {
+  (void)model, (void)batch, (void)micro_batches;
+  throw NotImplemented("ch02: accumulated_gradient — see exercises/02_batching/accumulate.cpp");
+}
+
+}  // namespace dpt::ch02
