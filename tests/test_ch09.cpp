@@ -56,6 +56,13 @@ World run_ps(int servers, int workers, PsConfig c, const Options& o, double time
          "server answers a worker only after that worker's push has arrived (in sync, after the whole round's), and "
          "serves workers in its own order: a worker that waits for parameters before it has pushed to every server "
          "can wait forever. The timeout said: " << e.what());
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("(tag 91)") == std::string::npos) throw;  // not a push
+    FAIL(servers << " server(s), " << workers << " worker(s): a push did not match what its server receives: "
+         << e.what() << "\nServer s holds only its shard (roles.shard(s)) and receives exactly that slice of the "
+         "gradient, once per step: not the whole gradient, not another server's slice.");
   }
   return out;
 }
@@ -104,8 +111,10 @@ TEST_CASE("apply_push: sync servers take one device's SGD step on all workers' b
     const auto& pulled = world.ranks[std::size_t(servers)].pulled;  // the first worker: w_0, w_1, …
     REQUIRE(pulled.size() == std::size_t(steps + 1));
     std::vector<float> start = flatten(build_model(o, Device::host()).parameters());
-    INFO("the workers' first parameters must be the model the flags ask for, as the servers hold it");
-    REQUIRE(max_abs_difference(pulled[0], start) == 0);
+    {
+      INFO("the workers' first parameters must be the model the flags ask for, as the servers hold it");
+      REQUIRE(max_abs_difference(pulled[0], start) == 0);
+    }
     for (int k = 0; k < steps; ++k) {
       // The oracle: w_k+1 = w_k − lr · g, g one device's gradient of the W·B samples at w_k.
       std::vector<float> g = one_device_gradient(o, data, pulled[std::size_t(k)], o.batch * workers, k);
@@ -335,7 +344,7 @@ TEST_CASE("chapter: ch09 --servers 2 --mode ssp --slow-rank 3 passes every verdi
                                  "--slow-rank 3 --steps 40 --eval-samples 500 --quiet");
   INFO(dpt_test::summary_line(r.output));
   REQUIRE(r.exit_code == 0);
-  CHECK(r.output.find("ssp: steps any worker finished beyond the slowest") != std::string::npos);
+  CHECK(r.output.find("ssp: steps the fastest worker finished beyond the slowest = max staleness + 1") != std::string::npos);
   CHECK(r.output.find("1. Who is who") == std::string::npos);  // --quiet: summary and verdicts only
 }
 

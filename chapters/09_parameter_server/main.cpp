@@ -137,7 +137,7 @@ int lecture(Context& ctx, const Options& o, const Ch09Flags& f) {
                        arrival_makespan(m, step_time, double(o.steps), f.max_staleness),
                        accuracy(model_of(o, run.params), data, held_out), run.staleness, c.order});
     }
-    if (ctx.is_root()) race_section(say, lanes, W, f.max_staleness, verdicts, summary);
+    if (ctx.is_root()) race_section(say, lanes, W, f.max_staleness, f.slowdown, verdicts, summary);
   }
 
   // ---- 6. Summary and verdicts

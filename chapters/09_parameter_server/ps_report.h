@@ -55,8 +55,9 @@ struct RaceLane {
 };
 
 /// Rank 0: the race table (throughput measured vs the step-time model,
-/// staleness, accuracy at equal time) and its verdicts.
+/// staleness, accuracy at equal time) and its verdict on ssp's bound (reached
+/// exactly when the run is long enough for the fast workers to get there).
 void race_section(const Narrator& say, const std::vector<RaceLane>& lanes, int workers, int max_staleness,
-                  Verdicts& v, Table& summary);
+                  double slowdown, Verdicts& v, Table& summary);
 
 }  // namespace dpt::ch09
