@@ -433,15 +433,18 @@ TEST_CASE("chapter: ch08 --ranks 8 --nodes 2 passes every verdict",
   CHECK(r.output.find("\u2718") == std::string::npos);
 }
 
-TEST_CASE("chapter: under mpirun, ch08 sums and counts traffic on 4 processes as 2 nodes",
+TEST_CASE("chapter: under mpirun, ch08 sums, counts traffic, replays the clock and trains on 4 processes as 2 nodes",
           "[ch08][mpi][needs:halving_doubling_all_reduce][needs:two_level_all_reduce][needs:ring_scatter_reduce]"
           "[needs:ring_all_gather]") {
   if (!mpi_available()) {
     WARN("skipped: this dpt was built without MPI");
     return;
   }
-  auto r = dpt_test::run_mpi("ch08_collectives", 4, "--comm mpi --comm-timeout 10 --nodes 2");
+  auto r = dpt_test::run_mpi("ch08_collectives", 4, "--comm mpi --comm-timeout 20 --nodes 2 --max-ranks 8 --steps 20");
   INFO(dpt_test::summary_line(r.output));
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("two-level: busiest rank's inter-node bytes") != std::string::npos);
+  // rank 0 records the algorithms on private threads worlds inside its process
+  CHECK(r.output.find("tuner: its pick is within 1% of the clock's fastest") != std::string::npos);
+  CHECK(r.output.find("training with") != std::string::npos);
 }

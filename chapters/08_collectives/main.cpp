@@ -74,18 +74,13 @@ void lecture(Lecture& lec, const Ch08Flags& f) {
   say.section("2. Who talks to whom? The traffic log of one all-reduce of " + format_bytes(4096.0 * ctx.world));
   traffic_section(ctx, say, f, sums, verdicts);
 
-  // ---- 3 and 4: the clock replays messages recorded on threads worlds of 2 … 16 ranks
+  // ---- 3 and 4: the clock replays messages rank 0 records on private threads worlds of 2 … 16 ranks
   ctx.comm.barrier();
   if (ctx.is_root()) {
-    if (ctx.comm.backend() != "threads") {
-      say.say("\n(sections 3 and 4 record each algorithm on threads worlds of 2 … 16 ranks, which cannot start "
-              "inside an mpirun job: run without mpirun to see them)");
-    } else {
-      say.section("3. How long? Each algorithm's formula beside the clock that replays its messages");
-      clock_section(say, f, ctx.world, sums, verdicts);
-      say.section("4. Which all-reduce, when? The fastest by the clock, per size and world");
-      crossover_section(say, f, sums, verdicts);
-    }
+    say.section("3. How long? Each algorithm's formula beside the clock that replays its messages");
+    clock_section(say, f, ctx.world, sums, verdicts);
+    say.section("4. Which all-reduce, when? The fastest by the clock, per size and world");
+    crossover_section(say, f, sums, verdicts);
   }
   ctx.comm.barrier();  // the other ranks wait here while rank 0 sweeps
 

@@ -30,6 +30,7 @@ Schedule record_schedule(const std::string& name, int ranks, int nodes) {
   LaunchOptions options;
   options.ranks = ranks;
   options.timeout_s = 10;
+  options.private_world = true;  // also from rank 0 of an mpirun job
   launch(options, [&](Context& ctx) {
     const int64_t count = kRecordedFloatsPerRank * ranks;
     std::vector<float> data(static_cast<std::size_t>(count), 1.0f);

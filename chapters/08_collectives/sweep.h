@@ -21,8 +21,8 @@ void run_algorithm(const std::string& name, Communicator& comm, float* data, int
 constexpr int64_t kRecordedFloatsPerRank = 16;
 
 /// Runs `name` on a fresh threads world of `ranks` ranks with 16·ranks floats
-/// each and returns every rank's calls. Throws NotImplemented for a hole not
-/// written yet, dpt::Error when launched under mpirun (threads only there).
+/// each and returns every rank's calls (a private world: also inside an
+/// mpirun process). Throws NotImplemented for a hole not written yet.
 Schedule record_schedule(const std::string& name, int ranks, int nodes);
 
 /// S from 4 B to 256 MiB by factors of 4.

@@ -119,7 +119,7 @@ RankOutcome run_rank(Communicator& comm, const std::function<Device&()>& pick_de
 
 void launch_threads(const LaunchOptions& o, const std::function<void(Context&)>& fn) {
   ProcessEnvironment env = detect_process_environment();
-  DPT_CHECK(!env.under_launcher || env.world == 1,
+  DPT_CHECK(o.private_world || !env.under_launcher || env.world == 1,
             "this process is rank " << env.rank << " of " << env.world << " started by a launcher ("
                                     << env.source << "), but --comm threads runs every rank inside "
                                     << "one process: pass --comm mpi, or start a single process");

@@ -66,6 +66,10 @@ struct LaunchOptions {
   std::string link_preset = "none";  ///< --link none | pcie | nvlink | ethernet | infiniband
   LinkModel link{};                  ///< --link-gbps / --link-latency-us; fields > 0 override the preset
   std::string trace_path;            ///< --trace FILE: write a Chrome trace timeline ("" = off)
+  /// Threads only, not a flag: a private world of rank threads even inside a
+  /// process that mpirun started (chapter 08 records its algorithms' messages
+  /// on such worlds from rank 0). Off, launch refuses --comm threads there.
+  bool private_world = false;
 };
 
 /// What one rank's function gets.
