@@ -35,10 +35,7 @@
 
 #include "ch09.h"
 #include "dpt/data_parallel.h"
-#include "dpt/evaluate.h"
-#include "dpt/report.h"
-#include "dpt/step_check.h"
-#include "dpt/verdict.h"
+#include "dpt/lecture.h"
 #include "parameter_server.h"
 #include "ps_report.h"
 
@@ -51,19 +48,20 @@ struct Ch09Flags {
   int max_staleness = 2;
   int slow_rank = -1;
   double slowdown = 4;
-  bool verify = true;
 };
 
 // ----------------------------------------------------------------------------
-// the lecture, run by every rank; rank 0 narrates and returns the exit code
+// the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
+// score and printing the summary and verdicts are the harness's (lecture.h).
 
-int lecture(Context& ctx, const Options& o, const Ch09Flags& f) {
-  Narrator say(ctx.is_root() && !o.quiet);
-  Dataset data = load_dataset(o);
-  check_ranks_agree(ctx.comm, o, data, {{"--servers", std::to_string(f.servers)}, {"--mode", f.mode},
-                                        {"--max-staleness", std::to_string(f.max_staleness)},
-                                        {"--slow-rank", std::to_string(f.slow_rank)},
-                                        {"--slowdown", fmt(f.slowdown)}, {"--verify", f.verify ? "on" : "off"}});
+void lecture(Lecture& lec, const Ch09Flags& f) {
+  Context& ctx = lec.ctx();
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
+  const Dataset& data = lec.data;
+  const HeldOut& held_out = lec.held_out();
+  Verdicts& verdicts = lec.verdicts;
+  Table& summary = lec.summary;
   const int S = f.servers, W = ctx.world - S;
   DPT_CHECK(W >= 1, "--servers " << S << " leaves no worker among " << ctx.world << " ranks: use --ranks "
                                  << S + 1 << " or more");
@@ -73,9 +71,6 @@ int lecture(Context& ctx, const Options& o, const Ch09Flags& f) {
   const int slow = f.slow_rank < 0 ? -1 : f.slow_rank - S;
   std::vector<double> step_time(std::size_t(W), 1.0);  // in units of a normal worker's step
   if (slow >= 0) step_time[std::size_t(slow)] = f.slowdown;
-  HeldOut held_out = ctx.is_root() ? load_held_out(o, data) : HeldOut{};
-  Verdicts verdicts;
-  Table summary("ch09 summary", {"what", "value"});
 
   // ---- 1. Who is who
   const Roles roles{S, W, build_model(o, Device::host()).num_parameters()};
@@ -86,13 +81,13 @@ int lecture(Context& ctx, const Options& o, const Ch09Flags& f) {
   // ---- 2. Synchronous: one device's step, taken by the servers
   say.section("2. Synchronous: every step waits for all " + std::to_string(W) + " workers; the step check");
   PsConfig sync = ps_config(Mode::Sync, S, arrival_order(Mode::Sync, std::vector<double>(std::size_t(W), 1.0), double(o.steps)));
-  StepRecorder recorder(f.verify && ctx.rank == S);  // the first worker sees every step's weights
+  StepRecorder recorder(lec.verify && ctx.rank == S);  // the first worker sees every step's weights
   PsRun synced = run_parameter_server(ctx, o, data, sync, &recorder);
-  StepCheck check = share_step_check(ctx, roles, recorder, f.verify, o, data);  // ps_report.cpp: to rank 0
-  if (ctx.is_root() && f.verify) add_step_check_verdicts(verdicts, check);
+  StepCheck check = share_step_check(ctx, roles, recorder, lec.verify, o, data);  // ps_report.cpp: to rank 0
+  if (ctx.is_root() && lec.verify) add_step_check_verdicts(verdicts, check);
   say.say("the servers took " + std::to_string(synced.version) + " steps on " + std::to_string(W) + " x " +
           std::to_string(o.batch) + " samples each in " + fixed(synced.seconds, 2) + " s" +
-          (f.verify ? "; one device replayed " + std::to_string(check.checked.size()) + " of them (verdicts below)"
+          (lec.verify ? "; one device replayed " + std::to_string(check.checked.size()) + " of them (verdicts below)"
                     : ""));
 
   // ---- 3. Bytes through each server
@@ -140,40 +135,30 @@ int lecture(Context& ctx, const Options& o, const Ch09Flags& f) {
     if (ctx.is_root()) race_section(say, lanes, W, f.max_staleness, f.slowdown, verdicts, summary);
   }
 
-  // ---- 6. Summary and verdicts
-  if (!ctx.is_root()) return 0;
-  MLP synced_model = model_of(o, synced.params);
-  save_outputs(o, synced_model, data);
+  // ---- 6. Summary (the harness adds the synchronous model's held-out rows, then prints)
+  if (!ctx.is_root()) return;
+  lec.keep(model_of(o, synced.params));
   summary.add_row({"servers x workers x batch per worker", std::to_string(S) + " x " + std::to_string(W) + " x " +
                                                                std::to_string(o.batch)});
-  report_held_out(synced_model, data, held_out, synced.version, o.metrics, summary);
-  summary.print(std::cout);
-  verdicts.print(std::cout);
-  return verdicts.exit_code();
 }
 
 // ----------------------------------------------------------------------------
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
-  CLI::App app{"ch09_parameter_server — push, pull, and staleness", "ch09_parameter_server"};
-  Options options;
-  LaunchOptions launch_options;
-  Ch09Flags flags;
-  add_common_flags(app, options);
-  add_launch_flags(app, launch_options);
-  add_data_parallel_flags(app, flags.verify);
-  app.add_option("--servers", flags.servers, "Server ranks (0 … S-1) holding the parameters in S shards")
-      ->check(integer_in(1, kMaxRanks))->capture_default_str();
-  app.add_option("--mode", flags.mode, "Section 4's mode: sync, async (apply each push on arrival) or ssp")
-      ->check(CLI::IsMember({"sync", "async", "ssp"}))->capture_default_str();
-  app.add_option("--max-staleness", flags.max_staleness, "ssp: how many steps a worker may run ahead of the slowest")
-      ->check(integer_in(0, 1000000))->capture_default_str();
-  app.add_option("--slow-rank", flags.slow_rank, "A worker rank that is --slowdown times slower (adds section 5)")
-      ->check(integer_in(0, kMaxRanks));
-  app.add_option("--slowdown", flags.slowdown, "How many times longer the slow rank's steps take")
-      ->check(number_in(1, 1000))->capture_default_str();
-  parse_flags(app, argc, argv);
-  return run_lecture("ch09_parameter_server", launch_options,
-                     [&](Context& ctx) { return lecture(ctx, options, flags); });
+  Ch09Flags f;
+  auto add_flags = [&f](CLI::App& app, Options&) {
+    app.add_option("--servers", f.servers, "Server ranks (0 … S-1) holding the parameters in S shards")
+        ->check(integer_in(1, kMaxRanks))->capture_default_str();
+    app.add_option("--mode", f.mode, "Section 4's mode: sync, async (apply each push on arrival) or ssp")
+        ->check(CLI::IsMember({"sync", "async", "ssp"}))->capture_default_str();
+    app.add_option("--max-staleness", f.max_staleness, "ssp: how many steps a worker may run ahead of the slowest")
+        ->check(integer_in(0, 1000000))->capture_default_str();
+    app.add_option("--slow-rank", f.slow_rank, "A worker rank that is --slowdown times slower (adds section 5)")
+        ->check(integer_in(0, kMaxRanks));
+    app.add_option("--slowdown", f.slowdown, "How many times longer the slow rank's steps take")
+        ->check(number_in(1, 1000))->capture_default_str();
+  };
+  return run_chapter(argc, argv, {"ch09_parameter_server", "push, pull, and staleness"}, add_flags,
+                     [&f](Lecture& lec) { lecture(lec, f); });
 }
