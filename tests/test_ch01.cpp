@@ -1,6 +1,7 @@
 // test_ch01.cpp — chapter 01's holes against oracles that share none of their code:
 // a serial torch.optim.SGD for the momentum update, hand arithmetic and finite differences
-// for linear_backward; then the chapter program itself: its verdicts, its exit
+// for linear_backward, finite differences of the loss in double and autograd for
+// softmax_cross_entropy_backward; then the chapter program itself: its verdicts, its exit
 // code, and how it stops when training diverges.
 #include "support/catch.h"
 #include <algorithm>
@@ -371,13 +372,15 @@ TEST_CASE("chapter: ch01_sgd trains, the loss falls, and every verdict is a ✔ 
   CHECK(first > 2.0);         // ≈ ln 10 = 2.30 for 10 classes at initialisation
   CHECK(last < 0.6 * first);  // measured ≈ 0.40·first; 0.6 leaves room for other seeds' noise
   CHECK(run.output.find("ch01 summary") != std::string::npos);
-  for (const char* verdict : {"✔ backward() vs finite differences", "✔ your linear_backward dx vs autograd",
+  for (const char* verdict : {"✔ backward() vs finite differences",
+                              "✔ your softmax_cross_entropy_backward dlogits vs autograd",
+                              "✔ your linear_backward dx vs autograd",
                               "✔ your linear_backward dweight vs autograd", "✔ your linear_backward dbias vs autograd",
                               "✔ two sgd updates vs the formula", "✔ loss on the data set, after / before",
                               "✔ largest step loss / first step loss"})
     CHECK_THAT(run.output, contains_text(verdict));
   CHECK(run.output.find("✘") == std::string::npos);
-  CHECK_THAT(run.output, contains_text("all 7 checks passed"));
+  CHECK_THAT(run.output, contains_text("all 8 checks passed"));
   std::remove(metrics.c_str());
 }
 

@@ -318,13 +318,14 @@ TEST_CASE("chapter: ch02_batching shows batch = mean of per-sample gradients, ev
   REQUIRE(run.exit_code == 0);
   CHECK(dpt_test::read_jsonl(metrics).size() == 41);  // one line per mini-batch step, then the held-out report
   for (const char* verdict : {"✔ mean of your per-sample gradients vs the batch gradient",
+                              "✔ your accumulated_gradient in 3 micro-batches vs the batch gradient",
                               "✔ 16x fewer optimizer steps", "640 per-sample steps vs 40",
                               "✔ |per-sample run's loss - batched run's loss|", "✔ batched run, loss on the data set",
                               "✔ largest step loss / first step loss"})
     CHECK_THAT(run.output, contains_text(verdict));
   CHECK_THAT(run.output, contains_text("(expected <= 0.0001)"));  // the tolerance, printed as a number
   CHECK(run.output.find("✘") == std::string::npos);
-  CHECK_THAT(run.output, contains_text("all 5 checks passed"));
+  CHECK_THAT(run.output, contains_text("all 6 checks passed"));
   std::remove(metrics.c_str());
 }
 

@@ -2,8 +2,8 @@
 //
 // What it teaches: the four moves every training step makes, on one device,
 // and how to trust each of them before training: backward() against finite
-// differences, your linear_backward against autograd, two updates against the
-// formula worked by hand. Each later chapter keeps this loop and changes only
+// differences, your two backward passes (the loss's, linear_backward) against
+// autograd, two updates against the formula worked by hand. Each later chapter keeps this loop and changes only
 // where gradients go. It ends with ✔/✘ verdicts computed from its numbers and
 // exits 3 when one fails (1 when the run stops, e.g. on a diverged loss).
 //
@@ -17,7 +17,7 @@
 //     build/reference/bin/ch01_sgd --lr 1               # watch it diverge, and the verdicts say so
 //     build/reference/bin/ch01_sgd --device cuda        # train on GPU 0 (the checks run on a CPU twin)
 //
-// Your holes: dpt::ch01::sgd_update and dpt::ch01::linear_backward (ch01.h).
+// Your holes: dpt::ch01::sgd_update, linear_backward and softmax_cross_entropy_backward (ch01.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -83,11 +83,12 @@ void lecture(Lecture& lec) {
           "(L(w+eps) - L(w-eps)) / 2eps estimates the same derivative without it.");
   if (on_gpu) say.say("(on " + device.name() + ": these checks run on a CPU twin of the model, same weights)");
   double fd_error = finite_difference_check(checked, probe, say);
-  say.say("Autograd, so vouched for, is then the oracle for your linear_backward on the\n"
-          "last layer: dx, dweight and dbias, each against autograd's own.");
+  say.say("Autograd, so vouched for, is then the oracle for your softmax_cross_entropy_backward\n"
+          "(dlogits) and your linear_backward on the last layer (dx, dweight, dbias).");
+  double loss_error = check_loss_backward(checked, probe);
   LinearErrors yours = check_linear_backward(checked, probe);
-  say.say("yours vs autograd, max |difference| / max |autograd|: dx " + fmt(yours.dx, 2) + ", dweight " +
-          fmt(yours.dweight, 2) + ", dbias " + fmt(yours.dbias, 2));
+  say.say("yours vs autograd, max |difference| / max |autograd|: dlogits " + fmt(loss_error, 2) + ", dx " +
+          fmt(yours.dx, 2) + ", dweight " + fmt(yours.dweight, 2) + ", dbias " + fmt(yours.dbias, 2));
 
   // --------------------------------------------------------------------------
   // 3. One update, checked by hand
@@ -124,6 +125,8 @@ void lecture(Lecture& lec) {
   Verdicts& verdicts = lec.verdicts;
   verdicts.at_most("backward() vs finite differences, worst |difference| / bound", fd_error, 1.0,
                    "bound 1e-3 + 1e-2*|numeric|: float32 loss rounding over 2*eps, truncation; kinks skipped");
+  verdicts.at_most("your softmax_cross_entropy_backward dlogits vs autograd (relative)", loss_error, 1e-4,
+                   "float32 rounding ~1e-7; a missing 1/B or a wrong sign: O(1); an overflow: NaN");
   const std::string float_order = "float32 sums in another order: ~B*6e-8; a sign or transpose: O(1)";
   verdicts.at_most("your linear_backward dx vs autograd (relative)", yours.dx, 1e-4, float_order);
   verdicts.at_most("your linear_backward dweight vs autograd (relative)", yours.dweight, 1e-4, float_order);

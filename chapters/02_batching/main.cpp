@@ -4,7 +4,8 @@
 // losses, so its gradient is the mean of their gradients. A mini-batch of K
 // therefore does in one optimizer step (one GEMM-shaped pass, and later one
 // synchronisation) what K per-sample steps do to first order in the
-// learning rate — and it is much faster per sample. It ends with ✔/✘
+// learning rate — and it is much faster per sample. The same identity lets
+// a batch too large for memory be accumulated from micro-batches. It ends with ✔/✘
 // verdicts computed from its numbers and exits 3 when one fails (1 when the
 // run stops, e.g. on a diverged loss).
 //
@@ -16,7 +17,7 @@
 //     build/reference/bin/ch02_batching                 # K = --batch 32
 //     build/reference/bin/ch02_batching --batch 8 --steps 200 --no-shuffle
 //
-// Your holes: dpt::ch02::per_sample_gradients and dpt::ch02::average_gradients (ch02.h).
+// Your holes: dpt::ch02::per_sample_gradients, average_gradients and accumulated_gradient (ch02.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -34,6 +35,7 @@ using namespace dpt;
 
 // The lecture's helpers, defined below it in the order it calls them.
 double compare_gradients(const MLP& model, const Batch& batch, const Narrator& say);
+double compare_accumulation(const MLP& model, const Batch& batch, int micro_batches);
 struct Run {
   std::string name;
   float lr = 0;
@@ -73,7 +75,13 @@ void lecture(Lecture& lec) {
           "grad L_batch = (1/K) sum_k grad L_k. Your holes compute the right side;\n"
           "one backward over the whole batch computes the left.");
   BatchSampler first(data.size(), k, !o.no_shuffle, o.seed);
-  double grad_error = compare_gradients(model, gather_batch(data, first.indices(0), device), say);
+  Batch first_batch = gather_batch(data, first.indices(0), device);
+  double grad_error = compare_gradients(model, first_batch, say);
+  const int micro = int(std::min<int64_t>(3, k));  // 3 pieces, of unequal size unless 3 divides K
+  say.say("Gradient accumulation gets the same gradient from micro-batches, one pass at a\n"
+          "time (the memory of one piece): your accumulated_gradient, " + std::to_string(micro) + " micro-batches.");
+  double accumulation_error = compare_accumulation(model, first_batch, micro);
+  say.say("max |accumulated - batch| / max |batch| = " + fmt(accumulation_error, 2));
 
   // --------------------------------------------------------------------------
   // 3. K per-sample steps vs one step of K
@@ -109,6 +117,10 @@ void lecture(Lecture& lec) {
   verdicts.at_most("mean of your per-sample gradients vs the batch gradient, max |difference| / max |batch|",
                    grad_error, 1e-4,
                    "float32 sums in another order: ~K*6e-8; a sum instead of a mean is off by K-1, a lost sample by 1/K");
+  verdicts.at_most("your accumulated_gradient in " + std::to_string(micro) +
+                       " micro-batches vs the batch gradient, max |difference| / max |batch|",
+                   accumulation_error, 1e-4,
+                   "float32 sums in another order: ~1e-6; pieces weighted 1/K instead of n_k/B, or only the last kept: 1e-2 and more");
   verdicts.holds(std::to_string(k) + "x fewer optimizer steps (in chapter 03: syncs) with batches of " + std::to_string(k),
                  per_sample.updates == k * batched.updates,
                  std::to_string(per_sample.updates) + " per-sample steps vs " + std::to_string(batched.updates));
@@ -152,6 +164,25 @@ double compare_gradients(const MLP& model, const Batch& batch, const Narrator& s
   }
   for (auto& p : params) p.zero_grad();
   if (say.enabled()) table.print(std::cout);
+  return worst;
+}
+
+// Your accumulated_gradient in `micro_batches` pieces against one backward
+// over the whole batch: the worst max |accumulated − batch| / max |batch|
+// over the parameters (NaN when a list or a shape is wrong).
+double compare_accumulation(const MLP& model, const Batch& batch, int micro_batches) {
+  ch02::Gradients mine = ch02::accumulated_gradient(model, batch, micro_batches);
+  std::vector<Tensor> params = model.parameters();
+  for (auto& p : params) p.zero_grad();
+  softmax_cross_entropy(model.forward(batch.x), batch.y).backward();  // one pass, the whole batch
+  double worst = mine.size() == params.size() ? 0.0 : NAN;
+  for (std::size_t p = 0; p < params.size() && p < mine.size(); ++p) {
+    Tensor whole = params[p].grad();
+    double largest = max_abs_diff(whole, Tensor::zeros(whole.shape(), whole.device()));
+    double diff = mine[p].defined() && mine[p].shape() == whole.shape() ? max_abs_diff(mine[p], whole) : NAN;
+    if (!(diff / std::max(largest, 1e-30) <= worst)) worst = diff / std::max(largest, 1e-30);  // a NaN is the worst
+  }
+  for (auto& p : params) p.zero_grad();
   return worst;
 }
 
