@@ -1,9 +1,8 @@
 /// @file ch04.h
 /// @brief Chapter 04's exercises, specified here once: cutting the vector into
 /// the ring's chunks, the two phases of ring all-reduce, and the all-reduce
-/// they make. Fill them in `exercises/04_ring_allreduce/` (chunks.cpp,
-/// ring.cpp, all_reduce.cpp); the hints are in the chapter page
-/// (\ref ch04_hints), one tier at a time.
+/// they make. Fill them in `exercises/04_ring_allreduce/ring.cpp`; the hints
+/// are in the chapter page (\ref ch04_hints), one tier at a time.
 /// `ctest --preset student -L ch04` checks them against a serial sum, their
 /// messages against the ring's pattern, and training with your ring against
 /// one device. They need only this chapter's holes.
@@ -47,7 +46,7 @@ struct Chunk {
 ///  - it costs O(1): chunk i comes from count, n and i alone, without walking
 ///    the chunks before it (the ring asks for 2(n−1) chunks per call, and n
 ///    may be in the thousands).
-/// (Hole: exercises/04_ring_allreduce/chunks.cpp.)
+/// (Hole: exercises/04_ring_allreduce/ring.cpp.)
 Chunk ring_chunk(int64_t count, int n, int i);
 
 /// Scatter-reduce. On entry `data` holds this rank's own vector; every rank
@@ -88,7 +87,7 @@ void ring_all_gather(Communicator& comm, float* data, int64_t count);
 ///
 /// Communication: the two phases' messages and nothing else. Dividing is
 /// work too: a rank should not divide more of the vector than it must.
-/// (Hole: exercises/04_ring_allreduce/all_reduce.cpp.)
+/// (Hole: exercises/04_ring_allreduce/ring.cpp.)
 void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op);
 
 }  // namespace dpt::ch04

@@ -1,13 +1,8 @@
-// exercises/04_ring_allreduce/ring.cpp — holes: the two phases of ring all-reduce.
+// exercises/04_ring_allreduce/ring.cpp — holes: the ring's chunks, the two
+// phases of ring all-reduce, and the all-reduce they make.
 //
-// The contract of both is in chapters/04_ring_allreduce/ch04.h. Which chunk a
-// rank sends and receives at each step is yours to work out: draw 3 or 4
-// ranks on paper first. Hints, one tier at a time: the chapter page, "Hints".
-//
-// What you have: ring_chunk(count, n, i) (ch04.h); comm.send / recv / sendrecv
-// (dpt/comm/communicator.h); dpt::Floats, dpt::add_floats (dpt/floats.h) for
-// scratch beside `data` and adding into it. `build/.../ch04_ring_allreduce
-// --ranks 4` draws your ring's state step by step before anything else.
+// The contracts are in chapters/04_ring_allreduce/ch04.h. Hints, one tier at
+// a time: the chapter page, "Hints". Do them in file order.
 #include "ch04.h"
 
 #include "dpt/check.h"
@@ -15,6 +10,20 @@
 
 namespace dpt::ch04 {
 
+// ring_chunk: the postconditions (tiling, sizes, order) pin every chunk down.
+// Try count = 10 with n = 4, and count = 2 with n = 3, on paper first. No
+// loop over the chunks before i: integer division and remainder suffice.
+Chunk ring_chunk(int64_t count, int n, int i) {
+  (void)count, (void)n, (void)i;
+  throw NotImplemented("ch04: ring_chunk — see exercises/04_ring_allreduce/ring.cpp");
+}
+
+// The two phases. Which chunk a rank sends and receives at each step is yours
+// to work out: draw 3 or 4 ranks on paper first. What you have: comm.send /
+// recv / sendrecv (dpt/comm/communicator.h); dpt::Floats, dpt::add_floats
+// (dpt/floats.h) for scratch beside `data` and adding into it.
+// `build/.../ch04_ring_allreduce --ranks 4` draws your ring's state step by
+// step before anything else.
 void ring_scatter_reduce(Communicator& comm, float* data, int64_t count) {
   (void)comm, (void)data, (void)count;
   throw NotImplemented("ch04: ring_scatter_reduce — see exercises/04_ring_allreduce/ring.cpp");
@@ -23,6 +32,14 @@ void ring_scatter_reduce(Communicator& comm, float* data, int64_t count) {
 void ring_all_gather(Communicator& comm, float* data, int64_t count) {
   (void)comm, (void)data, (void)count;
   throw NotImplemented("ch04: ring_all_gather — see exercises/04_ring_allreduce/ring.cpp");
+}
+
+// ring_all_reduce: for Avg, every rank must end with the same bits, and those
+// of sum / n. Where to divide is yours to decide: think about which floats a
+// rank holds finished, and when. dpt::divide_floats (dpt/floats.h) divides.
+void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op) {
+  (void)comm, (void)data, (void)count, (void)op;
+  throw NotImplemented("ch04: ring_all_reduce — see exercises/04_ring_allreduce/ring.cpp");
 }
 
 }  // namespace dpt::ch04
