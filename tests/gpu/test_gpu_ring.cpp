@@ -1,11 +1,11 @@
 // test_gpu_ring.cpp — chapter 04's ring and chapter 05's bucketed training on
 // GPU buffers (label gpu; skipped without a GPU).
 //
-// The ring (the reference solution's two phases and the provided Avg) runs on
+// The ring (the reference solution's phases and its Avg, ring_all_reduce) runs on
 // cuda:0 buffers with 2 and 4 rank threads sharing the GPU, each rank on its
 // own stream. Oracle: comm_contract.h's serial loops over small
 // integer-valued floats, computed on the host, sharing no code with the ring.
-// Sums of such values are exact in any order and Avg scales by 1/2 or 1/4
+// Sums of such values are exact in any order and Avg divides by 2 or 4
 // (exact), so every comparison is exact (==). Counts: 0, below the world size
 // (empty chunks), not divisible by it, and 100003 (above every eager limit).
 //
