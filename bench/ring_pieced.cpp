@@ -52,9 +52,9 @@ void whole_all_gather(dpt::Communicator& comm, float* data, int64_t count) {
 
 void pieced_ring_all_reduce(dpt::Communicator& comm, float* data, int64_t count, dpt::ReduceOp op) {
   pieced_scatter_reduce(comm, data, count);
-  if (op == dpt::ReduceOp::Avg) {  // scale only the chunk this rank owns, (r+1) mod n
+  if (op == dpt::ReduceOp::Avg) {  // divide only the chunk this rank owns, (r+1) mod n: one rounding, as ch04's
     Chunk owned = ring_chunk(count, comm.size(), (comm.rank() + 1) % comm.size());
-    for (int64_t i = owned.begin; i < owned.end; ++i) data[i] *= 1.0f / float(comm.size());
+    for (int64_t i = owned.begin; i < owned.end; ++i) data[i] /= float(comm.size());
   }
   whole_all_gather(comm, data, count);
 }
