@@ -17,6 +17,10 @@
 // each as time, algbw = S / t and busbw, then ring / library, pieced / ring
 // and ring / memcpy (bandwidth ratios: above 1 the first is faster).
 //
+// --set ch08 times chapter 08's all-reduces instead: ring, recursive
+// doubling, halving-doubling, binomial tree and two-level (--nodes K), each
+// a sum then ÷n, beside the library's, with each one's busbw / library's.
+//
 // Checking: per size, every algorithm runs once on inputs rank+1 and must
 // match the library's all-reduce of the same inputs (the oracle under every
 // backend) to a few ulp. A hole that throws NotImplemented (student build) is
@@ -33,6 +37,7 @@
 //     build/reference/bin/bench_allreduce --ranks 4 --max-bytes 64M --json ar.json
 //     mpirun -np 2 build/reference/bin/bench_allreduce --comm mpi
 //     mpirun -np 4 --oversubscribe build/reference/bin/bench_allreduce --comm mpi
+//     mpirun -np 8 --oversubscribe build/reference/bin/bench_allreduce --comm mpi --set ch08 --nodes 2
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -48,6 +53,9 @@
 
 #include "ch03.h"
 #include "ch04.h"
+#include "dpt/floats.h"
+#include "cost_model.h"
+#include "sweep.h"
 #include "dpt/launch.h"
 #include "dpt/options.h"
 #include "dpt/report.h"
@@ -87,7 +95,26 @@ struct Algorithm {
   std::vector<double> per_call;  // seconds per call, one entry per window
 };
 
+// --set and --nodes: which algorithms run, and chapter 08's node count.
+std::string g_set = "ch04";
+int g_nodes = 1;
+
+// Chapter 08's algorithm `name`, as a mean: its sum, then each element ÷ n.
+Algorithm ch08_algorithm(const std::string& name) {
+  return {name, [name](Context& ctx, Buffers& b) {
+            ch08::run_algorithm(name, ctx.comm, b.data.data(), b.count, g_nodes);
+            divide_floats(b.data.data(), b.count, float(ctx.world));
+          }};
+}
+
 std::vector<Algorithm> algorithms() {
+  if (g_set == "ch08") {
+    std::vector<Algorithm> all;
+    for (const char* name : {"ring", "recursive doubling", "halving-doubling", "binomial tree", "two-level"})
+      all.push_back(ch08_algorithm(name));
+    all.push_back({"library", [](Context& ctx, Buffers& b) { ctx.comm.all_reduce(b.data.data(), b.count, ReduceOp::Avg); }});
+    return all;
+  }
   return {
       {"naive", [](Context& ctx, Buffers& b) {
          std::copy(b.data.begin(), b.data.end(), b.grad.data());
@@ -185,6 +212,11 @@ std::vector<std::string> headers() {
     if (!a.reduces) h.push_back(a.name + " GB/s");
     else h.insert(h.end(), {a.name + " us", "algbw", "busbw"});
   }
+  if (g_set == "ch08") {
+    for (const Algorithm& a : algorithms())
+      if (a.name != "library") h.push_back(std::string(1, ch08::algorithm_letter(a.name)) + "/lib");
+    return h;
+  }
   h.insert(h.end(), {"ring/library", "pieced/ring", "ring/memcpy"});
   return h;
 }
@@ -196,6 +228,11 @@ Row result_row(std::vector<Algorithm>& all, int64_t count, int world) {
   row.cells = {format_bytes(double(bytes)), std::to_string(count)};
   std::map<std::string, double> bw;
   for (Algorithm& a : all) bw[a.name] = add_algorithm(row, a, bytes, world);
+  if (g_set == "ch08") {
+    for (Algorithm& a : all)
+      if (a.name != "library") add_ratio(row, a.name + "_over_library", bw[a.name], bw["library"]);
+    return row;
+  }
   add_ratio(row, "ring_over_library", bw["ring"], bw["library"]);
   add_ratio(row, "pieced_over_ring", bw["ring pieced"], bw["ring"]);
   add_ratio(row, "ring_busbw_over_memcpy", bw["ring"], bw["memcpy"]);
@@ -274,6 +311,11 @@ int main(int argc, char** argv) {
   app.add_option("--comm-timeout", timeout_s, "Seconds a rank may wait on a peer (naive at 256 MiB is slow)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--json", json_path, "Also write the results as JSON to this file");
+  app.add_option("--set", g_set, "ch04: naive, ring, pieced ring, library, memcpy; ch08: chapter 08's all-reduces "
+                                 "and the library")
+      ->check(CLI::IsMember({"ch04", "ch08"}))->capture_default_str();
+  app.add_option("--nodes", g_nodes, "--set ch08: nodes the two-level all-reduce groups the ranks in (divides --ranks)")
+      ->check(CLI::Range(1, 64))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (min_bytes > max_bytes)
     return std::cerr << "bench_allreduce: --min-bytes " << min_bytes << " is above --max-bytes " << max_bytes << "\n", 2;
