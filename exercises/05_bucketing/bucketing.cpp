@@ -6,7 +6,7 @@
 // at a time. Pointers:
 //  * state.buckets, state.bucket_of, state.ready, state.launched are yours to
 //    read and write; state.launch(b) is the only way to start an all-reduce.
-//  * Copy tensors with dpt::unflatten (dpt/data_parallel.h), not host loops.
+//  * Copy tensors with dpt::unflatten (dpt/flatten.h), not host loops.
 //  * Never wait for something no rank will run: it would hang until the timeout.
 #include "ch05.h"
 

@@ -5,7 +5,7 @@
 // Pointers:
 //   - The library's all-reduce: comm.all_reduce(ptr, count, ReduceOp::Avg)
 //     (chapter 04 taught how one works; use the library's here).
-//   - dpt::flatten_on and dpt::unflatten (dpt/data_parallel.h) move a list of
+//   - dpt::flatten_on and dpt::unflatten (dpt/flatten.h) move a list of
 //     tensors into one tensor on a device and back; device memory is reached
 //     only through them and the all-reduce, never through a host loop.
 #include "ch06.h"
