@@ -15,10 +15,11 @@ namespace dpt::ch08 {
 
 /// Chapter 08's own flags.
 struct Ch08Flags {
-  int nodes = 1;
-  std::string link_intra = "nvlink", link_inter = "ethernet";
-  int max_ranks = 16;
-  std::string plot;
+  int nodes = 1;                    ///< --nodes K: ranks grouped node-major
+  std::string link_intra = "nvlink";  ///< --link-intra: the preset inside a node
+  std::string link_inter = "ethernet";  ///< --link-inter: the preset between nodes
+  int max_ranks = 16;               ///< --max-ranks: the crossover sweep's largest world
+  std::string plot;                 ///< --plot FILE.svg ("" none)
 };
 
 /// The two-tier links of n ranks in --nodes nodes.

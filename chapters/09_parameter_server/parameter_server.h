@@ -20,7 +20,7 @@ namespace dpt::ch09 {
 
 /// One run's settings (the same on every rank).
 struct PsConfig {
-  Mode mode = Mode::Sync;
+  Mode mode = Mode::Sync;  ///< sync, async or ssp
   int servers = 1;         ///< S; the other ranks are workers
   std::vector<int> order;  ///< the arrival order: worker indices, one per push (arrival_order)
   int slow_worker = -1;    ///< this worker sleeps (slowdown − 1) × its compute time each step; -1: none
@@ -35,8 +35,8 @@ PsConfig ps_config(Mode mode, int servers, std::vector<int> order, int slow_work
 
 /// What one rank saw of a run.
 struct PsRun {
-  Roles roles;
-  bool is_server = false;
+  Roles roles;             ///< who is who in this run
+  bool is_server = false;  ///< this rank is a server (else a worker)
   std::vector<int64_t> staleness;  ///< a server: its per-push staleness entries (apply_push's)
   int64_t version = 0;             ///< a server: its version at the end
   std::vector<float> params;       ///< rank 0: the servers' final parameters, all Ψ of them

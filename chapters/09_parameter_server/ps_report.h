@@ -45,7 +45,7 @@ double accuracy(const MLP& model, const Dataset& data, const HeldOut& held_out);
 
 /// One mode's run in the straggler race.
 struct RaceLane {
-  Mode mode;
+  Mode mode;                 ///< sync, async or ssp
   int64_t pushes = 0;        ///< gradients applied
   double seconds = 0;        ///< measured wall time
   double model_time = 0;     ///< the arrival order's makespan, in normal steps
