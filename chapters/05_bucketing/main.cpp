@@ -108,7 +108,7 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
 
 void print_steps(const BucketedRun& run) {
   // On a GPU the host only queues backward's kernels: there the first three
-  // columns come from CUDA events on the GPU's clock (bucketed_training.cpp).
+  // columns come from CUDA events on the GPU's clock (step_record.cpp).
   Table table(run.gpu_clock ? "per step on rank 0 (ms): backward, comm, hidden on the GPU's clock (CUDA events: "
                               "backward's kernels; each ring on the comm stream, from its pack); step on the host's"
                             : "per step on rank 0 (ms): comm runs on the progress thread; hidden = during backward",

@@ -1,0 +1,107 @@
+/// @file bucket_engine.h
+/// @brief Chapter 05's engine (provided, not a hole; private to the chapter's
+/// loop): everything one rank's step touches from two threads. The rank thread
+/// runs backward, whose grad-ready hooks call on_ready → your mark_ready →
+/// launch (pack bucket b, queue its ring); the rank's progress thread runs
+/// all_reduce_bucket (chapter 04's ring over the bucket). Beside that it keeps
+/// the step's record, independent of your holes, from which summarise()
+/// computes a BucketStep.
+///
+/// bucket_engine.cpp: the hooks, the launch and the ring job;
+/// step_record.cpp: the record read back as times and counts (and, on a GPU,
+/// the CUDA-event clock); bucketed_training.cpp: the loop that drives it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bucketed_training.h"
+#include "ch05.h"
+#include "dpt/gpu.h"
+#include "dpt/trace.h"
+
+namespace dpt::ch05 {
+
+using Clock = std::chrono::steady_clock;
+/// b − a in seconds.
+inline double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// One rank's bucketed step, shared by its rank thread and its progress
+/// thread. Held by shared_ptr so that queued all-reduces keep it alive even if
+/// the step throws; for the same reason it keeps its own copy of the rank's
+/// Context (whose members refer to the communicator, device and tracer, which
+/// outlive the rank's work): when the rank's function throws, launch() drops
+/// the Context it was given and only then lets the still-queued all-reduces
+/// fail against the stopped world.
+struct BucketEngine : std::enable_shared_from_this<BucketEngine> {
+  Context ctx;
+  std::vector<Tensor> params;
+  std::vector<std::string> names;  ///< parameter → its name, for the trace
+  int64_t step = 0;
+  BucketState state;
+  bool syncing = false;  ///< true during the backward whose gradients are final for this step
+  bool overlap = true;
+  std::vector<int> deferred;  ///< --no-overlap: ready parameters, replayed after backward
+  int gpu = -1;                              ///< the rank's GPU, -1 on host memory
+  std::unique_ptr<gpu::Stream> comm_stream;  ///< on a GPU: where the rings run
+  /// On a GPU: the record's intervals as events on `gpu` (made once, recorded
+  /// again every step; see step_record.cpp).
+  struct GpuClock {
+    gpu::Event anchor;                        ///< compute stream, before the step's first forward
+    gpu::Event backward_start, backward_end;  ///< compute stream, around the syncing backward
+    std::vector<std::unique_ptr<gpu::Event>> ring_start, ring_end;  ///< bucket → comm stream, around its ring
+  };
+  std::unique_ptr<GpuClock> clock;
+  Clock::time_point anchor_reached;  ///< with --trace on a GPU: when the host saw the anchor reached
+  // The record (written by the rank thread, except comm_* by the progress
+  // thread; read after wait(), which orders the two).
+  std::vector<bool> seen_ready;             ///< parameter → its hook fired this step
+  Clock::time_point last_ready;             ///< when the last gradient became ready
+  std::vector<Clock::time_point> launched;  ///< bucket → launch time
+  std::vector<Clock::time_point> comm_start, comm_end;  ///< bucket → its all-reduce, progress thread's clock
+  std::vector<int> order;                   ///< buckets in launch order
+  int launched_unready = 0;
+  int held_back = 0;
+
+  explicit BucketEngine(const Context& c) : ctx(c) {}
+
+  // ---- bucket_engine.cpp: the two threads' work ----
+  /// On a GPU (device >= 0): the communication stream and the clock's events, made on it.
+  void use_gpu(int device, std::size_t buckets);
+  /// On a GPU: `event` marks the end of the rank thread's compute stream so far.
+  void mark_compute(gpu::Event& event) const;
+  /// Before a step: a fresh BucketState and an empty record.
+  void reset();
+  /// The hook on parameter p (or, with --find-unused-parameters, the forward
+  /// not reaching it): record, then your mark_ready (now or, without overlap,
+  /// after backward).
+  void on_ready(int p, bool unused = false);
+  /// Every gradient of bucket b has been ready this step.
+  bool complete(int b) const;
+  /// state.launch: pack bucket b, queue its ring all-reduce.
+  void launch(int b);
+  /// On a GPU: an event after the pack on the compute stream, which the
+  /// communication stream will wait for. nullptr on host memory.
+  std::shared_ptr<gpu::Event> record_packed();
+  /// On the progress thread: chapter 04's ring, averaging bucket b.
+  void all_reduce_bucket(int b, int64_t in_step, const gpu::Event* packed);
+
+  // ---- step_record.cpp: the record read back ----
+  /// What this step's record says (after wait_and_unpack; on a GPU also after
+  /// the compute stream has reached backward_end).
+  BucketStep summarise(Clock::time_point bw_start, Clock::time_point bw_end) const;
+  /// backward_s, comm_s, hidden_s from the CUDA events, on the GPU's clock.
+  void time_on_gpu(BucketStep& s) const;
+  /// With --trace: a GPU interval, seconds after the anchor, on the host clock.
+  void trace_gpu(const std::string& name, const char* category, Tracer::GpuStream stream, double from, double to,
+                 std::initializer_list<TraceArg> args) const;
+};
+
+}  // namespace dpt::ch05
