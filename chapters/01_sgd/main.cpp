@@ -26,6 +26,7 @@
 
 #include "ch01.h"
 #include "gradient_checks.h"
+#include "update.h"
 #include "dpt/autograd.h"
 #include "dpt/lecture.h"
 #include "dpt/nn.h"
@@ -39,8 +40,6 @@ using namespace dpt;
 
 // The lecture's helpers, defined below it in the order it calls them (section 2's
 // gradient checks: gradient_checks.cpp).
-struct UpdateCheck { double error, tolerance; };  // max |p_after − p_expected|, and its bound
-UpdateCheck check_two_updates(const Options& o, const MLP& model, const Batch& batch);
 std::vector<double> train(const Options& o, MLP& model, const Dataset& data, const Narrator& say);
 
 // ----------------------------------------------------------------------------
@@ -137,88 +136,6 @@ void lecture(Lecture& lec) {
                    "a run that learns ends at least 1% lower (measured 0.47 at the defaults, <= 0.96 in 10 steps)");
   verdicts.at_most("largest step loss / first step loss", *std::max_element(losses.begin(), losses.end()) / losses[0],
                    1e6, "a loss a million times its start has diverged, finite or not (try a smaller --lr)");
-}
-
-// ----------------------------------------------------------------------------
-// 3. the update, twice by the code and once by hand
-
-// The update the training loop runs: your sgd_update for sgd (μ = 0) and
-// momentum (μ = 0.9, as dpt's make_optimizer), dpt's Adam (torch.optim's
-// rules) for the others. It keeps one velocity per parameter for your code.
-constexpr float kMomentum = 0.9f;
-class Update {
- public:
-  Update(const Options& o, std::vector<Tensor> params)
-      : params_(std::move(params)), velocity_(params_.size()), lr_(o.lr),
-        momentum_(o.optimizer == "momentum" ? kMomentum : 0.0f) {
-    if (o.optimizer != "sgd" && o.optimizer != "momentum") optimizer_ = make_optimizer(o.optimizer, params_, o.lr);
-  }
-  void step() {
-    if (optimizer_) return optimizer_->step();
-    for (std::size_t k = 0; k < params_.size(); ++k) {
-      Tensor& p = params_[k];
-      if (p.device().is_host_memory()) {
-        ch01::sgd_update(p, p.grad(), velocity_[k], lr_, momentum_);
-        continue;
-      }
-      // Your sgd_update loops in host memory: on a GPU it runs on host copies
-      // of the weight and its gradient (two copies per tensor per step, the
-      // price of keeping your code in the loop; --optimizer adam steps with
-      // dpt's CUDA kernels instead). The velocity stays in host memory.
-      Tensor weight = p.to(Device::host()), grad = p.grad().to(Device::host());
-      ch01::sgd_update(weight, grad, velocity_[k], lr_, momentum_);
-      p.copy_from(weight);
-    }
-  }
-
- private:
-  std::vector<Tensor> params_, velocity_;
-  float lr_, momentum_;
-  std::unique_ptr<Optimizer> optimizer_;
-};
-
-// What two steps with the same gradient g do to a weight p. Momentum's first
-// velocity is g itself, its second μg + g; Adam's bias correction makes
-// m̂ = g and v̂ = g² on both steps, so each moves by lr·g/(|g| + eps).
-double two_steps_by_hand(const Options& o, double p, double g) {
-  if (o.optimizer == "sgd") return p - 2 * o.lr * g;
-  if (o.optimizer == "momentum") return p - o.lr * g - o.lr * (kMomentum * g + g);
-  for (int step = 0; step < 2; ++step) {
-    if (o.optimizer == "adamw") p *= 1.0 - o.lr * 0.01;  // decoupled weight decay, lambda = 0.01
-    p -= o.lr * g / (std::fabs(g) + 1e-8);
-  }
-  return p;
-}
-
-// Runs two steps of one Update on copies of the parameters carrying the probe
-// batch's gradients (the same both times), and compares every element with
-// two_steps_by_hand: the second step sees what the first left in the state.
-UpdateCheck check_two_updates(const Options& o, const MLP& model, const Batch& batch) {
-  std::vector<Tensor> params = model.parameters(), copies;
-  for (auto& p : params) p.zero_grad();
-  softmax_cross_entropy(model.forward(batch.x), batch.y).backward();
-  for (auto& p : params) {
-    Tensor copy = p.clone();
-    copy.set_grad(p.grad().clone());
-    copies.push_back(copy);
-    p.zero_grad();
-  }
-  Update update(o, copies);
-  update.step();
-  update.step();
-  double error = 0, largest_step = 0, largest_weight = 0;
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    const float *p = params[k].data(), *g = copies[k].grad().data(), *after = copies[k].data();
-    for (int64_t i = 0; i < params[k].numel(); ++i) {
-      double expected = two_steps_by_hand(o, p[i], g[i]);
-      double difference = std::fabs(after[i] - expected);
-      if (!(difference <= error)) error = difference;  // a NaN is the largest difference
-      largest_step = std::max(largest_step, std::fabs(expected - p[i]));
-      largest_weight = std::max(largest_weight, double(std::fabs(p[i])));
-    }
-  }
-  // float32 stores the new weight to ~6e-8 of its size: 1e-6·|p| is 16x that.
-  return {error, 1e-3 * largest_step + 1e-6 * largest_weight};
 }
 
 // ----------------------------------------------------------------------------
