@@ -7,8 +7,11 @@
 #include "support/catch.h"
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <mutex>
+#include <thread>
 
 #include "ch09.h"
 #include "dpt/data_parallel.h"
@@ -327,6 +330,56 @@ TEST_CASE("chapter: a worker that throws is reported, and nobody hangs", "[ch09]
     INFO("launch reports the failing rank's own error: " << e.what());
     CHECK(std::string(e.what()).find("worker 1 gave up at step 2") != std::string::npos);
   }
+}
+
+TEST_CASE("chapter: a server that throws is reported, and no worker hangs", "[ch09][needs:apply_push]"
+          "[needs:push_and_pull]") {
+  Options o = small_options(6);
+  PsConfig c = ps_config(Mode::Async, 2, rounds(3, 6));
+  c.before_apply = [](int server, int64_t push) {
+    if (server == 1 && push == 4) throw Error("server 1 lost its shard at push 4");
+  };
+  std::string error;
+  try {
+    run_ps(2, 3, c, o, 10);
+  } catch (const Timeout& e) {
+    error = std::string("timeout: ") + e.what();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  INFO("launch must stop every rank and report the server's own error, not a timeout; it said: " << error);
+  CHECK(error.find("server 1 lost its shard at push 4") != std::string::npos);
+}
+
+TEST_CASE("chapter: a server that freezes is reported within the timeout, naming a rank", "[ch09][needs:apply_push]"
+          "[needs:push_and_pull]") {
+  Options o = small_options(4);
+  PsConfig c = ps_config(Mode::Sync, 1, rounds(2, 4));
+  std::atomic<bool> release{false};
+  c.before_apply = [&release](int, int64_t push) {  // server 0 stops answering after its second push
+    if (push != 1) return;
+    for (int i = 0; i < 400 && !release; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  Dataset data = load_dataset(o);
+  auto started = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    dpt_test::run_ranks(3, [&](Context& ctx) {
+      try {
+        run_parameter_server(ctx, o, data, c);
+      } catch (...) {
+        release = true;  // the others gave up: let the frozen server go so the world can end
+        throw;
+      }
+    }, 0.5);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO("a worker waiting on a frozen server must give up after --comm-timeout (0.5 s here), saying on whom it "
+       "waited; it said, after " << seconds << " s: " << error);
+  CHECK(error.find("rank") != std::string::npos);
+  CHECK(seconds < 4.0);
 }
 
 TEST_CASE("chapter: ch09 --ranks 5 --servers 1 passes every verdict",

@@ -40,8 +40,10 @@ void serve(Context& ctx, const Options& o, const PsConfig& c, PsRun& out) {
     ctx.comm.send(shard.params.data(), mine.size(), roles.worker_rank(v), kPullTag);
   std::vector<float> grad(shard.params.size());
   std::vector<int> waiting;  // workers whose push is held, in arrival order
-  for (int v : c.order) {
+  for (std::size_t i = 0; i < c.order.size(); ++i) {
+    const int v = c.order[i];
     ctx.comm.recv(grad.data(), mine.size(), roles.worker_rank(v), kPushTag);
+    if (c.before_apply) c.before_apply(s, int64_t(i));
     waiting.push_back(v);
     if (!apply_push(shard, v, grad.data())) continue;
     for (int answered : waiting) {  // their pulls: the shard as it is now

@@ -28,6 +28,9 @@ struct PsConfig {
   bool keep_pulled = false;  ///< the first worker keeps its parameters before step 0 and after every pull
   /// Called on every worker before each push (worker index, its step): a test's hook.
   std::function<void(int worker, int64_t step)> before_push;
+  /// Called on every server before it applies a push (server index, the
+  /// push's place in the arrival order): a test's hook.
+  std::function<void(int server, int64_t push)> before_apply;
 };
 
 /// A PsConfig of these fields (the others at their defaults).
