@@ -27,6 +27,7 @@
 
 namespace dpt::ch05 {
 
+/// The host clock every interval of the record is read from.
 using Clock = std::chrono::steady_clock;
 /// b − a in seconds.
 inline double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -41,13 +42,13 @@ inline double seconds_between(Clock::time_point a, Clock::time_point b) {
 /// the Context it was given and only then lets the still-queued all-reduces
 /// fail against the stopped world.
 struct BucketEngine : std::enable_shared_from_this<BucketEngine> {
-  Context ctx;
-  std::vector<Tensor> params;
+  Context ctx;                     ///< the rank's own copy (see above)
+  std::vector<Tensor> params;      ///< the replica's parameters, registration order
   std::vector<std::string> names;  ///< parameter → its name, for the trace
-  int64_t step = 0;
-  BucketState state;
+  int64_t step = 0;                ///< the step in progress
+  BucketState state;               ///< the buckets: layout, what is ready, what is launched (ch05.h)
   bool syncing = false;  ///< true during the backward whose gradients are final for this step
-  bool overlap = true;
+  bool overlap = true;             ///< all-reduce during backward (--no-overlap: after it)
   std::vector<int> deferred;  ///< --no-overlap: ready parameters, replayed after backward
   int gpu = -1;                              ///< the rank's GPU, -1 on host memory
   std::unique_ptr<gpu::Stream> comm_stream;  ///< on a GPU: where the rings run
@@ -55,21 +56,25 @@ struct BucketEngine : std::enable_shared_from_this<BucketEngine> {
   /// again every step; see step_record.cpp).
   struct GpuClock {
     gpu::Event anchor;                        ///< compute stream, before the step's first forward
-    gpu::Event backward_start, backward_end;  ///< compute stream, around the syncing backward
-    std::vector<std::unique_ptr<gpu::Event>> ring_start, ring_end;  ///< bucket → comm stream, around its ring
+    gpu::Event backward_start;  ///< compute stream, before the syncing backward
+    gpu::Event backward_end;    ///< compute stream, after it
+    std::vector<std::unique_ptr<gpu::Event>> ring_start;  ///< bucket → comm stream, before its ring
+    std::vector<std::unique_ptr<gpu::Event>> ring_end;    ///< bucket → comm stream, after it
   };
-  std::unique_ptr<GpuClock> clock;
+  std::unique_ptr<GpuClock> clock;  ///< on a GPU; null on host memory
   Clock::time_point anchor_reached;  ///< with --trace on a GPU: when the host saw the anchor reached
   // The record (written by the rank thread, except comm_* by the progress
   // thread; read after wait(), which orders the two).
   std::vector<bool> seen_ready;             ///< parameter → its hook fired this step
   Clock::time_point last_ready;             ///< when the last gradient became ready
   std::vector<Clock::time_point> launched;  ///< bucket → launch time
-  std::vector<Clock::time_point> comm_start, comm_end;  ///< bucket → its all-reduce, progress thread's clock
+  std::vector<Clock::time_point> comm_start;  ///< bucket → its all-reduce's start, progress thread's clock
+  std::vector<Clock::time_point> comm_end;    ///< bucket → its all-reduce's end
   std::vector<int> order;                   ///< buckets in launch order
-  int launched_unready = 0;
-  int held_back = 0;
+  int launched_unready = 0;  ///< buckets launched before every gradient in them was ready (must stay 0)
+  int held_back = 0;         ///< hooks after which a launchable prefix of buckets had not all launched
 
+  /// An engine for the rank `c`.
   explicit BucketEngine(const Context& c) : ctx(c) {}
 
   // ---- bucket_engine.cpp: the two threads' work ----
