@@ -6,6 +6,7 @@
 #include "support/catch.h"
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "dpt/check.h"
@@ -254,6 +255,27 @@ std::vector<double> numeric_dlogits(const Tensor& logits, const std::vector<int6
   return grad;
 }
 
+// The sentence for a NaN/inf entry: the gradient is finite for every finite
+// logit, and the row says which way exp() left float's range. exp(z) is inf
+// in float above z ≈ 88.7 (inf/inf = NaN) and 0 below z ≈ −103.9 (0/0 =
+// NaN); the row's own logits tell which one this row can have met.
+std::string not_finite(const Tensor& logits, const std::vector<float>& got, std::size_t i) {
+  const int64_t classes = logits.size(1), b = int64_t(i) / classes;
+  const float* z = logits.data() + b * classes;
+  const float lo = *std::min_element(z, z + classes), hi = *std::max_element(z, z + classes);
+  std::ostringstream s;
+  s << "dlogits[" << b << "][" << int64_t(i) % classes << "] is " << got[i]
+    << ", but the gradient is finite for every finite logit. Row " << b << "'s logits lie in [" << lo << ", " << hi
+    << "]. In float, exp() overflows to inf above about 88.7 (then inf/inf is NaN) and underflows to 0 below "
+       "about -103.9 (a row whose every exp() is 0 gives 0/0 = NaN). ";
+  if (hi > 88.0f)
+    s << "This row's logits are large enough to overflow if exp() sees them as they are.";
+  else
+    s << "This row's logits are too small to overflow: every exp() this row computed must have underflowed to 0. "
+         "Whatever is subtracted before exp() was far above this row's own logits.";
+  return s.str();
+}
+
 // Checks yours against the finite differences and FAILs with a sentence that
 // names what is off. The entries are at most 1/B; float32 softmax rounds to
 // ~1e-7 of that, so 1e-6 absolute is 10x the noise and far below a mistake.
@@ -266,9 +288,7 @@ void check_against_numeric(const Tensor& logits, const std::vector<int64_t>& lab
   std::vector<double> numeric = numeric_dlogits(logits, labels);
   std::vector<float> got = mine.to_vector();
   for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i]))
-      FAIL("overflow: NaN/inf for large logits (element " << i << " is " << got[i] << "). exp() of a logit of "
-           "1000 is inf in float and in double; the gradient is finite for every finite logit");
+    if (!std::isfinite(got[i])) FAIL(not_finite(logits, got, i));
     if (std::fabs(got[i] - numeric[i]) <= 1e-6 + 1e-5 * std::fabs(numeric[i])) continue;
     const int64_t b = int64_t(i) / classes, c = int64_t(i) % classes;
     FAIL("dlogits[" << b << "][" << c << "] is " << got[i] << ", finite differences of the loss give " << numeric[i]

@@ -125,7 +125,7 @@ void lecture(Lecture& lec) {
   verdicts.at_most("backward() vs finite differences, worst |difference| / bound", fd_error, 1.0,
                    "bound 1e-3 + 1e-2*|numeric|: float32 loss rounding over 2*eps, truncation; kinks skipped");
   verdicts.at_most("your softmax_cross_entropy_backward dlogits vs autograd (relative)", loss_error, 1e-4,
-                   "float32 rounding ~1e-7; a missing 1/B or a wrong sign: O(1); an overflow: NaN");
+                   "float32 rounding ~1e-7; a missing 1/B or a wrong sign: O(1); exp() overflow or underflow: NaN");
   const std::string float_order = "float32 sums in another order: ~B*6e-8; a sign or transpose: O(1)";
   verdicts.at_most("your linear_backward dx vs autograd (relative)", yours.dx, 1e-4, float_order);
   verdicts.at_most("your linear_backward dweight vs autograd (relative)", yours.dweight, 1e-4, float_order);
