@@ -1,7 +1,7 @@
 // ch04_ring.h — what chapter 04's ring tests share: the chunking found
-// another way than ring_chunk (dealt out element by element), each rank's
-// exactly representable input and its serial sum, and a threads world that
-// runs one ring phase and returns every rank's vector and the traffic matrix.
+// another way than ring_chunk (dealt out element by element), and a threads
+// world that runs one ring phase on each rank's exact input
+// (support/exact_sums.h) and returns every rank's vector and the traffic matrix.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ch04.h"
+#include "support/exact_sums.h"
 #include "support/ranks.h"
 
 namespace dpt_test {
@@ -25,16 +26,6 @@ inline dpt::ch04::Chunk dealt_chunk(int64_t count, int n, int i) {
   for (int c = 0; c < i; ++c) chunk.begin += sizes[std::size_t(c)];
   chunk.end = chunk.begin + sizes[std::size_t(i)];
   return chunk;
-}
-
-// Rank r's input element i: distinct per rank and element, exactly
-// representable, so the serial sum below is exact whatever the order.
-inline float input(int rank, int64_t i) { return float((rank + 1) * 1000 + i % 997); }
-
-inline double serial_sum(int world, int64_t i) {
-  double s = 0;
-  for (int r = 0; r < world; ++r) s += input(r, i);
-  return s;
 }
 
 // Runs `phase` on every rank of a `world`-rank threads world with each rank's

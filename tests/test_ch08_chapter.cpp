@@ -1,0 +1,123 @@
+// test_ch08_chapter.cpp — chapter 08's provided code (not holes: it must just
+// work): recursive doubling, the binomial tree, the pairwise phases and the
+// ring sum exactly; the replay clock against the formulas; then the program,
+// ch08_collectives, with threads and under mpirun.
+#include "support/catch.h"
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ch08.h"
+#include "cost_model.h"
+#include "support/ch08_run.h"
+#include "support/run_program.h"
+#include "sweep.h"
+
+using namespace dpt;
+using namespace dpt::ch08;
+using dpt_test::input;
+using dpt_test::log2_of;
+using dpt_test::Run;
+using dpt_test::run;
+using dpt_test::require_serial_sums;
+
+// ----------------------------------------------------------------------------
+// the provided all-reduces and the clock (not holes: they must just work)
+
+TEST_CASE("chapter: recursive doubling, the binomial tree and the pairwise phases sum exactly, n = 1 … 9 and 16",
+          "[ch08]") {
+  for (int world : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16})
+    for (int64_t count : {0, 1, 7, 1001}) {
+      for (auto [name, algorithm] : {std::make_pair("recursive doubling", recursive_doubling_all_reduce),
+                                     std::make_pair("binomial tree", tree_all_reduce)}) {
+        Run r = run(world, count, input, [algorithm = algorithm](Communicator& c, std::vector<float>& d) {
+          algorithm(Team(c), d.data(), int64_t(d.size()));
+        });
+        require_serial_sums(r, world, count, name);
+      }
+      Run r = run(world, count, input, [](Communicator& c, std::vector<float>& d) {
+        pairwise_reduce_scatter(Team(c), d.data(), int64_t(d.size()));
+        pairwise_all_gather(Team(c), d.data(), int64_t(d.size()));
+      });
+      require_serial_sums(r, world, count, "pairwise reduce-scatter + all-gather");
+    }
+}
+
+TEST_CASE("chapter: the ring (chapter 04's) sums exactly, n = 1 … 9 and 16",
+          "[ch08][needs:ring_scatter_reduce][needs:ring_all_gather]") {
+  for (int world : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16}) {
+    Run r = run(world, 1001, input, [](Communicator& c, std::vector<float>& d) {
+      ring_all_reduce(Team(c), d.data(), int64_t(d.size()));
+    });
+    require_serial_sums(r, world, 1001, "ring");
+  }
+}
+
+TEST_CASE("chapter: recursive doubling's partners are r XOR 2^k on powers of two", "[ch08]") {
+  for (int p : {2, 4, 8, 16}) {
+    Run r = run(p, 64, input, [](Communicator& c, std::vector<float>& d) {
+      recursive_doubling_all_reduce(Team(c), d.data(), int64_t(d.size()));
+    });
+    for (int m = 0; m < p; ++m) {
+      REQUIRE(int(r.messages[std::size_t(m)].size()) == log2_of(p));
+      for (std::size_t k = 0; k < r.messages[std::size_t(m)].size(); ++k)
+        CHECK(r.messages[std::size_t(m)][k].dst == (m ^ (1 << k)));
+    }
+  }
+}
+
+TEST_CASE("chapter: the replay clock times messages as alpha + bytes/beta, both ends ready", "[ch08]") {
+  Cluster c{3, 1, LinkModel{10.0, 8.0}, LinkModel{}};  // 10 us + 1 ns per byte
+  // Rank 0 sends 1000 floats (= 4000 bytes at 4 bytes/float) to 1, then 1 to 2:
+  // two messages in a chain, 14 us each.
+  Schedule chain = {{{"send", 1, 1000, -1, 0}}, {{"recv", -1, 0, 0, 1000}, {"send", 2, 1000, -1, 0}},
+                    {{"recv", -1, 0, 1, 1000}}};
+  CHECK(replay(chain, c, 4.0) == Approx(28e-6));
+  // A sendrecv pair on two ranks: both messages at once, 14 us.
+  Schedule swap = {{{"sendrecv", 1, 1000, 1, 1000}}, {{"sendrecv", 0, 1000, 0, 1000}}, {}};
+  CHECK(replay(swap, c, 4.0) == Approx(14e-6));
+  // A send nobody receives cannot complete: an error, not a hang.
+  Schedule lost = {{{"send", 1, 10, -1, 0}}, {}, {}};
+  CHECK_THROWS_AS(replay(lost, c, 4.0), Error);
+}
+
+TEST_CASE("chapter: on one tier the clock equals each provided algorithm's formula", "[ch08]") {
+  for (int world : {2, 3, 4, 5, 6, 7, 8, 9, 16})
+    for (const std::string name : {"recursive doubling", "binomial tree"}) {
+      Cluster c{world, 1, link_preset("infiniband"), link_preset("infiniband")};
+      Schedule schedule = record_schedule(name, world, 1);
+      for (double bytes : {4.0, 65536.0, 268435456.0}) {
+        INFO(name << ", " << world << " ranks, " << bytes << " bytes");
+        CHECK(clock_seconds(schedule, c, bytes) == Approx(formula_seconds(name, c, bytes)).epsilon(1e-9));
+      }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the chapter program
+
+TEST_CASE("chapter: ch08 --ranks 8 --nodes 2 passes every verdict",
+          "[ch08][needs:halving_doubling_all_reduce][needs:two_level_all_reduce][needs:ring_scatter_reduce]"
+          "[needs:ring_all_gather]") {
+  auto r = dpt_test::run_program("ch08_collectives", "--ranks 8 --nodes 2 --max-ranks 8");
+  INFO(dpt_test::summary_line(r.output));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("two-level: across nodes only ranks of the same local index talk") != std::string::npos);
+  CHECK(r.output.find("\u2718") == std::string::npos);
+}
+
+TEST_CASE("chapter: under mpirun, ch08 sums, counts traffic, replays the clock and trains on 4 processes as 2 nodes",
+          "[ch08][mpi][needs:halving_doubling_all_reduce][needs:two_level_all_reduce][needs:ring_scatter_reduce]"
+          "[needs:ring_all_gather]") {
+  if (!mpi_available()) {
+    WARN("skipped: this dpt was built without MPI");
+    return;
+  }
+  auto r = dpt_test::run_mpi("ch08_collectives", 4, "--comm mpi --comm-timeout 20 --nodes 2 --max-ranks 8 --steps 20");
+  INFO(dpt_test::summary_line(r.output));
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("two-level: busiest rank's inter-node bytes") != std::string::npos);
+  // rank 0 records the algorithms on private threads worlds inside its process
+  CHECK(r.output.find("tuner: its pick is within 1% of the clock's fastest") != std::string::npos);
+  CHECK(r.output.find("training with") != std::string::npos);
+}
