@@ -1,0 +1,134 @@
+// test_ch09_chapter.cpp — chapter 09's provided arrival order, faults (a
+// worker or server that throws or freezes is reported, nobody hangs), and the
+// program, ch09_parameter_server, with threads and under mpirun.
+#include "support/catch.h"
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ch09.h"
+#include "dpt/comm.h"
+#include "parameter_server.h"
+#include "support/ch09_world.h"
+#include "support/run_program.h"
+
+using namespace dpt;
+using namespace dpt::ch09;
+using dpt_test::rounds;
+using dpt_test::run_ps;
+using dpt_test::small_options;
+
+// ----------------------------------------------------------------------------
+// the provided arrival order and the chapter program
+
+TEST_CASE("chapter: arrival orders are sync rounds, and async by finishing time", "[ch09]") {
+  CHECK(arrival_order(Mode::Sync, {1, 1, 3}, 7) == std::vector<int>{0, 1, 2, 0, 1, 2});  // two rounds of 3
+  // async: finishing at 1, 2, 3 (workers 0, 1) and 3 (worker 2); ties in worker order
+  CHECK(arrival_order(Mode::Async, {1, 1, 3}, 3) == std::vector<int>{0, 1, 0, 1, 0, 1, 2});
+  CHECK(arrival_makespan(Mode::Async, {1, 1, 3}, 3.5) == 3);
+  CHECK(implied_staleness(Mode::Async, {0, 1, 0, 1, 0, 1, 2}) == std::vector<int64_t>{0, 1, 1, 1, 1, 1, 6});
+}
+
+TEST_CASE("chapter: a worker that throws is reported, and nobody hangs", "[ch09][needs:apply_push]"
+          "[needs:push_and_pull]") {
+  Options o = small_options(6);
+  PsConfig c = ps_config(Mode::Sync, 1, rounds(2, 6));
+  c.before_push = [](int worker, int64_t step) {
+    if (worker == 1 && step == 2) throw Error("worker 1 gave up at step 2");
+  };
+  try {
+    run_ps(1, 2, c, o, 10);
+    FAIL("the run ended although worker 1 threw");
+  } catch (const Timeout& e) {
+    FAIL("a rank timed out instead of stopping when worker 1 failed: " << e.what());
+  } catch (const Error& e) {
+    INFO("launch reports the failing rank's own error: " << e.what());
+    CHECK(std::string(e.what()).find("worker 1 gave up at step 2") != std::string::npos);
+  }
+}
+
+TEST_CASE("chapter: a server that throws is reported, and no worker hangs", "[ch09][needs:apply_push]"
+          "[needs:push_and_pull]") {
+  Options o = small_options(6);
+  PsConfig c = ps_config(Mode::Async, 2, rounds(3, 6));
+  c.before_apply = [](int server, int64_t push) {
+    if (server == 1 && push == 4) throw Error("server 1 lost its shard at push 4");
+  };
+  std::string error;
+  try {
+    run_ps(2, 3, c, o, 10);
+  } catch (const Timeout& e) {
+    error = std::string("timeout: ") + e.what();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  INFO("launch must stop every rank and report the server's own error, not a timeout; it said: " << error);
+  CHECK(error.find("server 1 lost its shard at push 4") != std::string::npos);
+}
+
+TEST_CASE("chapter: a server that freezes is reported within the timeout, naming a rank", "[ch09][needs:apply_push]"
+          "[needs:push_and_pull]") {
+  Options o = small_options(4);
+  PsConfig c = ps_config(Mode::Sync, 1, rounds(2, 4));
+  std::atomic<bool> release{false};
+  c.before_apply = [&release](int, int64_t push) {  // server 0 stops answering after its second push
+    if (push != 1) return;
+    for (int i = 0; i < 400 && !release; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  Dataset data = load_dataset(o);
+  auto started = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    dpt_test::run_ranks(3, [&](Context& ctx) {
+      try {
+        run_parameter_server(ctx, o, data, c);
+      } catch (...) {
+        release = true;  // the others gave up: let the frozen server go so the world can end
+        throw;
+      }
+    }, 0.5);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO("a worker waiting on a frozen server must give up after --comm-timeout (0.5 s here), saying on whom it "
+       "waited; it said, after " << seconds << " s: " << error);
+  CHECK(error.find("rank") != std::string::npos);
+  CHECK(seconds < 4.0);
+}
+
+TEST_CASE("chapter: ch09 --ranks 5 --servers 1 passes every verdict",
+          "[ch09][needs:apply_push][needs:push_and_pull][needs:ssp_must_wait]") {
+  auto r = dpt_test::run_program("ch09_parameter_server", "--ranks 5 --servers 1 --steps 40 --eval-samples 500");
+  INFO(dpt_test::summary_line(r.output));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("every push's staleness = what the arrival order implies") != std::string::npos);
+  CHECK(r.output.find("\u2718") == std::string::npos);
+}
+
+TEST_CASE("chapter: ch09 --servers 2 --mode ssp --slow-rank 3 passes every verdict, quietly",
+          "[ch09][needs:apply_push][needs:push_and_pull][needs:ssp_must_wait]") {
+  auto r = dpt_test::run_program("ch09_parameter_server", "--ranks 5 --servers 2 --mode ssp --max-staleness 1 "
+                                 "--slow-rank 3 --steps 40 --eval-samples 500 --quiet");
+  INFO(dpt_test::summary_line(r.output));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("ssp: steps the fastest worker finished beyond the slowest = max staleness + 1") != std::string::npos);
+  CHECK(r.output.find("1. Who is who") == std::string::npos);  // --quiet: summary and verdicts only
+}
+
+TEST_CASE("chapter: under mpirun -np 3 and 5, ch09 passes every verdict",
+          "[ch09][mpi][needs:apply_push][needs:push_and_pull][needs:ssp_must_wait]") {
+  if (!mpi_available()) {
+    WARN("skipped: this dpt was built without MPI");
+    return;
+  }
+  for (auto [np, args] : {std::pair{3, "--servers 1 --mode async"}, std::pair{5, "--servers 2 --slow-rank 4"}}) {
+    auto r = dpt_test::run_mpi("ch09_parameter_server", np, std::string("--comm mpi --comm-timeout 20 --steps 30 "
+                               "--eval-samples 500 ") + args);
+    INFO("mpirun -np " << np << " " << args << ": " << dpt_test::summary_line(r.output));
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("each server moves W x its shard per step") != std::string::npos);
+  }
+}
