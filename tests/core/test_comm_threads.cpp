@@ -4,37 +4,30 @@
 // can take through the mailbox, the deadlock report, the eager limit, the
 // traffic log shared by all ranks, the link model, async work.
 //
+// Here: the contract, point-to-point, collectives, the traffic log, async
+// work; failures in test_comm_threads_failures.cpp, the link model in
+// test_comm_threads_link.cpp.
+//
 // Every rank runs on its own thread, and Catch2 assertions are not
 // thread-safe: rank functions only record what they saw into per-rank slots,
 // and the assertions run on the test's thread after launch() returns.
-#include <atomic>
 #include "support/catch.h"
 #include <chrono>
-#include <cstdio>
 #include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support/comm_contract.h"
-#include "support/timeout_message.h"
+#include "support/threads_world.h"
 #include "dpt/comm.h"
 #include "dpt/launch.h"
 
 using dpt::Context;
 using dpt::ReduceOp;
-using Clock = std::chrono::steady_clock;
+using dpt_test::threads;
 
 namespace {
-
-dpt::LaunchOptions threads(int ranks, double timeout_s = 10) {
-  dpt::LaunchOptions o;
-  o.ranks = ranks;
-  o.timeout_s = timeout_s;
-  return o;
-}
-
-using dpt_test::seconds_since;
 
 std::vector<dpt_test::ContractWorld> threads_worlds() {
   std::vector<dpt_test::ContractWorld> worlds;
@@ -73,8 +66,6 @@ int64_t mismatches(const std::vector<float>& a, const std::vector<float>& b) {
   for (std::size_t i = 0; i < a.size(); ++i) bad += a[i] != b[i];
   return bad;
 }
-
-using dpt_test::parse_wait;
 
 }  // namespace
 
@@ -209,252 +200,6 @@ TEST_CASE("traffic log counts exactly the bytes each rank sent to each rank, per
     CHECK(log->collective_bytes("broadcast") == 0);
   }
   CHECK_THROWS_AS(shared.collective_bytes("allreduce"), dpt::Error);
-}
-
-// ----------------------------------------------------------------------------
-// failures: deadlock, a failing rank, mismatches
-
-TEST_CASE("a deadlock (every rank receives from its left) times out naming the ranks") {
-  const int n = 3;
-  const double timeout = 0.5;
-  Clock::time_point start = Clock::now();
-  std::string message;
-  try {
-    dpt::launch(threads(n, timeout), [&](Context& ctx) {
-      float x = 0;
-      ctx.comm.recv(&x, 1, (ctx.rank + n - 1) % n);
-    });
-  } catch (const dpt::Timeout& e) {
-    message = e.what();
-  }
-  double elapsed = seconds_since(start);
-  INFO(message);
-  // Lower bound: it did wait the timeout. Upper bound: the timeout plus
-  // generous slack for a loaded CI machine — the point is "no hang".
-  CHECK(elapsed >= timeout);
-  CHECK(elapsed < timeout + 3.0);
-  int waiting = -1, on = -1;
-  REQUIRE(parse_wait(message, &waiting, &on));
-  CHECK(on == (waiting + n - 1) % n);
-  // The other two ranks were blocked too, each on its own left neighbour.
-  for (int r = 0; r < n; ++r) {
-    if (r == waiting) continue;
-    CHECK(message.find("rank " + std::to_string(r) + " waiting in recv from rank " +
-                       std::to_string((r + n - 1) % n)) != std::string::npos);
-  }
-  CHECK(message.find("deadlock") != std::string::npos);
-}
-
-TEST_CASE("a send above the eager limit waits for its receive, and the report names both senders") {
-  // Rendezvous, as MPI does: two ranks that both send 2^20 floats first and
-  // then receive wait on each other. Below the limit (or with a higher
-  // --eager-limit) the same code passes, because eager sends are buffered.
-  const int64_t count = 1 << 20;
-  auto exchange = [&](int64_t eager_limit) {
-    dpt::LaunchOptions o = threads(2, 0.5);
-    o.eager_limit_bytes = eager_limit;
-    std::string message;
-    try {
-      dpt::launch(o, [&](Context& ctx) {
-        std::vector<float> out(count, 1.0f), in(count);
-        ctx.comm.send(out.data(), count, 1 - ctx.rank);
-        ctx.comm.recv(in.data(), count, 1 - ctx.rank);
-      });
-    } catch (const dpt::Timeout& e) {
-      message = e.what();
-    }
-    return message;
-  };
-  std::string deadlock = exchange(65536);
-  INFO(deadlock);
-  int waiting = deadlock.find("rank 0 waited") != std::string::npos ? 0 : 1;
-  CHECK(deadlock.find("rank " + std::to_string(waiting) + " waited 0.5 s in send to rank " +
-                      std::to_string(1 - waiting)) != std::string::npos);
-  CHECK(deadlock.find("rank " + std::to_string(1 - waiting) + " waiting in send to rank " +
-                      std::to_string(waiting)) != std::string::npos);
-  CHECK(deadlock.find("rendezvous: 4.00 MiB is above the 64.00 KiB eager limit") != std::string::npos);
-  CHECK(deadlock.find("a deadlock") != std::string::npos);
-  CHECK(exchange(int64_t(4) * count) == "");  // the limit is inclusive: 4 MiB fits a 4 MiB limit
-}
-
-TEST_CASE("an off-by-one ring reports its root cause, not the echo of a stopped peer, every time") {
-  // Rank 3 sends one float too many. Who notices first is a race (rank 0
-  // receiving, or rank 3 finding rank 0's receive posted), and rank 2, whose
-  // message rank 3 took but will not copy, is stopped too. Whatever the
-  // timing, launch must report the count mismatch, never the echo. 40 runs:
-  // the echo won about one run in three before this was fixed.
-  const int n = 4, count = 1000;
-  int wrong = 0;
-  std::string example;
-  for (int run = 0; run < 40; ++run) {
-    std::string message;
-    try {
-      dpt::launch(threads(n, 10), [&](Context& ctx) {
-        std::vector<float> out(count + 1, 1.0f), in(count + 1);
-        int right = (ctx.rank + 1) % n, left = (ctx.rank + n - 1) % n;
-        int64_t sends = ctx.rank == n - 1 ? count + 1 : count;
-        ctx.comm.sendrecv(out.data(), sends, right, in.data(), count, left);
-      });
-    } catch (const dpt::Error& e) {
-      message = e.what();
-    }
-    if (message.find("a recv must name exactly the count of its send") == std::string::npos) {
-      ++wrong;
-      example = message;
-    }
-  }
-  INFO(example);
-  CHECK(wrong == 0);
-}
-
-TEST_CASE("launch rethrows the failing rank's exception with its type") {
-  CHECK_THROWS_AS(dpt::launch(threads(3), [](Context& ctx) {
-                    if (ctx.rank == 1) throw dpt::OutOfMemory("[rank 1] out of memory on cpu:1");
-                    ctx.comm.barrier();
-                  }),
-                  dpt::OutOfMemory);
-}
-
-TEST_CASE("a recv whose count differs from the send is an error naming both counts") {
-  // Every path: eager send, rendezvous send, lent sendrecv buffer.
-  for (int path = 0; path < 3; ++path) {
-    bool receiver_first = path == 1;
-    std::string message;
-    try {
-      dpt::launch(threads(2), [&](Context& ctx) {
-        std::vector<float> buf(8);
-        if (ctx.rank == 0) {
-          if (receiver_first) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          if (path == 2) ctx.comm.sendrecv(buf.data(), 4, 1, buf.data() + 4, 0, 1);
-          else ctx.comm.send(buf.data(), 4, 1);
-        } else {
-          if (!receiver_first) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          ctx.comm.recv(buf.data(), 8, 0);
-          if (path == 2) ctx.comm.send(buf.data(), 0, 0);
-        }
-      });
-    } catch (const dpt::Error& e) {
-      message = e.what();
-    }
-    INFO("path " << path << ": " << message);
-    CHECK(message.find("4 floats") != std::string::npos);
-    CHECK(message.find("8 floats") != std::string::npos);
-  }
-}
-
-TEST_CASE("a recv from a rank that has already returned fails at once") {
-  Clock::time_point start = Clock::now();
-  std::string message;
-  try {
-    dpt::launch(threads(2, 20), [](Context& ctx) {
-      float x = 0;
-      if (ctx.rank == 1) ctx.comm.recv(&x, 1, 0);
-    });
-  } catch (const dpt::Error& e) {
-    message = e.what();
-  }
-  CHECK(seconds_since(start) < 5.0);
-  CHECK(message.find("rank 0 has finished") != std::string::npos);
-}
-
-TEST_CASE("a message nobody received is reported when the ranks end") {
-  std::string message;
-  try {
-    dpt::launch(threads(2), [](Context& ctx) {
-      float x = 1;
-      if (ctx.rank == 0) ctx.comm.send(&x, 1, 1, 5);
-      ctx.comm.barrier();
-    });
-  } catch (const dpt::Error& e) {
-    message = e.what();
-  }
-  CHECK(message.find("never received") != std::string::npos);
-  CHECK(message.find("tag 5") != std::string::npos);
-}
-
-// ----------------------------------------------------------------------------
-// link model: lower bounds only. The model promises "no earlier than"; how
-// much later depends on the machine's scheduler, so upper bounds are loose
-// sanity checks (1 s) rather than claims.
-
-TEST_CASE("link model: a 1 MiB message over a 1 Gbps link takes at least alpha + S/beta") {
-  dpt::LaunchOptions o = threads(2);
-  o.link = {100.0, 1.0};  // 100 us, 1 Gbit/s
-  const int64_t count = 1 << 18;  // 1 MiB
-  const double transfer = 8.0 * 4 * count / 1e9, alpha = 100e-6;
-  std::atomic<int64_t> t_send{0};
-  double send_took = 0, arrived_after = 0, second_after = 0;
-  dpt::launch(o, [&](Context& ctx) {
-    std::vector<float> buf(count, 1.0f);
-    if (ctx.rank == 0) {
-      Clock::time_point t0 = Clock::now();
-      t_send = t0.time_since_epoch().count();
-      ctx.comm.send(buf.data(), count, 1);
-      send_took = seconds_since(t0);
-      ctx.comm.send(buf.data(), count, 1);  // queues behind the first on the link
-    } else {
-      ctx.comm.recv(buf.data(), count, 0);
-      Clock::time_point t0{Clock::duration(t_send.load())};
-      arrived_after = seconds_since(t0);
-      ctx.comm.recv(buf.data(), count, 0);
-      second_after = seconds_since(t0);
-    }
-  });
-  CHECK(send_took >= transfer);                // the sender holds its port for S/beta
-  CHECK(arrived_after >= transfer + alpha);    // no earlier than alpha + S/beta
-  CHECK(second_after >= 2 * transfer + alpha); // the second waited for the link
-  CHECK(second_after < 2 * transfer + alpha + 1.0);
-}
-
-TEST_CASE("link model: messages converging on one rank queue on its in-port") {
-  dpt::LaunchOptions o = threads(3);
-  o.link = {0.0, 1.0};
-  const int64_t count = 1 << 17;  // 512 KiB each
-  const double transfer = 8.0 * 4 * count / 1e9;
-  std::atomic<int64_t> earliest{INT64_MAX};
-  double both_after = 0;
-  dpt::launch(o, [&](Context& ctx) {
-    std::vector<float> buf(count);
-    ctx.comm.barrier();
-    int64_t now = Clock::now().time_since_epoch().count();
-    int64_t seen = earliest.load();
-    while (now < seen && !earliest.compare_exchange_weak(seen, now)) {
-    }
-    if (ctx.rank == 0) {
-      ctx.comm.recv(buf.data(), count, 1);
-      ctx.comm.recv(buf.data(), count, 2);
-      both_after = seconds_since(Clock::time_point{Clock::duration(earliest.load())});
-    } else {
-      ctx.comm.send(buf.data(), count, 0);
-    }
-  });
-  CHECK(both_after >= 2 * transfer);
-}
-
-TEST_CASE("link model: the library all_reduce takes at least the ring's modelled time") {
-  dpt::LaunchOptions o = threads(4);
-  o.link = {50.0, 1.0};
-  const int64_t count = 1 << 18;
-  const double ring = 2 * 3 * (50e-6 + 8.0 * 4 * count / 4 / 1e9);
-  std::vector<double> took(4);
-  dpt::launch(o, [&](Context& ctx) {
-    std::vector<float> buf(count, 1.0f);
-    Clock::time_point t0 = Clock::now();
-    ctx.comm.all_reduce(buf.data(), count, ReduceOp::Sum);
-    took[ctx.rank] = seconds_since(t0);
-  });
-  // The modelled clock starts when the last rank arrives, after every rank's
-  // t0, so every rank waits at least the modelled time.
-  for (int r = 0; r < 4; ++r) CHECK(took[r] >= ring);
-}
-
-TEST_CASE("link presets have the documented numbers, unknown names are errors") {
-  CHECK(dpt::link_preset("pcie").gbps == 200.0);
-  CHECK(dpt::link_preset("ethernet").gbps == 10.0);
-  CHECK(dpt::link_preset("ethernet").latency_us == 50.0);
-  CHECK_FALSE(dpt::link_preset("none").enabled());
-  CHECK_THROWS_AS(dpt::link_preset("token-ring"), dpt::Error);
-  CHECK(dpt::LinkModel{0, 8}.transfer_seconds(1000000000) == Approx(1.0));
 }
 
 TEST_CASE("threads max reduces in rank order, and Avg divides the rank-order sum") {
