@@ -125,7 +125,7 @@ TEST_CASE("average_gradients: equals a serial double-precision mean", "[ch02]") 
     for (int64_t j = 0; j < mean[p].numel(); ++j) {
       double expected = 0;
       for (auto& g : per_sample) expected += g[p].data()[j];
-      INFO("parameter " << p << ", element " << j << ": the mean over the K = 7 lists (their sum is "
+      INFO("parameter " << p << ", element " << j << ": the mean over the N = 7 lists (their sum is "
            << expected << "; a sum is not a mean)");
       CHECK(mean[p].data()[j] == Approx(expected / 7).margin(1e-6));
     }

@@ -5,8 +5,9 @@
 ///
 /// Fill them in `exercises/02_batching/`; tiered hints are in \ref ch02_hints.
 /// `ctest --preset student -L ch02` checks them against autograd on batches
-/// of one and on the whole batch, and against a serial mean; `ch02_batching`
-/// prints ✔/✘ verdicts for them. The math is in \ref ch02.
+/// of one and on the whole batch, and against a serial mean, and watches the
+/// backward passes of accumulation; `ch02_batching` prints ✔/✘ verdicts for
+/// them. The math is in \ref ch02.
 #pragma once
 
 #include <vector>
@@ -33,9 +34,9 @@ using Gradients = std::vector<Tensor>;
 /// cleared (undefined). (Hole: exercises/02_batching/per_sample.cpp.)
 std::vector<Gradients> per_sample_gradients(const MLP& model, const Batch& batch);
 
-/// The element-wise mean over samples: result[p] = (1/K) Σ_k per_sample[k][p].
+/// The element-wise mean over samples: result[p] = (1/N) Σ_i per_sample[i][p].
 ///
-/// per_sample holds K ≥ 1 lists of identical length and shapes, on any one
+/// per_sample holds N ≥ 1 lists of identical length and shapes, on any one
 /// device; it is only read. The result is new tensors on the same device.
 /// (Hole: exercises/02_batching/average.cpp.)
 Gradients average_gradients(const std::vector<Gradients>& per_sample);

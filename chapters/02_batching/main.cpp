@@ -1,9 +1,9 @@
 // ch02_batching — per-sample updates vs mini-batches.
 //
 // What it teaches: the loss of a mini-batch is the mean of its samples'
-// losses, so its gradient is the mean of their gradients. A mini-batch of K
+// losses, so its gradient is the mean of their gradients. A mini-batch of B
 // therefore does in one optimizer step (one GEMM-shaped pass, and later one
-// synchronisation) what K per-sample steps do to first order in the
+// synchronisation) what B per-sample steps do to first order in the
 // learning rate — and it is much faster per sample. The same identity lets
 // a batch too large for memory be accumulated from micro-batches. It ends with ✔/✘
 // verdicts computed from its numbers and exits 3 when one fails (1 when the
@@ -14,7 +14,7 @@
 // math is in docs/ch02_batching.md.
 //
 // Run it:
-//     build/reference/bin/ch02_batching                 # K = --batch 32
+//     build/reference/bin/ch02_batching                 # B = --batch 32
 //     build/reference/bin/ch02_batching --batch 8 --steps 200 --no-shuffle
 //
 // Your holes: dpt::ch02::per_sample_gradients, average_gradients and accumulated_gradient (ch02.h).
@@ -44,7 +44,7 @@ struct Run {
   double loss_growth = 0;     // largest step loss / first step loss
   Evaluation after;
 };
-Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr, int64_t samples,
+Run train(const Options& o, MLP& model, const Dataset& data, int64_t batch_size, float lr, int64_t samples,
           MetricsWriter& metrics, const Narrator& say);
 
 // ----------------------------------------------------------------------------
@@ -62,39 +62,39 @@ void lecture(Lecture& lec) {
   say.section("1. Set-up");
   MLP model = build_model(o, device);
   lec.keep(model);  // the batched run's model: saved and scored on the held-out set at the end
-  const int64_t k = o.batch;
-  say.say("data: " + std::to_string(data.size()) + " samples; model: MLP " + o.model + "; K = --batch " +
-          std::to_string(k));
+  const int64_t batch_size = o.batch;
+  say.say("data: " + std::to_string(data.size()) + " samples; model: MLP " + o.model + "; B = --batch " +
+          std::to_string(batch_size));
   if (o.steps == 0) return;
   Evaluation before = evaluate(model, data);
 
   // --------------------------------------------------------------------------
   // 2. Batch gradient = mean of per-sample gradients
   say.section("2. Batch gradient = mean of per-sample gradients");
-  say.say("L_batch = (1/K) sum_k L_k, and the derivative is linear, so\n"
-          "grad L_batch = (1/K) sum_k grad L_k. Your holes compute the right side;\n"
+  say.say("L_batch = (1/B) sum_i L_i, and the derivative is linear, so\n"
+          "grad L_batch = (1/B) sum_i grad L_i. Your holes compute the right side;\n"
           "one backward over the whole batch computes the left.");
-  BatchSampler first(data.size(), k, !o.no_shuffle, o.seed);
+  BatchSampler first(data.size(), batch_size, !o.no_shuffle, o.seed);
   Batch first_batch = gather_batch(data, first.indices(0), device);
   double grad_error = compare_gradients(model, first_batch, say);
-  const int micro = int(std::min<int64_t>(3, k));  // 3 pieces, of unequal size unless 3 divides K
+  const int micro = int(std::min<int64_t>(3, batch_size));  // 3 pieces, of unequal size unless 3 divides B
   say.say("Gradient accumulation gets the same gradient from micro-batches, one pass at a\n"
           "time (the memory of one piece): your accumulated_gradient, " + std::to_string(micro) + " micro-batches.");
   double accumulation_error = compare_accumulation(model, first_batch, micro);
   say.say("max |accumulated - batch| / max |batch| = " + fmt(accumulation_error, 2));
 
   // --------------------------------------------------------------------------
-  // 3. K per-sample steps vs one step of K
-  say.section("3. K per-sample steps vs one step of K");
-  int64_t samples = o.steps * k;
+  // 3. B per-sample steps vs one step of B
+  say.section("3. B per-sample steps vs one step of B");
+  int64_t samples = o.steps * batch_size;
   say.say("Both runs see the same " + std::to_string(samples) + " samples in the same order, from the\n"
-          "same start. K steps at lr/K move the weights like one step of K at lr (to first\n"
-          "order in lr), with K times more optimizer steps: in chapter 03, K times more syncs.");
+          "same start. B steps at lr/B move the weights like one step of B at lr (to first\n"
+          "order in lr), with B times more optimizer steps: in chapter 03, B times more syncs.");
   MLP single = build_model(o, device);
   MetricsWriter no_metrics("");
-  Run per_sample = train(o, single, data, 1, o.lr / float(k), samples, no_metrics, say);
+  Run per_sample = train(o, single, data, 1, o.lr / float(batch_size), samples, no_metrics, say);
   MetricsWriter metrics(o.metrics);
-  Run batched = train(o, model, data, k, o.lr, samples, metrics, say);
+  Run batched = train(o, model, data, batch_size, o.lr, samples, metrics, say);
   metrics.commit();  // the training lines are in place; the harness appends the held-out line after them
 
   // --------------------------------------------------------------------------
@@ -109,28 +109,29 @@ void lecture(Lecture& lec) {
                      fixed(double(samples) / r->seconds, 0)});
   }
   summary.print(std::cout);
-  std::cout << " " << fixed(per_sample.seconds / batched.seconds, 1) << "x faster per sample with batches of " << k
-            << "\n";
-  lec.summary.add_row({"the model scored below", "the batch " + std::to_string(k) + " run"});
+  std::cout << " " << fixed(per_sample.seconds / batched.seconds, 1) << "x faster per sample with batches of "
+            << batch_size << "\n";
+  lec.summary.add_row({"the model scored below", "the batch " + std::to_string(batch_size) + " run"});
 
   Verdicts& verdicts = lec.verdicts;
   verdicts.at_most("mean of your per-sample gradients vs the batch gradient, max |difference| / max |batch|",
                    grad_error, 1e-4,
-                   "float32 sums in another order: ~K*6e-8; a sum instead of a mean is off by K-1, a lost sample by 1/K");
+                   "float32 sums in another order: ~B*6e-8; a sum instead of a mean is off by B-1, a lost sample by 1/B");
   verdicts.at_most("your accumulated_gradient in " + std::to_string(micro) +
                        " micro-batches vs the batch gradient, max |difference| / max |batch|",
                    accumulation_error, 1e-4,
-                   "float32 sums in another order: ~1e-6; pieces weighted 1/K instead of n_k/B, or only the last kept: 1e-2 and more");
-  verdicts.holds(std::to_string(k) + "x fewer optimizer steps (in chapter 03: syncs) with batches of " + std::to_string(k),
-                 per_sample.updates == k * batched.updates,
+                   "float32 sums in another order: ~1e-6; a piece weighed wrongly, or a piece lost: 1e-2 and more");
+  const std::string b = std::to_string(batch_size);
+  verdicts.holds(b + "x fewer optimizer steps (in chapter 03: syncs) with batches of " + b,
+                 per_sample.updates == batch_size * batched.updates,
                  std::to_string(per_sample.updates) + " per-sample steps vs " + std::to_string(batched.updates));
   double drop = before.loss - batched.after.loss;  // no drop, no comparison: +inf fails
   if (o.optimizer == "sgd")
     verdicts.at_most("|per-sample run's loss - batched run's loss| / batched run's loss drop",
                      drop > 0 ? std::fabs(per_sample.after.loss - batched.after.loss) / drop : INFINITY, 0.1,
-                     "equal to first order in lr (measured 0.1-0.3%); a summed loss steps K times too far");
+                     "equal to first order in lr (measured 0.1-0.3%); a summed loss steps B times too far");
   else
-    say.say("(" + o.optimizer + " is not linear in the gradient, so K steps at lr/K are not one step of K at lr:\n"
+    say.say("(" + o.optimizer + " is not linear in the gradient, so B steps at lr/B are not one step of B at lr:\n"
             "the two runs are not compared; chapter 06 shows why.)");
   verdicts.at_most("batched run, loss on the data set after / before", batched.after.loss / before.loss, 0.99,
                    "a run that learns ends at least 1% lower");
@@ -149,7 +150,7 @@ double compare_gradients(const MLP& model, const Batch& batch, const Narrator& s
   ch02::Gradients mean = ch02::average_gradients(ch02::per_sample_gradients(model, batch));
   std::vector<Tensor> params = model.parameters();
   for (auto& p : params) p.zero_grad();
-  softmax_cross_entropy(model.forward(batch.x), batch.y).backward();  // one pass, all K samples
+  softmax_cross_entropy(model.forward(batch.x), batch.y).backward();  // one pass, all B samples
   Table table("mean of " + std::to_string(batch.x.size(0)) + " per-sample gradients vs one batch gradient",
               {"parameter", "max |mean - batch|", "max |batch|"});
   double worst = mean.size() == params.size() ? 0.0 : NAN;
@@ -187,26 +188,26 @@ double compare_accumulation(const MLP& model, const Batch& batch, int micro_batc
 }
 
 // ----------------------------------------------------------------------------
-// 3. training with batches of k
+// 3. training with batches of a given size
 
-// Trains `model` on the sample stream in batches of `k` until `samples` samples
-// are seen. The stream is the same for every k, so runs see identical data.
+// Trains `model` on the sample stream in batches of `batch_size` until `samples` samples
+// are seen. The stream is the same for every batch_size, so runs see identical data.
 // A loss that stops being a number stops the run with a sentence.
-Run train(const Options& o, MLP& model, const Dataset& data, int64_t k, float lr, int64_t samples,
+Run train(const Options& o, MLP& model, const Dataset& data, int64_t batch_size, float lr, int64_t samples,
           MetricsWriter& metrics, const Narrator& say) {
   BatchSampler sampler(data.size(), o.batch, !o.no_shuffle, o.seed);  // stream in chunks of --batch
   auto optimizer = make_optimizer(o.optimizer, model.parameters(), lr);
   Run run;
-  run.name = "batch " + std::to_string(k);
+  run.name = "batch " + std::to_string(batch_size);
   run.lr = lr;
-  ProgressBar bar("ch02 " + run.name, samples / k, say.enabled());
+  ProgressBar bar("ch02 " + run.name, samples / batch_size, say.enabled());
   double first_loss = 0, largest_loss = 0;
   auto start = std::chrono::steady_clock::now();
-  for (int64_t update = 0; update < samples / k; ++update) {
+  for (int64_t update = 0; update < samples / batch_size; ++update) {
     auto step_start = std::chrono::steady_clock::now();
-    int64_t position = update * k;  // in the stream
+    int64_t position = update * batch_size;  // in the stream
     std::vector<int64_t> chunk = sampler.indices(position / o.batch);
-    std::vector<int64_t> mine(chunk.begin() + position % o.batch, chunk.begin() + position % o.batch + k);
+    std::vector<int64_t> mine(chunk.begin() + position % o.batch, chunk.begin() + position % o.batch + batch_size);
     Batch batch = gather_batch(data, mine, model.parameters().front().device());
     optimizer->zero_grad();
     Tensor loss = softmax_cross_entropy(model.forward(batch.x), batch.y);

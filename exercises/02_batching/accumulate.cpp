@@ -6,8 +6,8 @@
 //   - The moves are chapter 01's: model.forward, softmax_cross_entropy and
 //     scale (dpt/ops.h), backward(), p.grad(), p.zero_grad().
 //   - batch.x.rows(begin, end) is a view of some rows; batch.y holds the labels.
-//   - Write the whole batch's mean loss as a sum over your pieces before
-//     you write code; try B = 10 and K = 3.
+//   - Before you write code, work out on paper what 10 samples in 3
+//     micro-batches must give, and how 10 samples make 6 micro-batches.
 #include "ch02.h"
 
 #include "dpt/check.h"

@@ -1,4 +1,4 @@
-// exercises/02_batching/average.cpp — hole: average K gradient lists.
+// exercises/02_batching/average.cpp — hole: average N gradient lists.
 // The contract is dpt::ch02::average_gradients in chapters/02_batching/ch02.h;
 // hints in tiers are in docs/ch02_batching.md (§ Hints).
 //

@@ -1,4 +1,4 @@
-// solutions/02_batching/average.cpp — the element-wise mean of K gradient lists.
+// solutions/02_batching/average.cpp — the element-wise mean of N gradient lists.
 #include "ch02.h"
 
 #include "dpt/check.h"
