@@ -4,11 +4,13 @@
 alice hands in a handout-shaped folder whose ch01 sgd_update is the reference
 solution copied from solutions/; bob hands in a bare, untouched exercises/
 tree. Chapter 1 only (-L ch01), so it builds one chapter's targets. The oracle:
-alice has 1 of ch01's 2 holes, bob 0, each gets a scoreboard, the CSV says so.
+alice has 1 of ch01's holes (counted as the stubs' NotImplemented throws, not
+by the grader's own reading), bob 0, each gets a scoreboard, the CSV says so.
 """
 
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,8 +21,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+def stub_count(chapter_dir):
+    """Holes in an untouched exercises/ chapter: one NotImplemented throw each."""
+    return sum(len(re.findall(r"throw (?:dpt::)?NotImplemented\(", p.read_text()))
+               for p in (ROOT / "exercises" / chapter_dir).glob("*.cpp"))
+
+
 class GradeClass(unittest.TestCase):
     def test_two_submissions_get_their_scoreboards_and_a_csv(self):
+        holes = stub_count("01_sgd")
+        self.assertGreaterEqual(holes, 2)
         with tempfile.TemporaryDirectory(prefix="dpt-grade-class-") as tmp:
             subs = Path(tmp) / "subs"
             shutil.copytree(str(ROOT / "exercises"), str(subs / "alice" / "exercises"))
@@ -36,8 +46,8 @@ class GradeClass(unittest.TestCase):
             with open(str(out / "grades.csv")) as f:
                 rows = {r["student"]: r for r in csv.DictReader(f)}
             self.assertEqual((rows["alice"]["ch01"], rows["alice"]["holes_done"], rows["alice"]["holes"]),
-                             ("1/2", "1", "2"))
-            self.assertEqual(rows["bob"]["ch01"], "0/2")
+                             ("1/%d" % holes, "1", str(holes)))
+            self.assertEqual(rows["bob"]["ch01"], "0/%d" % holes)
             self.assertEqual(rows["carol"]["build"], "no exercises/ found")
             alice = (out / "alice.txt").read_text()
             self.assertRegex(alice, r"✔ sgd_update +(\d+)/\1\b")  # every one of its tests, however many
