@@ -4,13 +4,17 @@
 #include "support/catch.h"
 #include <atomic>
 #include <chrono>
+#include <exception>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ch09.h"
 #include "dpt/comm.h"
+#include "dpt/launch.h"
 #include "parameter_server.h"
+#include "ps_report.h"
 #include "support/ch09_world.h"
 #include "support/run_program.h"
 
@@ -97,6 +101,65 @@ TEST_CASE("chapter: a server that freezes is reported within the timeout, naming
        "waited; it said, after " << seconds << " s: " << error);
   CHECK(error.find("rank") != std::string::npos);
   CHECK(seconds < 4.0);
+}
+
+TEST_CASE("chapter: an error that stops the program on a worker rank makes it exit 1", "[ch09][needs:apply_push]"
+          "[needs:push_and_pull]") {
+  // main() ends in run_chapter -> run_lecture, as here: an error on any rank,
+  // server 0 (rank 0, the one that reports) only waiting on it, must still
+  // be the program's exit code, not rank 0's verdicts.
+  Options o = small_options(6);
+  Dataset data = load_dataset(o);
+  LaunchOptions three;
+  three.ranks = 3;
+  three.timeout_s = 10;
+  for (bool fails : {false, true}) {
+    PsConfig c = ps_config(Mode::Sync, 1, rounds(2, 6));
+    if (fails)
+      c.before_push = [](int worker, int64_t step) {
+        if (worker == 1 && step == 2) throw Error("worker 1 gave up at step 2");
+      };
+    std::exception_ptr hole;  // a hole not filled yet: fail with its NotImplemented, as every hole test does
+    std::mutex mutex;
+    int code = run_lecture("ch09_test", three, [&](Context& ctx) {
+      try {
+        run_parameter_server(ctx, o, data, c);
+      } catch (const NotImplemented&) {
+        std::lock_guard<std::mutex> lock(mutex);
+        hole = std::current_exception();
+        throw;
+      }
+      return 0;  // every verdict passed, as far as rank 0 knows
+    });
+    if (hole) std::rethrow_exception(hole);
+    INFO((fails ? "worker 1 (rank 2) threw at step 2" : "nothing failed") << ": the program's exit code is " << code
+         << "; 1 means an error stopped it (printed on stderr), 0 that it ran to the end and every verdict passed");
+    CHECK(code == (fails ? 1 : 0));
+  }
+}
+
+TEST_CASE("chapter: ch09 stopped by an error exits 1 and says why, under threads and mpirun", "[ch09]") {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  // The first stops in the lecture, the second inside the protocol (every
+  // rank's run_parameter_server), before any hole is called.
+  for (Case c : {Case{"--ranks 3 --servers 3", "leaves no worker"},
+                 Case{"--ranks 8 --servers 7 --model 2-2 --steps 4", "more than the 6 parameters to shard"}}) {
+    auto r = dpt_test::run_program("ch09_parameter_server", c.args);
+    INFO("ch09_parameter_server " << c.args << " exited " << r.exit_code << " (1: an error stopped it); it said: "
+         << dpt_test::summary_line(r.output));
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("error:") != std::string::npos);
+    CHECK(r.output.find(c.says) != std::string::npos);
+  }
+  if (!mpi_available()) return;
+  auto r = dpt_test::run_mpi("ch09_parameter_server", 3, "--comm mpi --comm-timeout 20 --servers 3");
+  INFO("mpirun -np 3 … --servers 3 exited " << r.exit_code << " (non-zero: a rank's error); it said: "
+       << dpt_test::summary_line(r.output));
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("leaves no worker") != std::string::npos);
 }
 
 TEST_CASE("chapter: ch09 --ranks 5 --servers 1 passes every verdict",

@@ -120,11 +120,12 @@ bool apply_push(ServerShard& shard, int worker, const float* grad);
 /// holds (tag kPushTag); `params` holds, shard by shard, what each server
 /// sent back (tag kPullTag) after applying that push.
 ///
-/// Communication: one push to each server, one answer from each, nothing
-/// else. A server answers a worker only after receiving that worker's push
-/// (in sync, only after the whole round's), and servers serve workers in an
-/// order of their own: no worker may wait for an answer in a way that leaves
-/// a server waiting for it (communicator.h, "rendezvous").
+/// Communication: one push to each server and one answer from each, nothing
+/// else; and no deadlock: every worker's call returns, whatever arrival order
+/// the servers serve. What you may rely on: a server answers a worker only
+/// after receiving that worker's push (in sync, only after the whole
+/// round's); every server serves the same arrival order; a send may wait
+/// until its receive is posted (communicator.h, "rendezvous").
 /// (Hole: exercises/09_parameter_server/worker.cpp.)
 void push_and_pull(Communicator& comm, const Roles& roles, const std::vector<float>& grad, std::vector<float>& params);
 

@@ -84,7 +84,7 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
   StepRecorder recorder(lec.verify && ctx.rank == S);  // the first worker sees every step's weights
   PsRun synced = run_parameter_server(ctx, o, data, sync, &recorder);
   StepCheck check = share_step_check(ctx, roles, recorder, lec.verify, o, data);  // ps_report.cpp: to rank 0
-  if (ctx.is_root() && lec.verify) add_step_check_verdicts(verdicts, check);
+  if (ctx.is_root() && lec.verify) add_ps_step_check_verdicts(verdicts, check, W);
   say.say("the servers took " + std::to_string(synced.version) + " steps on " + std::to_string(W) + " x " +
           std::to_string(o.batch) + " samples each in " + fixed(synced.seconds, 2) + " s" +
           (lec.verify ? "; one device replayed " + std::to_string(check.checked.size()) + " of them (verdicts below)"

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "dpt/data_parallel.h"
@@ -20,6 +21,36 @@ namespace dpt::ch09 {
 
 namespace {
 constexpr int kFinalTag = 93;
+
+// A push or pull whose length its partner did not expect: the communicator
+// names world ranks, a tag and counts; this says what each server expects.
+[[noreturn]] void protocol_broken(const Roles& roles, int worker, const Error& e) {
+  std::string shards;
+  for (int s = 0; s < roles.servers; ++s)
+    shards += (s ? ", server " : "server ") + std::to_string(s) + " (rank " + std::to_string(roles.server_rank(s)) +
+              ") " + std::to_string(roles.shard(s).size()) + " floats";
+  DPT_FAIL("worker " << worker << " (rank " << roles.worker_rank(worker) << ") and a server disagree on a message's "
+           "length: server s receives exactly its shard's slice of the gradient (roles.shard(s); tag kPushTag = "
+           << kPushTag << "), once per step, and answers with its shard, the same length (kPullTag = " << kPullTag
+           << "). Here: " << shards << ". The communicator said: " << e.what());
+}
+
+// Runs a push, a pull or push_and_pull for `worker`: a length its partner did
+// not expect is explained; a peer's failure, a timeout or a hole not filled
+// yet passes through as it is.
+void exchange(const Roles& roles, int worker, const std::function<void()>& message) {
+  try {
+    message();
+  } catch (const PeerFailed&) {
+    throw;
+  } catch (const Timeout&) {
+    throw;
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const Error& e) {
+    protocol_broken(roles, worker, e);
+  }
+}
 
 // ----------------------------------------------------------------------------
 // a server: receive pushes in the arrival order, apply, answer
@@ -42,13 +73,14 @@ void serve(Context& ctx, const Options& o, const PsConfig& c, PsRun& out) {
   std::vector<int> waiting;  // workers whose push is held, in arrival order
   for (std::size_t i = 0; i < c.order.size(); ++i) {
     const int v = c.order[i];
-    ctx.comm.recv(grad.data(), mine.size(), roles.worker_rank(v), kPushTag);
+    exchange(roles, v, [&] { ctx.comm.recv(grad.data(), mine.size(), roles.worker_rank(v), kPushTag); });
     if (c.before_apply) c.before_apply(s, int64_t(i));
     waiting.push_back(v);
     if (!apply_push(shard, v, grad.data())) continue;
     for (int answered : waiting) {  // their pulls: the shard as it is now
       shard.read_version[std::size_t(answered)] = shard.version;
-      ctx.comm.send(shard.params.data(), mine.size(), roles.worker_rank(answered), kPullTag);
+      exchange(roles, answered,
+               [&] { ctx.comm.send(shard.params.data(), mine.size(), roles.worker_rank(answered), kPullTag); });
     }
     waiting.clear();
   }
@@ -93,7 +125,7 @@ void work(Context& ctx, const Options& o, const Dataset& data, const PsConfig& c
     if (c.before_push) c.before_push(me, k);
     const bool keep = first && recorder && recorder->keeps(k, steps, roles.count);
     std::vector<float> before = keep ? w : std::vector<float>();
-    push_and_pull(ctx.comm, roles, grad, w);
+    exchange(roles, me, [&] { push_and_pull(ctx.comm, roles, grad, w); });
     if (keep) {  // the gradient the servers applied, read back from the step they took
       std::vector<float> applied(w.size());
       for (std::size_t i = 0; i < w.size(); ++i) applied[i] = (before[i] - w[i]) / o.lr;
@@ -160,18 +192,6 @@ PsConfig ps_config(Mode mode, int servers, std::vector<int> order, int slow_work
   c.slow_worker = slow_worker;
   c.slowdown = slowdown;
   return c;
-}
-
-std::vector<int64_t> implied_staleness(Mode mode, const std::vector<int>& order) {
-  std::vector<int64_t> out;
-  std::vector<int64_t> read;  // per worker: the update count of the parameters it holds
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const std::size_t v = std::size_t(order[i]);
-    if (read.size() <= v) read.resize(v + 1, 0);
-    out.push_back(mode == Mode::Sync ? 0 : int64_t(i) - read[v]);
-    read[v] = int64_t(i) + 1;  // its answer carries the shard after this push
-  }
-  return out;
 }
 
 }  // namespace dpt::ch09

@@ -61,10 +61,4 @@ struct PsRun {
 PsRun run_parameter_server(Context& ctx, const Options& o, const Dataset& data, const PsConfig& c,
                            StepRecorder* recorder = nullptr);
 
-/// The staleness every push of `order` has when each worker's parameters come
-/// from the pull that answered its previous push (async and ssp): push i of
-/// worker w has i − (j + 1), j being w's previous push, or i for its first.
-/// Sync: all 0. The theory the measured staleness is judged against.
-std::vector<int64_t> implied_staleness(Mode mode, const std::vector<int>& order);
-
 }  // namespace dpt::ch09

@@ -2,6 +2,7 @@
 #include "ps_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <map>
 
@@ -46,6 +47,21 @@ StepCheck share_step_check(Context& ctx, const Roles& roles, const StepRecorder&
     check.steps_run = int64_t(wire[4]);
   }
   return check;
+}
+
+void add_ps_step_check_verdicts(Verdicts& v, const StepCheck& c, int workers) {
+  if (!c.checked.empty() && c.checked.front() == 0)
+    v.at_most("the workers started from the flags' model: max |w - w_flags| in the first worker's first pull",
+              c.start_difference, 0,
+              c.start_difference == 0 ? "the servers hand out the model the flags ask for, bit for bit"
+                                      : "the parameters the first worker pulled before step 0 are not the flags' model");
+  const bool ok = std::isfinite(c.difference) && c.difference <= kStepGradientTolerance;
+  v.at_most("synced gradient = one device's on the global batch: max |g - g_single| / max |g_single| over " +
+                std::to_string(c.checked.size()) + " of " + std::to_string(c.steps_run) + " steps",
+            c.difference, kStepGradientTolerance,
+            ok ? "g = (w_k - w_k+1)/lr read back on the first worker; float sums in another order (~1e-6 relative)"
+               : "at step " + std::to_string(c.worst_step) + ", far above float rounding: the servers' step was not "
+                 "one device's SGD step on the " + std::to_string(workers) + " workers' batches as one");
 }
 
 // ----------------------------------------------------------------------------
@@ -106,6 +122,18 @@ std::string staleness_summary(const std::vector<int64_t>& staleness) {
   for (int64_t s : staleness) sum += double(s);
   return "mean " + fixed(sum / double(staleness.size()), 2) + ", max " +
          std::to_string(*std::max_element(staleness.begin(), staleness.end()));
+}
+
+std::vector<int64_t> implied_staleness(Mode mode, const std::vector<int>& order) {
+  std::vector<int64_t> out;
+  std::vector<int64_t> read;  // per worker: the update count of the parameters it holds
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::size_t v = std::size_t(order[i]);
+    if (read.size() <= v) read.resize(v + 1, 0);
+    out.push_back(mode == Mode::Sync ? 0 : int64_t(i) - read[v]);
+    read[v] = int64_t(i) + 1;  // its answer carries the shard after this push
+  }
+  return out;
 }
 
 std::string staleness_text(const std::vector<int64_t>& measured, const std::vector<int64_t>& implied) {

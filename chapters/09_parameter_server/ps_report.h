@@ -1,6 +1,7 @@
 // ps_report.h — what the lecture prints and judges after each run: roles,
-// the step check's numbers carried to rank 0, bytes per server against
-// theory, the staleness histogram, and the straggler race. Not a hole.
+// the step check's numbers carried to rank 0 and its verdicts, bytes per
+// server against theory, the staleness the arrival order implies and the
+// histogram, and the straggler race. Not a hole.
 #pragma once
 
 #include <string>
@@ -24,6 +25,14 @@ std::string roles_text(const Roles& roles);
 StepCheck share_step_check(Context& ctx, const Roles& roles, const StepRecorder& recorder, bool verify,
                            const Options& o, const Dataset& data);
 
+/// Rank 0: the step check's verdicts, worded for servers and workers (the
+/// harness's add_step_check_verdicts speaks of a broadcast): the first
+/// worker's first parameters are the flags' model, bit for bit (only when step
+/// 0 was checked), and each checked step's gradient, read back from the
+/// servers' step, is one device's on the W workers' batches within
+/// kStepGradientTolerance.
+void add_ps_step_check_verdicts(Verdicts& v, const StepCheck& check, int workers);
+
 /// Rank 0: the bytes each server moved per step during `run` (sync) against
 /// W·Ψ_s, the ring's 2(N−1)/N·Ψ per rank, and the link model's time of both.
 void bytes_section(const Narrator& say, Context& ctx, const Roles& roles, const PsRun& run, Verdicts& v,
@@ -31,6 +40,10 @@ void bytes_section(const Narrator& say, Context& ctx, const Roles& roles, const 
 
 /// "mean 2.99, max 3" of per-push staleness ("none" when empty).
 std::string staleness_summary(const std::vector<int64_t>& staleness);
+/// The staleness the arrival order `order` implies for every push, counted
+/// from the order alone (sync: all 0): what the measured staleness (your
+/// apply_push's) is judged against.
+std::vector<int64_t> implied_staleness(Mode mode, const std::vector<int>& order);
 /// The histogram (count per staleness value) and the summary, measured and implied.
 std::string staleness_text(const std::vector<int64_t>& measured, const std::vector<int64_t>& implied);
 

@@ -50,15 +50,14 @@ inline World run_ps(int servers, int workers, dpt::ch09::PsConfig c, const dpt::
   } catch (const dpt::Timeout& e) {
     FAIL(servers << " server(s), " << workers << " worker(s), " << dpt::ch09::mode_name(c.mode) << ": the ranks deadlocked. A "
          "server answers a worker only after that worker's push has arrived (in sync, after the whole round's), and "
-         "serves workers in its own order: a worker that waits for parameters before it has pushed to every server "
-         "can wait forever. The timeout said: " << e.what());
+         "serves workers in its own order: a worker that waits for a server's answer before it has pushed to that "
+         "server waits forever. The timeout said: " << e.what());
   } catch (const dpt::NotImplemented&) {
     throw;
   } catch (const dpt::Error& e) {
     if (std::string(e.what()).find("(tag 91)") == std::string::npos) throw;  // not a push
-    FAIL(servers << " server(s), " << workers << " worker(s): a push did not match what its server receives: "
-         << e.what() << "\nServer s holds only its shard (roles.shard(s)) and receives exactly that slice of the "
-         "gradient, once per step: not the whole gradient, not another server's slice.");
+    FAIL(servers << " server(s), " << workers << " worker(s): a push did not match what its server receives "
+         "(the run says what each server expects): " << e.what());
   }
   return out;
 }
