@@ -45,6 +45,8 @@ TEST_CASE("chapter: a worker that throws is reported, and nobody hangs", "[ch09]
   try {
     run_ps(1, 2, c, o, 10);
     FAIL("the run ended although worker 1 threw");
+  } catch (const NotImplemented&) {
+    throw;  // an unwritten hole: the stub's own message, not a fault
   } catch (const Timeout& e) {
     FAIL("a rank timed out instead of stopping when worker 1 failed: " << e.what());
   } catch (const Error& e) {
@@ -63,6 +65,8 @@ TEST_CASE("chapter: a server that throws is reported, and no worker hangs", "[ch
   std::string error;
   try {
     run_ps(2, 3, c, o, 10);
+  } catch (const NotImplemented&) {
+    throw;
   } catch (const Timeout& e) {
     error = std::string("timeout: ") + e.what();
   } catch (const Error& e) {
@@ -93,6 +97,8 @@ TEST_CASE("chapter: a server that freezes is reported within the timeout, naming
         throw;
       }
     }, 0.5);
+  } catch (const NotImplemented&) {
+    throw;
   } catch (const Error& e) {
     error = e.what();
   }
