@@ -4,10 +4,12 @@
 // deals the chunks out another way than ring_chunk).
 #include "support/catch.h"
 #include <cmath>
+#include <functional>
 #include <iomanip>
 #include <vector>
 
 #include "ch04.h"
+#include "dpt/comm/watch.h"
 #include "support/ch04_ring.h"
 #include "support/contributions.h"
 #include "support/ranks.h"
@@ -48,8 +50,10 @@ TEST_CASE("ring_all_reduce: Avg gives every rank the serial sum divided by n, ro
         FAIL(std::setprecision(9) << world << " ranks, Avg: rank " << r << "'s element " << i << " is " << got << ", the sum over ranks "
              << sum << " divided by " << world << " is " << mean
              << (got == undivided ? ": it was not divided on this rank (Avg is the sum divided by n, on every rank)"
-                 : got == times_reciprocal ? ": that is the sum times fl(1/n), which rounds twice; the contract is one "
-                                             "division, sum / n"
+                 : got == times_reciprocal ? ": that is the bits of the sum times fl(1/n). Two ways give them: "
+                                             "multiplying by 1/n (two roundings), or dividing each input before the "
+                                             "sum (n roundings, then a sum of rounded values); the contract is the "
+                                             "finished sum divided once, sum / n"
                  : std::fabs(got - mean) <= 1e-6f * std::fabs(mean)
                      ? ": a rounding away. Dividing every rank's input before the sum rounds n times and "
                        "adds the errors; the contract is the finished sum divided once"
@@ -90,7 +94,9 @@ TEST_CASE("ring_all_reduce: every rank ends with the same bits, and Avg is the r
         FAIL(std::setprecision(9) << world << " ranks: element " << i << " is " << mean << " after Avg, but the ring's "
              << "Sum of the same inputs is " << sum << " and " << sum << " / " << world << " is " << sum / float(world)
              << (mean == sum * (1.0f / float(world))
-                     ? ": that is the sum times fl(1/n), which rounds twice; the contract is one division, sum / n"
+                     ? ": that is the bits of the sum times fl(1/n). Two ways give them: multiplying by 1/n (two "
+                       "roundings), or dividing each input before the sum (n roundings, then a sum of rounded "
+                       "values); the contract is the finished sum divided once, sum / n"
                      : ": Avg must be the ring's sum divided by n once (dividing the inputs first rounds each of "
                        "them, and the rounding errors add up)"));
     }
@@ -117,10 +123,41 @@ using dpt_test::all_once;
 using dpt_test::contribution;
 using dpt_test::contributions;
 
+namespace {
+// run_ring for one phase, through a communicator that records where each rank
+// sends before each send leaves. A ring turned the wrong way stops on a size
+// mismatch; the recorded destinations name the cause first.
+RingRun run_watched(const char* name, int world, int64_t count,
+                    const std::function<void(Communicator&, std::vector<float>&)>& phase) {
+  std::vector<std::vector<int>> sent_to(static_cast<std::size_t>(world));
+  try {
+    return run_ring(world, count, [&](Communicator& comm, std::vector<float>& d) {
+      const int rank = comm.rank();
+      auto watched = watch_messages(comm, [&](const Message& m) {
+        if (m.dst >= 0) sent_to[std::size_t(rank)].push_back(m.dst);
+      });
+      phase(*watched, d);
+    });
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const Error& e) {
+    for (int r = 0; r < world; ++r)
+      for (int dst : sent_to[std::size_t(r)])
+        if (dst != (r + 1) % world)
+          FAIL(world << " ranks, " << count << " floats: in " << name << " rank " << r << " sent to rank " << dst
+               << (dst == (r + world - 1) % world ? ", its LEFT neighbour (r-1) mod n" : ", not a neighbour")
+               << ": every message goes right, to (r+1) mod n = " << (r + 1) % world
+               << ". (The phase then stopped: " << e.what() << ")");
+    FAIL(world << " ranks, " << count << " floats: " << name << " stopped with an error: " << e.what());
+  }
+  return {};
+}
+}  // namespace
+
 TEST_CASE("ring_scatter_reduce: rank r ends owning chunk (r+1) mod n, every contribution counted once", "[ch04][needs:ring_chunk]") {
   for (int world : {2, 3, 4, 5}) {
     for (int64_t count : {int64_t(world), int64_t(10)}) {  // one element per chunk; chunks of unequal size
-      RingRun run = run_ring(world, count, [](Communicator& comm, std::vector<float>& d) {
+      RingRun run = run_watched("scatter-reduce", world, count, [](Communicator& comm, std::vector<float>& d) {
         std::fill(d.begin(), d.end(), contribution(comm.rank()));
         ch04::ring_scatter_reduce(comm, d.data(), int64_t(d.size()));
       });
@@ -150,7 +187,7 @@ TEST_CASE("ring_all_gather: every rank ends with a copy of every owner's finishe
       }
       return -2.0f;
     };
-    RingRun run = run_ring(world, count, [&](Communicator& comm, std::vector<float>& d) {
+    RingRun run = run_watched("all-gather", world, count, [&](Communicator& comm, std::vector<float>& d) {
       ch04::Chunk mine = dealt_chunk(count, world, (comm.rank() + 1) % world);
       for (int64_t i = 0; i < count; ++i)
         d[i] = (i >= mine.begin && i < mine.end) ? finished(i) : float(10000 * (comm.rank() + 1) + i);

@@ -1,8 +1,9 @@
 // test_ch04_steps.cpp — chapter 04's ring by how it runs: the messages each
 // phase sends (n-1 steps, one whole chunk right and one from the left), no
-// deadlock when each send waits for its receive, and the traffic log (only
-// the right neighbour, exactly the ring's bytes).
+// deadlock when each send waits for its receive, the traffic log (only the
+// right neighbour, exactly the ring's bytes) and what Avg's all-gather sends.
 #include "support/catch.h"
+#include <iomanip>
 #include <string>
 #include <vector>
 
@@ -35,42 +36,59 @@ std::vector<std::vector<Message>> phase_messages(int world, int64_t count,
 }
 }  // namespace
 
-TEST_CASE("ring_scatter_reduce: n-1 steps, each one whole chunk right and one from the left", "[ch04][needs:ring_chunk]") {
+namespace {
+// One phase's messages on 2 to 5 ranks against the contract's pattern: each
+// send goes to the right neighbour and is one whole chunk, each receive comes
+// from the left, n-1 of each. The direction is checked before anything else:
+// a ring turned the wrong way also sends chunks of the wrong size, and the
+// communicator's complaint about sizes would hide the cause.
+void check_phase_messages(const char* name, void (*phase)(Communicator&, float*, int64_t)) {
   for (int world : {2, 3, 4, 5}) {
     const int64_t count = 10;  // chunks of 3, 3, 2, 2 at n = 4: a send of a wrong size shows
-    for (auto phase : {std::make_pair("scatter-reduce", ch04::ring_scatter_reduce),
-                       std::make_pair("all-gather", ch04::ring_all_gather)}) {
-      std::string error;
-      auto seen = phase_messages(world, count, phase.second, error);
-      for (int r = 0; r < world; ++r) {
-        int right = (r + 1) % world, left = (r + world - 1) % world, sends = 0, receives = 0;
-        for (const Message& m : seen[std::size_t(r)]) {
-          if (m.dst >= 0) {
-            ++sends;
-            INFO(phase.first << ", " << world << " ranks: rank " << r << " sent " << m.send_count << " floats to rank "
-                             << m.dst << " (" << m.call << ")");
-            INFO("in a ring each rank sends only to its right neighbour, (r+1) mod n = " << right);
-            CHECK(m.dst == right);
-            bool whole = false;
-            for (int c = 0; c < world; ++c) whole = whole || m.send_count == dealt_chunk(count, world, c).size();
-            INFO("each message is one whole chunk (a ring_chunk size), not part of one or several");
-            CHECK(whole);
-          }
-          if (m.src >= 0) {
-            ++receives;
-            INFO(phase.first << ", " << world << " ranks: rank " << r << " received from rank " << m.src);
-            INFO("in a ring each rank receives only from its left neighbour, (r-1) mod n = " << left);
-            CHECK(m.src == left);
-          }
+    std::string error;
+    auto seen = phase_messages(world, count, phase, error);
+    for (int r = 0; r < world; ++r) {
+      const int right = (r + 1) % world, left = (r + world - 1) % world;
+      int sends = 0, receives = 0;
+      for (const Message& m : seen[std::size_t(r)]) {
+        if (m.dst >= 0) {
+          ++sends;
+          if (m.dst != right)
+            FAIL(name << ", " << world << " ranks: rank " << r << " sent " << m.send_count << " floats to rank "
+                 << m.dst << " (" << m.call << ")"
+                 << (m.dst == left ? ", its LEFT neighbour (r-1) mod n" : ", which is not its neighbour")
+                 << ": in a ring every message goes right, to (r+1) mod n = " << right
+                 << ", and every receive comes from the left");
+          bool whole = false;
+          for (int c = 0; c < world; ++c) whole = whole || m.send_count == dealt_chunk(count, world, c).size();
+          if (!whole)
+            FAIL(name << ", " << world << " ranks: rank " << r << " sent " << m.send_count << " floats, not the "
+                 "size of any chunk of " << count << ": each message is one whole chunk (a ring_chunk size), not "
+                 "part of one or several");
         }
-        INFO(phase.first << ", " << world << " ranks: rank " << r << " sent " << sends << " and received " << receives
-                         << " messages");
-        INFO("a phase is n-1 = " << world - 1 << " steps of one send and one receive each");
-        CHECK((sends == world - 1 && receives == world - 1));
+        if (m.src >= 0) {
+          ++receives;
+          if (m.src != left)
+            FAIL(name << ", " << world << " ranks: rank " << r << " received from rank " << m.src
+                 << (m.src == right ? ", its RIGHT neighbour (r+1) mod n" : ", which is not its neighbour")
+                 << ": in a ring every receive comes from the left, (r-1) mod n = " << left);
+        }
       }
-      if (!error.empty()) FAIL(phase.first << ", " << world << " ranks, stopped by an error: " << error);
+      if (error.empty() && (sends != world - 1 || receives != world - 1))
+        FAIL(name << ", " << world << " ranks: rank " << r << " sent " << sends << " and received " << receives
+             << " messages: a phase is n-1 = " << world - 1 << " steps of one send and one receive each");
     }
+    if (!error.empty()) FAIL(name << ", " << world << " ranks, stopped by an error: " << error);
   }
+}
+}  // namespace
+
+TEST_CASE("ring_scatter_reduce: n-1 steps, each one whole chunk right and one from the left", "[ch04][needs:ring_chunk]") {
+  check_phase_messages("scatter-reduce", ch04::ring_scatter_reduce);
+}
+
+TEST_CASE("ring_all_gather: n-1 steps, each one whole chunk right and one from the left", "[ch04][needs:ring_chunk]") {
+  check_phase_messages("all-gather", ch04::ring_all_gather);
 }
 
 TEST_CASE("ring_scatter_reduce: every rank steps at once without deadlock, even when each send waits for its receive",
@@ -126,6 +144,49 @@ TEST_CASE("ring_all_reduce: each rank sends 2(n-1)/n*S bytes, all ranks 2(n-1)*S
       }
       // Every chunk travels n−1 hops in each phase: 2(n−1)·S in all, with no slack.
       CHECK(total == int64_t(2 * (world - 1) * s));
+    }
+  }
+}
+
+TEST_CASE("ring_all_reduce: with Avg, what the all-gather sends is already the mean", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather][needs:ring_chunk]") {
+  // The all-gather only copies (ch04.h): its first message from rank r must
+  // carry a chunk that is finished on r at that moment, and the only one is
+  // r's own, chunk (r+1) mod n. So when rank r's n-th send (the first after
+  // the scatter-reduce's n-1) is about to leave, that chunk must hold the
+  // mean already. A watching communicator calls us just before the send; the
+  // integer inputs (support/exact_sums.h) make the mean's bits known exactly.
+  for (int world : {2, 3, 4}) {
+    const int64_t count = 10;
+    std::vector<std::vector<float>> at_send(static_cast<std::size_t>(world));  // rank r's own chunk as the send left
+    std::vector<int> sends(static_cast<std::size_t>(world), 0);
+    dpt_test::run_ranks(world, [&](Context& ctx) {
+      const ch04::Chunk own = dealt_chunk(count, world, (ctx.rank + 1) % world);
+      std::vector<float> data(static_cast<std::size_t>(count));
+      for (int64_t i = 0; i < count; ++i) data[std::size_t(i)] = input(ctx.rank, i);
+      auto watched = watch_messages(ctx.comm, [&](const Message& m) {
+        if (m.dst < 0) return;
+        if (sends[std::size_t(ctx.rank)]++ == world - 1)
+          at_send[std::size_t(ctx.rank)].assign(data.begin() + own.begin, data.begin() + own.end);
+      });
+      ch04::ring_all_reduce(*watched, data.data(), count, ReduceOp::Avg);
+    }, 3.0);
+    for (int r = 0; r < world; ++r) {
+      if (sends[std::size_t(r)] != 2 * (world - 1))
+        FAIL(world << " ranks, Avg: rank " << r << " sent " << sends[std::size_t(r)] << " messages, not 2(n-1) = "
+             << 2 * (world - 1) << " (the tests of each phase's steps say which phase is off)");
+      const int owned = (r + 1) % world;
+      const ch04::Chunk own = dealt_chunk(count, world, owned);
+      for (int64_t i = own.begin; i < own.end; ++i) {
+        const float sum = float(serial_sum(world, i)), mean = sum / float(world);
+        const float sent = at_send[std::size_t(r)][std::size_t(i - own.begin)];
+        if (sent == mean) continue;
+        FAIL(std::setprecision(9) << world << " ranks, Avg: when rank " << r << "'s all-gather sent its finished "
+             "chunk " << owned << " (its first message after the scatter-reduce), element " << i << " of it held "
+             << sent << ", not the mean " << mean
+             << (sent == sum ? ": the sum, not yet divided. The all-gather copies what it is sent (ch04.h): with "
+                               "Avg what it sends must already be the mean, not divided by every rank afterwards"
+                             : ": with Avg what the all-gather sends must already be the finished sum divided by n"));
+      }
     }
   }
 }

@@ -85,8 +85,9 @@ void ring_all_gather(Communicator& comm, float* data, int64_t count);
 /// `sum / float(n)` in float arithmetic, as the library's
 /// `comm.all_reduce(…, ReduceOp::Avg)` gives whenever the sum is exact.
 ///
-/// Communication: the two phases' messages and nothing else. Dividing is
-/// work too: a rank should not divide more of the vector than it must.
+/// Communication: the two phases' messages and nothing else. The all-gather
+/// only copies, so with Avg what a rank sends in it is already the mean (the
+/// tests look at the floats a rank's all-gather sends, as it sends them).
 /// (Hole: exercises/04_ring_allreduce/ring.cpp.)
 void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op);
 

@@ -14,7 +14,7 @@
 // more sizes, a pieced ring, memcpy as the ceiling; theory in bench/README.md).
 //
 // Run it:
-//     build/reference/bin/ch04_ring_allreduce --ranks 4                 # explain, check, time, train
+//     build/reference/bin/ch04_ring_allreduce --ranks 3                 # explain, check, time, train
 //     build/reference/bin/ch04_ring_allreduce --ranks 4 --link ethernet --trace ring.json
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch04_ring_allreduce --comm mpi
 //
@@ -133,7 +133,8 @@ void check_sums(Context& ctx, const Narrator& say, int64_t count, Verdicts& v) {
   v.at_most("ring Sum = serial sum, max relative error", sum_error, 0,
             "integers below 2^24 add exactly in any order: any error is a wrong chunk or a missed contribution");
   v.at_most("ring Avg = serial mean, max relative error", avg_error, 6e-8,
-            "the exact sum divided by n once: one rounding, <= 2^-24 relative; fl(1/n) times it rounds twice");
+            "the exact sum divided by n once: one rounding, <= 2^-24 relative; inputs divided before the sum (n "
+            "roundings) or the sum times fl(1/n) (two) may exceed it; at n = 4 both are exact: check with --ranks 3");
 }
 
 // ----------------------------------------------------------------------------
