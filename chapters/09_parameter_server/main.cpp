@@ -38,6 +38,7 @@
 #include "dpt/lecture.h"
 #include "parameter_server.h"
 #include "ps_report.h"
+#include "staleness_plot.h"
 
 using namespace dpt;
 using namespace dpt::ch09;
@@ -48,6 +49,7 @@ struct Ch09Flags {
   int max_staleness = 2;
   int slow_rank = -1;
   double slowdown = 4;
+  std::string plot;  // --plot FILE.svg: section 4's staleness histogram
 };
 
 // ----------------------------------------------------------------------------
@@ -83,6 +85,7 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
   PsConfig sync = ps_config(Mode::Sync, S, arrival_order(Mode::Sync, std::vector<double>(std::size_t(W), 1.0), double(o.steps)));
   StepRecorder recorder(lec.verify && ctx.rank == S);  // the first worker sees every step's weights
   PsRun synced = run_parameter_server(ctx, o, data, sync, &recorder);
+  write_sync_metrics(ctx, o, synced, W);  // --metrics: the workers' mean loss per step
   StepCheck check = share_step_check(ctx, roles, recorder, lec.verify, o, data);  // ps_report.cpp: to rank 0
   if (ctx.is_root() && lec.verify) add_ps_step_check_verdicts(verdicts, check, W);
   say.say("the servers took " + std::to_string(synced.version) + " steps on " + std::to_string(W) + " x " +
@@ -104,6 +107,9 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
   if (ctx.is_root()) {
     std::vector<int64_t> implied = implied_staleness(mode, chosen.order);
     say.say(staleness_text(staled.staleness, implied));
+    write_staleness_plot(f.plot, std::string(mode_name(mode)) + ": pushes per staleness, " + std::to_string(W) +
+                             " workers", staled.staleness, implied);
+    say.say(f.plot.empty() ? "(--plot FILE.svg draws this histogram)" : "plot: " + f.plot);
     verdicts.holds("every push's staleness = what the arrival order implies", staled.staleness == implied,
                    staleness_summary(staled.staleness) + " measured, " + staleness_summary(implied) + " implied");
     Options plain = o;  // plain SGD: as many updates of one worker's batch, never stale
@@ -158,7 +164,10 @@ int main(int argc, char** argv) {
         ->check(integer_in(0, kMaxRanks));
     app.add_option("--slowdown", f.slowdown, "How many times longer the slow rank's steps take")
         ->check(number_in(1, 1000))->capture_default_str();
+    app.add_option("--plot", f.plot, "Write section 4's staleness histogram as an SVG file here")->check(output_path());
   };
-  return run_chapter(argc, argv, {"ch09_parameter_server", "push, pull, and staleness"}, add_flags,
+  Chapter chapter{"ch09_parameter_server", "push, pull, and staleness"};
+  chapter.rank_local_flags = {"--plot"};  // rank 0 writes it
+  return run_chapter(argc, argv, chapter, add_flags,
                      [&f](Lecture& lec) { lecture(lec, f); });
 }

@@ -116,6 +116,15 @@ void bytes_section(const Narrator& say, Context& ctx, const Roles& roles, const 
 // ----------------------------------------------------------------------------
 // staleness
 
+void write_sync_metrics(Context& ctx, const Options& o, const PsRun& run, int workers) {
+  std::vector<float> sum(std::size_t(o.steps), 0.0f);  // servers add nothing
+  for (std::size_t k = 0; k < run.losses.size() && k < sum.size(); ++k) sum[k] = float(run.losses[k]);
+  ctx.comm.all_reduce(sum.data(), int64_t(sum.size()), ReduceOp::Sum);
+  if (!ctx.is_root()) return;
+  MetricsWriter metrics(o.metrics);  // committed here; the harness appends the held-out line after it
+  for (std::size_t k = 0; k < sum.size(); ++k) metrics.write(int64_t(k), {{"loss", sum[k] / float(workers)}});
+}
+
 std::string staleness_summary(const std::vector<int64_t>& staleness) {
   if (staleness.empty()) return "none";
   double sum = 0;

@@ -38,6 +38,11 @@ void add_ps_step_check_verdicts(Verdicts& v, const StepCheck& check, int workers
 void bytes_section(const Narrator& say, Context& ctx, const Roles& roles, const PsRun& run, Verdicts& v,
                    Table& summary);
 
+/// Collective (every rank): the mean over the W workers of each synchronous
+/// step's loss, written by rank 0 to --metrics as {"step", "loss"} lines,
+/// as every chapter's main run writes them.
+void write_sync_metrics(Context& ctx, const Options& o, const PsRun& run, int workers);
+
 /// "mean 2.99, max 3" of per-push staleness ("none" when empty).
 std::string staleness_summary(const std::vector<int64_t>& staleness);
 /// The staleness the arrival order `order` implies for every push, counted
