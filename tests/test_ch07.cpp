@@ -11,6 +11,8 @@
 // program in test_ch07_chapter.cpp and its sharded checkpoints in
 // test_ch07_checkpoint.cpp.
 #include "support/catch.h"
+#include <algorithm>
+#include <random>
 #include <vector>
 
 #include "ch07.h"
