@@ -11,6 +11,7 @@
 #include "support/catch.h"
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <vector>
 
 #include "ch09.h"
@@ -182,6 +183,66 @@ TEST_CASE("push_and_pull: each server gets its own slice, W x its shard in bytes
     for (int b = 0; b < servers + workers; ++b)
       if ((a < servers) == (b < servers) && m[std::size_t(a)][std::size_t(b)] > 0)
         FAIL("rank " << a << " sent to rank " << b << ": workers talk to servers only, and servers to workers");
+}
+
+TEST_CASE("push_and_pull: server s receives exactly grad[shard(s)], and params[shard(s)] is server s's answer",
+          "[ch09]") {
+  // The servers here are the test's own: each receives every worker's push,
+  // then answers each with values that name server, worker and element. The
+  // gradient's values name worker and element too, so a slice taken from the
+  // wrong place cannot pass for the right one.
+  const int servers = 3, workers = 2;
+  const Roles roles{servers, workers, 601};  // shards of 201, 200, 200
+  auto grad_value = [](int w, int64_t i) { return float(100000 * (w + 1) + i); };
+  auto answer_value = [](int s, int w, int64_t i) { return -float(1000000 * (s + 1) + 100000 * w + i); };
+  std::mutex mutex;
+  std::vector<std::vector<std::vector<float>>> received(servers, std::vector<std::vector<float>>(workers));
+  std::vector<std::vector<float>> pulled(workers);
+  dpt_test::run_ranks(servers + workers, [&](Context& ctx) {
+    if (ctx.rank < servers) {
+      const int s = ctx.rank;
+      const Range r = roles.shard(s);
+      std::vector<std::vector<float>> got(workers, std::vector<float>(std::size_t(r.size())));
+      for (int w = 0; w < workers; ++w) ctx.comm.recv(got[w].data(), r.size(), roles.worker_rank(w), kPushTag);
+      for (int w = 0; w < workers; ++w) {
+        std::vector<float> answer(std::size_t(r.size()));
+        for (int64_t i = 0; i < r.size(); ++i) answer[std::size_t(i)] = answer_value(s, w, r.begin + i);
+        ctx.comm.send(answer.data(), r.size(), roles.worker_rank(w), kPullTag);
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      received[std::size_t(s)] = got;
+      return;
+    }
+    const int w = ctx.rank - servers;
+    std::vector<float> grad(std::size_t(roles.count)), params(std::size_t(roles.count), 0.0f);
+    for (int64_t i = 0; i < roles.count; ++i) grad[std::size_t(i)] = grad_value(w, i);
+    push_and_pull(ctx.comm, roles, grad, params);
+    std::lock_guard<std::mutex> lock(mutex);
+    pulled[std::size_t(w)] = params;
+  }, 5);
+  for (int s = 0; s < servers; ++s) {
+    const Range r = roles.shard(s);
+    for (int w = 0; w < workers; ++w)
+      for (int64_t i = 0; i < r.size(); ++i) {
+        const float got = received[std::size_t(s)][std::size_t(w)][std::size_t(i)];
+        if (got == grad_value(w, r.begin + i)) continue;
+        FAIL("server " << s << " (shard [" << r.begin << ", " << r.end << ")) got from worker " << w
+             << " a push whose element " << i << " is the gradient's element " << int64_t(got) % 100000
+             << ", not " << r.begin + i << ": server s must receive exactly grad[shard(s).begin … shard(s).end), "
+             "the slice at its shard's offset");
+      }
+  }
+  for (int w = 0; w < workers; ++w)
+    for (int s = 0; s < servers; ++s) {
+      const Range r = roles.shard(s);
+      for (int64_t i = r.begin; i < r.end; ++i) {
+        if (pulled[std::size_t(w)][std::size_t(i)] == answer_value(s, w, i)) continue;
+        FAIL("worker " << w << "'s params[" << i << "] is " << pulled[std::size_t(w)][std::size_t(i)]
+             << ", but server " << s << " (whose shard holds it) answered " << answer_value(s, w, i)
+             << ": params[shard(s)] must be exactly server s's answer, in place");
+      }
+    }
+  SUCCEED("every server got its own slice, and every worker holds every server's answer where it belongs");
 }
 
 TEST_CASE("push_and_pull: async pushes and pulls without deadlock on any arrival order", "[ch09][needs:apply_push]") {

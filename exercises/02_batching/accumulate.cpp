@@ -4,12 +4,13 @@
 //
 // Pointers:
 //   - The moves are chapter 01's: model.forward, softmax_cross_entropy and
-//     scale (dpt/ops.h), backward(), p.grad(), p.zero_grad().
+//     scale (dpt/ops.h), loss.backward() (dpt/autograd.h), p.grad(), p.zero_grad().
 //   - batch.x.rows(begin, end) is a view of some rows; batch.y holds the labels.
 //   - Before you write code, work out on paper what 10 samples in 3
 //     micro-batches must give, and how 10 samples make 6 micro-batches.
 #include "ch02.h"
 
+#include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/ops.h"
 
