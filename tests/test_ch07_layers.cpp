@@ -26,8 +26,7 @@ TEST_CASE("gather_layer: the layer's full parameters from every shard, on the ri
     INFO(world << " ranks");
     dpt_test::RankChecks checks;
     dpt_test::run_ranks(world, [&](Context& ctx) {
-      Partition part{45, world, (45 + world - 1) / world, 0};
-      part.padded = part.shard * world;
+      Partition part = dpt_test::ceil_partition(45, world);
       auto global = [](int64_t x) { return float(x) * 0.5f - 7.0f; };  // what the whole buffer holds
       std::vector<float> values;
       for (int64_t i = 0; i < part.shard; ++i) values.push_back(global(ctx.rank * part.shard + i));
@@ -83,8 +82,7 @@ TEST_CASE("layer_parameters, layer_done: a view at stages 0-2, and at stage 3 ga
       dpt_test::RankChecks checks;
       dpt_test::run_ranks(world, [&](Context& ctx) {
         const int r = ctx.rank;
-        Partition part{40, world, (40 + world - 1) / world, 0};
-        part.padded = part.shard * world;
+        Partition part = dpt_test::ceil_partition(40, world);
         ZeroState s = state_for(ctx, part, stage, {Range{0, 12}, Range{12, 33}, Range{33, 40}});
         std::vector<float> values;
         for (int64_t i = 0; i < s.params.numel(); ++i) values.push_back(float(stage <= 2 ? i : r * part.shard + i) + 0.5f);

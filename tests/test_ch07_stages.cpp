@@ -40,8 +40,7 @@ TEST_CASE("on_bucket_ready: each stage leaves the mean where it keeps gradients,
           "[ch07][needs:partition_parameters][needs:shard_bounds]") {
   for (int stage = 0; stage <= 3; ++stage)
     for (int world : {1, 2, 3, 4}) {
-      Partition part{23, world, (23 + world - 1) / world, 0};
-      part.padded = part.shard * world;
+      Partition part = dpt_test::ceil_partition(23, world);
       for (Range range : {Range{0, 23}, Range{5, 17}, Range{20, 23}}) {
         INFO("stage " << stage << ", " << world << " ranks, bucket [" << range.begin << ", " << range.end << ")");
         dpt_test::RankChecks checks;
@@ -141,8 +140,7 @@ TEST_CASE("update_parameters: every parameter steps once, and every rank holds w
       dpt_test::RankChecks checks;
       dpt_test::run_ranks(world, [&](Context& ctx) {
         const int r = ctx.rank;
-        Partition part{29, world, (29 + world - 1) / world, 0};
-        part.padded = part.shard * world;
+        Partition part = dpt_test::ceil_partition(29, world);
         const int64_t S = part.shard, P = part.padded;
         ZeroState s = state_for(ctx, part, stage);
         s.adam = adam.c;

@@ -15,6 +15,13 @@ namespace dpt_test {
 
 /// Catch2's assertions are not thread-safe: rank threads record what failed
 /// here (RANK_CHECK), and the test thread asserts on the list after run_ranks.
+/// The partition of `psi` parameters over `world` ranks, written out by hand
+/// (S = ⌈Ψ/N⌉, padded to N·S): the tests' oracle, not the partition_parameters hole.
+inline dpt::ch07::Partition ceil_partition(int64_t psi, int world) {
+  const int64_t shard = (psi + world - 1) / world;
+  return {psi, world, shard, shard * world};
+}
+
 struct RankChecks {
   std::mutex mutex;
   std::vector<std::string> failed;  ///< "rank r: expression", in the order seen
