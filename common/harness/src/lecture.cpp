@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
-#include <set>
 
 #include "dpt/check.h"
 #include "dpt/data_parallel.h"

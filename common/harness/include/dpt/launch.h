@@ -136,7 +136,7 @@ LinkModel effective_link(const LaunchOptions& options);
 /// rethrows a failing rank's error as described in the file comment.
 void launch(const LaunchOptions& options, const std::function<void(Context&)>& fn);
 
-/// What a distributed chapter's main() ends with: runs `lecture` on every rank
+/// What run_chapter (lecture.h) ends with: runs `lecture` on every rank
 /// under run_guarded (options.h) and returns the program's exit code — the
 /// error's (1) when a rank failed, else rank 0's verdict code (0 or
 /// kVerdictFailed, verdict.h).

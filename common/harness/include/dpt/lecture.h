@@ -30,7 +30,6 @@
 
 #include "dpt/cli_fwd.h"
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
