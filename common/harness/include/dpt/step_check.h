@@ -22,6 +22,14 @@
 /// step turns a rounding-level gradient (1e-10 where sums cancel) into a step
 /// of ±lr. A real mistake (a shard dropped, a sum for a mean, a wrong chunk)
 /// is off by a fraction of the gradient itself at every step it touches.
+///
+/// Within one step the same kinks remain: a GPU sums a rank's batch of 32 in
+/// another order than one device's batch of 128, and a ReLU input within
+/// that rounding of 0 flips, moving one sample's contribution below the unit
+/// (measured on an H100: 6e-3 where rounding is 4e-6). So each entry may
+/// differ by what dpt/kink_allowance.h bounds from one device's own forward
+/// — the kinked units' rows and the layers below them, never the last layer
+/// — and the check judges what lies beyond that allowance.
 /// The first recorded weights must also be the model the flags ask for, bit
 /// for bit (the master copy reached the replica); that every replica holds the
 /// same weights is `replica_spread`'s check (dpt/data_parallel.h).
@@ -32,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dpt/data.h"
@@ -58,7 +67,23 @@ struct StepCheck {
   double difference = 0;          ///< max over checked steps of max|g_dp − g_one| / max|g_one| (NaN wins)
   int64_t worst_step = -1;        ///< the step where it was largest
   double start_difference = 0;    ///< max |w_dp − w_flags| before the first step (0: the master copy arrived)
+  double raw_difference = 0;      ///< the same as `difference` with no kink allowance (NaN wins)
+  int64_t kink_units = 0;         ///< (sample, unit) pairs on a ReLU kink, summed over checked steps
+  int64_t kink_samples = 0;       ///< samples with a unit on a kink, summed over checked steps
 };
+
+/// One step's verdict material: `synced` (the data-parallel run's gradient,
+/// flattened in parameters() order) against one device's gradient of the mean
+/// loss of `model` (host) on `batch` (host), entry by entry beyond the kink
+/// allowance (dpt/kink_allowance.h), relative to max |g_one|.
+struct StepComparison {
+  double difference = 0;      ///< max_i max(0, |g_i − g_one,i| − allowance_i) / max |g_one| (NaN if any is NaN)
+  double raw_difference = 0;  ///< max_i |g_i − g_one,i| / max |g_one|
+  int64_t kink_units = 0;     ///< (sample, unit) pairs within rounding of a ReLU's kink
+  int64_t kink_samples = 0;   ///< samples with at least one
+};
+/// Computes one device's gradient (overwrites `model`'s gradients) and compares.
+StepComparison compare_step_gradient(MLP& model, const Batch& batch, const std::vector<float>& synced);
 
 /// Records (weights, optimizer state) on one rank before and after chosen steps.
 class StepRecorder {
@@ -103,5 +128,9 @@ class StepRecorder {
 /// copy (bitwise; only when step 0 was recorded, i.e. not after a resume), and every checked step's gradient equals one device's
 /// within kStepGradientTolerance, worded by the outcome.
 void add_step_check_verdicts(Verdicts& verdicts, const StepCheck& check);
+
+/// "; N ReLU inputs in M samples sat within rounding of 0, their flips allowed
+/// (without: x)" for a passing verdict's line, or "" when the check met no kink.
+std::string kink_note(const StepCheck& check);
 
 }  // namespace dpt
