@@ -163,14 +163,22 @@ StreamGuard::~StreamGuard() { t_streams.current[device_] = previous_; }
 // memory
 
 namespace {
-// An allocation's outcome: the memory, or nullptr when the GPU has no room
-// (not sticky: the caller says so in a sentence); any other failure throws.
-void* allocated_or_null(cudaError_t status, void* ptr) {
+// Runs `allocation(&ptr)` (a cudaMalloc-like call) and returns the memory,
+// or nullptr when the GPU has no room (not sticky: the caller says so in a
+// sentence); any other failure throws, naming `call`. The helper owns the
+// out-pointer and reads it only after the call has returned:
+// `f(cudaMalloc(&ptr, n), ptr)` may read ptr first (C++ leaves argument
+// order unspecified; GCC did, on an H100: every allocation read "no room"
+// and leaked). tests/test_call_order.py refuses that shape in the tree.
+template <class Allocation>
+void* allocated_or_null(const char* call, Allocation&& allocation) {
+  void* ptr = nullptr;
+  cudaError_t status = allocation(&ptr);
   if (status == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     return nullptr;
   }
-  DPT_CUDA_CHECK(status);
+  DPT_CHECK(status == cudaSuccess, call << " failed: " << cudaGetErrorString(status));
   return ptr;
 }
 // A free's outcome. At exit (static destructors) the runtime may already be
@@ -204,8 +212,8 @@ bool capturing_on(int device) {
 void* allocate(int device, std::size_t bytes) {
   check_device(device);
   DPT_CUDA_CHECK(cudaSetDevice(device));
-  void* ptr = nullptr;
-  if (void* got = allocated_or_null(cudaMalloc(&ptr, bytes), ptr)) return got;
+  auto malloc_bytes = [bytes](void** out) { return cudaMalloc(out, bytes); };
+  if (void* got = allocated_or_null("cudaMalloc", malloc_bytes)) return got;
   // The stream-ordered pool keeps what scratch gave back (keep_pool_memory),
   // where cudaMalloc cannot reach it: once this thread's frees have run,
   // hand the pool's idle memory to the driver and try once more. Not while
@@ -216,7 +224,7 @@ void* allocate(int device, std::size_t bytes) {
   cudaMemPool_t pool = nullptr;
   DPT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   DPT_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
-  return allocated_or_null(cudaMalloc(&ptr, bytes), ptr);
+  return allocated_or_null("cudaMalloc", malloc_bytes);
 }
 
 void free(int device, void* ptr) {
@@ -259,8 +267,8 @@ void* allocate_on_stream(int device, std::size_t bytes) {
   check_device(device);
   keep_pool_memory(device);
   DPT_CUDA_CHECK(cudaSetDevice(device));
-  void* ptr = nullptr;
-  return allocated_or_null(cudaMallocAsync(&ptr, bytes, as_stream(current_stream(device).handle())), ptr);
+  cudaStream_t stream = as_stream(current_stream(device).handle());
+  return allocated_or_null("cudaMallocAsync", [&](void** out) { return cudaMallocAsync(out, bytes, stream); });
 }
 
 void free_on_stream(int device, void* ptr) {
