@@ -6,6 +6,7 @@
 #include <string>
 
 #include "support/catch.h"
+#include "support/child_says.h"
 #include "support/run_program.h"
 
 #include "dpt/check.h"
@@ -128,7 +129,7 @@ TEST_CASE("devices keep freed blocks for reuse unless the process starts with DP
   REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
   dpt_test::ProgramResult r = dpt_test::run_command(
       std::string("DPT_NO_MEMORY_CACHING=1 DPT_TEST_CHILD=no-caching '") + self +
-      "' 'child: with caching off a freed block goes straight back'");
+      "' 'child: with caching off a freed block goes straight back' " + dpt_test::kCatchNoColour);
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("child ran: caching off") != std::string::npos);  // it ran, not "no test matched"

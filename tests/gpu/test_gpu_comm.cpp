@@ -11,7 +11,9 @@
 // thread-safe); the test thread checks after launch() returns. The mpirun
 // cases run this test program itself under mpirun, on a hidden case that only
 // runs when DPT_TEST_CHILD names the communicator (nccl, or mpi: GPU buffers
-// staged through host memory).
+// staged through host memory). A child's error is read from the line it
+// prints itself (support/child_says.h), never from its Catch2 report, which
+// wraps at 80 columns wherever the host name in the sentence puts the break.
 #include <unistd.h>
 
 #include <climits>
@@ -24,6 +26,7 @@
 #include "dpt/gpu.h"
 #include "dpt/kernels.h"
 #include "dpt/launch.h"
+#include "support/child_says.h"
 #include "support/comm_contract.h"
 #include "support/gpu.h"
 #include "support/run_program.h"
@@ -130,7 +133,7 @@ std::string self_path() {
 
 // `mpirun -np np` on the hidden case below with --comm `comm`, and `env`
 // (VAR=value ...) exported to the ranks, under `timeout` so a hang fails
-// instead of blocking.
+// instead of blocking; Catch2's colour off (mpirun gives the ranks a terminal).
 dpt_test::ProgramResult run_child(const std::string& comm, int np, const std::string& env) {
   std::string mpiexec = DPT_MPIEXEC;
   std::string exports = " -x DPT_TEST_CHILD";
@@ -143,7 +146,7 @@ dpt_test::ProgramResult run_child(const std::string& comm, int np, const std::st
     at = space == std::string::npos ? env.size() : space + 1;
   }
   return dpt_test::run_command(command + exports + " " + self_path() +
-                               " 'child: collectives on GPU buffers under mpirun'");
+                               " 'child: collectives on GPU buffers under mpirun' " + dpt_test::kCatchNoColour);
 }
 
 // Runs the child with --comm `comm` on `np` ranks: each must report ok.
@@ -223,7 +226,7 @@ TEST_CASE("a threads reduction over GPU memory on one rank and host memory on an
 // Runs in each process that the mpirun cases below start (hidden by [.], and
 // inert unless DPT_TEST_CHILD is nccl or mpi): every collective on this
 // rank's GPU, and one all_reduce of host memory (under NCCL staged through
-// the GPU).
+// the GPU). An error ends the child with one line "<comm> child failed: <what>".
 TEST_CASE("child: collectives on GPU buffers under mpirun", "[.]") {
   const char* child = std::getenv("DPT_TEST_CHILD");
   if (!child || (std::string(child) != "nccl" && std::string(child) != "mpi")) return;
@@ -233,7 +236,7 @@ TEST_CASE("child: collectives on GPU buffers under mpirun", "[.]") {
   o.timeout_s = 60;
   std::vector<std::string> wrong = {"did not run"};
   int rank = -1, world = 0;
-  dpt::launch(o, [&](Context& ctx) {
+  auto each_rank = [&](Context& ctx) {
     rank = ctx.rank, world = ctx.world;
     wrong = ctx.world >= 2 ? exercise(ctx, ctx.device) : std::vector<std::string>{};
     if (ctx.world == 1) {  // no peer for the ring's send/recv: the collectives alone
@@ -250,7 +253,8 @@ TEST_CASE("child: collectives on GPU buffers under mpirun", "[.]") {
     std::vector<float> host = contribution(ctx.rank, 1000);
     ctx.comm.all_reduce(host.data(), 1000, ReduceOp::Sum);
     if (host != serial_reduce(ctx.world, 1000, 0, ReduceOp::Sum)) wrong.push_back("host all_reduce");
-  });
+  };
+  dpt_test::say_failure(std::string(child) + " child failed: ", [&] { dpt::launch(o, each_rank); });
   INFO(joined(wrong));
   CHECK(wrong.empty());
   std::printf("%s child: rank %d of %d ok=%d\n", child, rank, world, int(wrong.empty()));
@@ -267,9 +271,19 @@ TEST_CASE("NCCL under mpirun -np 2 on one GPU is refused with one sentence namin
   INFO(run.output);
   CHECK(run.exit_code != 0);
   CHECK(run.exit_code != 124);  // timeout(1)'s code: it hung
-  CHECK(run.output.find("ranks 0 and 1 both got GPU ") != std::string::npos);
-  CHECK(run.output.find(": NCCL needs one GPU per rank; run -np <= number of GPUs, or use --comm threads "
-                        "for several ranks on one GPU") != std::string::npos);
+  char host[256] = {};
+  REQUIRE(gethostname(host, sizeof host - 1) == 0);
+  // Each rank that got as far as printing says the whole sentence on one line
+  // (mpirun may stop the second rank before it prints).
+  std::vector<std::string> said = dpt_test::said_after(run.output, "nccl child failed: ");
+  CHECK_FALSE(said.empty());
+  for (const std::string& sentence : said) {
+    INFO("a rank said: " << sentence);
+    CHECK_THAT(sentence, contains_text("ranks 0 and 1 both got GPU "));
+    CHECK_THAT(sentence, contains_text(" on host " + std::string(host) +
+                                       ": NCCL needs one GPU per rank; run -np <= number of GPUs, or use "
+                                       "--comm threads for several ranks on one GPU"));
+  }
   CHECK(run.output.find("nccl child: rank") == std::string::npos);  // nobody went on to run
 }
 
