@@ -109,9 +109,12 @@ class Driver(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             proc = subprocess.run([script, os.path.join(out, "check")], capture_output=True, text=True)
             self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
-            self.assertIn("gpu-check: no GPU:", proc.stdout)
+            self.assertIn("gpu-check: no GPU here:", proc.stdout)
             self.assertIn("Nothing was built or run", proc.stdout)
-            self.assertFalse(os.path.exists(os.path.join(out, "check")))
+            # The folder holds the one summary line (a device run's $OUT shows why), and nothing else.
+            self.assertEqual(os.listdir(os.path.join(out, "check")), ["summary.txt"])
+            with open(os.path.join(out, "check", "summary.txt")) as f:
+                self.assertIn("gpu-check: no GPU here:", f.read())
 
 
 if __name__ == "__main__":
