@@ -1,11 +1,10 @@
-// test_ch01.cpp — chapter 01's holes against oracles that share none of their code:
-// a serial torch.optim.SGD for the momentum update, hand arithmetic and finite differences
-// for linear_backward, finite differences of the loss in double and autograd for
-// softmax_cross_entropy_backward; then the chapter program itself: its verdicts, its exit
-// code, and how it stops when training diverges.
+// test_ch01.cpp — chapter 01's sgd_update against a serial torch.optim.SGD
+// that shares none of its code: plain SGD, the first step with momentum, the
+// velocity carried between calls, a learning rate that changes, and the
+// tensors it may and may not write.
 //
-// Here: sgd_update; the two backward holes in test_ch01_backward.cpp, the
-// chapter's program in test_ch01_chapter.cpp.
+// The two backward holes are in test_ch01_backward.cpp, the chapter's
+// program in test_ch01_chapter.cpp.
 #include "support/catch.h"
 #include <algorithm>
 #include <cmath>

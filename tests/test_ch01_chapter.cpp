@@ -1,5 +1,6 @@
-// test_ch01_chapter.cpp — chapter 01's program, ch01_sgd: its verdicts, its
-// exit code, and how it stops when training diverges.
+// test_ch01_chapter.cpp — chapter 01's program, ch01_sgd: its verdicts (the
+// momentum check at the default optimizer included), its exit code, and how
+// it stops when training diverges.
 #include "support/catch.h"
 #include <cstdio>
 #include <string>
@@ -26,11 +27,13 @@ TEST_CASE("chapter: ch01_sgd trains, the loss falls, and every verdict is a ✔ 
                               "✔ your softmax_cross_entropy_backward dlogits vs autograd",
                               "✔ your linear_backward dx vs autograd",
                               "✔ your linear_backward dweight vs autograd", "✔ your linear_backward dbias vs autograd",
-                              "✔ two sgd updates vs the formula", "✔ loss on the data set, after / before",
+                              "✔ two sgd updates vs the formula",
+                              "✔ your sgd_update with momentum, two steps at lr then lr/2 vs the formula",
+                              "✔ loss on the data set, after / before",
                               "✔ largest step loss / first step loss"})
     CHECK_THAT(run.output, contains_text(verdict));
   CHECK(run.output.find("✘") == std::string::npos);
-  CHECK_THAT(run.output, contains_text("all 8 checks passed"));
+  CHECK_THAT(run.output, contains_text("all 9 checks passed"));
   std::remove(metrics.c_str());
 }
 

@@ -1,13 +1,10 @@
-// test_ch04.cpp — chapter 04's holes: the chunks against their postconditions,
-// the ring's result against a serial sum and the library's Avg (Sum and Avg,
-// the same bits on every rank), its algorithm against the traffic log (only the right
-// neighbour, exactly the ring's bytes), a message large enough to deadlock an
-// unsafe send/recv order (threads and real mpirun), and the chapter's training
-// against one device. These need only chapter 04's holes: the training loop is
-// the core's, and the timing table skips chapter 03's naive average if unwritten.
+// test_ch04.cpp — chapter 04's ring_chunk against its postconditions: the
+// chunks tile the vector in order, their sizes differ by at most one with the
+// larger first, a chunk of a huge vector comes in O(1), and a chunk that does
+// not exist is an error that says so.
 //
-// Here: ring_chunk; the ring's results in test_ch04_ring.cpp, its steps and
-// traffic in test_ch04_steps.cpp, the chapter's program in test_ch04_chapter.cpp.
+// The ring's results are in test_ch04_ring.cpp, its steps and traffic in
+// test_ch04_steps.cpp, the chapter's program in test_ch04_chapter.cpp.
 #include "support/catch.h"
 #include <chrono>
 #include <tuple>

@@ -148,8 +148,9 @@ TEST_CASE("ring_all_reduce: each rank sends 2(n-1)/n*S bytes, all ranks 2(n-1)*S
   }
 }
 
-TEST_CASE("ring_all_reduce: with Avg, what the all-gather sends is already the mean", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather][needs:ring_chunk]") {
-  // The all-gather only copies (ch04.h): its first message from rank r must
+TEST_CASE("ring_all_reduce: with Avg, each element is divided once, on one rank (watched as the all-gather sends)", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather][needs:ring_chunk]") {
+  // Each element is divided once, on one rank, and the all-gather only copies
+  // (ch04.h): so its first message from rank r must
   // carry a chunk that is finished on r at that moment, and the only one is
   // r's own, chunk (r+1) mod n. So when rank r's n-th send (the first after
   // the scatter-reduce's n-1) is about to leave, that chunk must hold the
@@ -158,15 +159,22 @@ TEST_CASE("ring_all_reduce: with Avg, what the all-gather sends is already the m
   for (int world : {2, 3, 4}) {
     const int64_t count = 10;
     std::vector<std::vector<float>> at_send(static_cast<std::size_t>(world));  // rank r's own chunk as the send left
+    std::vector<std::vector<float>> whole(static_cast<std::size_t>(world));    // rank r's whole vector then
+    std::vector<std::vector<float>> reduced(static_cast<std::size_t>(world));  // what the scatter-reduce alone leaves
     std::vector<int> sends(static_cast<std::size_t>(world), 0);
     dpt_test::run_ranks(world, [&](Context& ctx) {
       const ch04::Chunk own = dealt_chunk(count, world, (ctx.rank + 1) % world);
       std::vector<float> data(static_cast<std::size_t>(count));
       for (int64_t i = 0; i < count; ++i) data[std::size_t(i)] = input(ctx.rank, i);
+      std::vector<float> alone = data;
+      ch04::ring_scatter_reduce(ctx.comm, alone.data(), count);
+      reduced[std::size_t(ctx.rank)] = alone;
       auto watched = watch_messages(ctx.comm, [&](const Message& m) {
         if (m.dst < 0) return;
-        if (sends[std::size_t(ctx.rank)]++ == world - 1)
+        if (sends[std::size_t(ctx.rank)]++ == world - 1) {
           at_send[std::size_t(ctx.rank)].assign(data.begin() + own.begin, data.begin() + own.end);
+          whole[std::size_t(ctx.rank)] = data;
+        }
       });
       ch04::ring_all_reduce(*watched, data.data(), count, ReduceOp::Avg);
     }, 3.0);
@@ -183,9 +191,26 @@ TEST_CASE("ring_all_reduce: with Avg, what the all-gather sends is already the m
         FAIL(std::setprecision(9) << world << " ranks, Avg: when rank " << r << "'s all-gather sent its finished "
              "chunk " << owned << " (its first message after the scatter-reduce), element " << i << " of it held "
              << sent << ", not the mean " << mean
-             << (sent == sum ? ": the sum, not yet divided. The all-gather copies what it is sent (ch04.h): with "
-                               "Avg what it sends must already be the mean, not divided by every rank afterwards"
+             << (sent == sum ? ": the sum, not yet divided. ch04.h has every element divided exactly once, on "
+                               "one rank (about count/n per rank, never the whole vector): the all-gather only "
+                               "copies, so what it carries must be the mean, not sums every rank divides afterwards"
                              : ": with Avg what the all-gather sends must already be the finished sum divided by n"));
+      }
+      // Between the phases only the owned chunk may change: any other chunk
+      // must still hold what the scatter-reduce alone leaves there (the same
+      // inputs, the same deterministic ring), not that divided by n.
+      for (int c = 0; c < world; ++c) {
+        if (c == owned) continue;
+        const ch04::Chunk other = dealt_chunk(count, world, c);
+        for (int64_t i = other.begin; i < other.end; ++i) {
+          const float before = reduced[std::size_t(r)][std::size_t(i)], then = whole[std::size_t(r)][std::size_t(i)];
+          if (before == then) continue;
+          FAIL(std::setprecision(9) << world << " ranks, Avg: when rank " << r << "'s all-gather sent its first "
+               "message, element " << i << " of chunk " << c << " (not its own) held " << then << ", where the "
+               "scatter-reduce alone leaves " << before << (then == before / float(world) ? " (that divided by n)" : "")
+               << ": ch04.h has each rank divide about count/n floats, never the whole vector; the chunks a rank "
+               "does not own are overwritten by the all-gather anyway");
+        }
       }
     }
   }

@@ -1,16 +1,13 @@
-// test_ch05.cpp — chapter 05's holes: golden bucket layouts written out by
-// hand and every layout's postconditions (ch05.h) checked by the test's own
-// reading, launch order and launch-when-complete checked against the test's own
-// record while hooks fire in shuffled orders, the wait before the copy-back,
-// the unused-parameter error (alone, and on two ranks: no hang) and
-// --find-unused-parameters against one device, and the chapter's training
-// against one device (threads, mpirun -np 2 and 4, --accumulate), with its
-// schedule read back from the Chrome trace (grad-ready marks, launches,
-// all-reduces).
+// test_ch05.cpp — chapter 05's assign_buckets and the provided
+// make_bucket_state: golden bucket layouts written out by hand, every
+// layout's postconditions (ch05.h) checked by the test's own reading on
+// random sizes and caps, a negative cap's error, and one state tensor per
+// bucket on the given device.
 //
-// Here: assign_buckets and make_bucket_state; mark_ready and wait_and_unpack in
-// test_ch05_reducer.cpp, find_unused_parameters in test_ch05_unused.cpp, the
-// chapter's program in test_ch05_chapter.cpp.
+// mark_ready and wait_and_unpack are in test_ch05_reducer.cpp,
+// find_unused_parameters in test_ch05_unused.cpp, the chapter's program
+// (training against one device, its trace and verdicts) in
+// test_ch05_chapter.cpp.
 #include "support/catch.h"
 #include <algorithm>
 #include <random>
@@ -88,7 +85,8 @@ std::string layout_problem(const std::vector<int64_t>& bytes, int64_t cap, int64
         return name + " holds " + std::to_string(sum) + " bytes and was closed, but parameter " +
                std::to_string(next) + " (" + std::to_string(bytes[std::size_t(next)]) +
                " bytes), which opens the next bucket, would still have fit under its cap of " +
-               std::to_string(my_cap) + " bytes (" + which + "): every bucket is as full as its cap allows";
+               std::to_string(my_cap) + " bytes (" + which + "): of the layouts within the caps, the contract's "
+               "puts as many parameters as fit in bucket 0, then in bucket 1, and so on";
     }
   }
   return "";

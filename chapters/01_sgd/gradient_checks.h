@@ -26,6 +26,7 @@ LinearErrors check_linear_backward(const dpt::MLP& model, const dpt::Batch& batc
 
 /// max |yours − autograd| / max |autograd| of your
 /// ch01::softmax_cross_entropy_backward at the model's logits for `batch`,
-/// against autograd through dpt's own `softmax_cross_entropy` op; NaN when
-/// yours is missing, misshapen or not finite.
+/// and at those logits moved to about ±1000 (the contract's range), against
+/// autograd through dpt's own `softmax_cross_entropy` op; the worse of the
+/// two, NaN when yours is missing, misshapen or not finite.
 double check_loss_backward(const dpt::MLP& model, const dpt::Batch& batch);

@@ -98,6 +98,10 @@ void lecture(Lecture& lec) {
           "here: p - 2lr*g (momentum: p - lr*g - lr*(mu*g + g);\nAdam: p - 2lr*g/(|g|+eps)).");
   UpdateCheck update = check_two_updates(o, checked, probe);
   say.say("max |updated weight - formula| = " + fmt(update.error, 2) + " (bound " + fmt(update.tolerance, 2) + ")");
+  say.say("Whatever --optimizer trains with, your sgd_update with momentum 0.9 takes two steps too,\n"
+          "at lr then lr/2 (a schedule): p - lr*g - (lr/2)*(mu*g + g).");
+  UpdateCheck momentum = check_momentum_by_hand(checked, probe, o.lr);
+  say.say("max |updated weight - formula| = " + fmt(momentum.error, 2) + " (bound " + fmt(momentum.tolerance, 2) + ")");
 
   // --------------------------------------------------------------------------
   // 4. Training: forward, loss, backward, step
@@ -124,7 +128,8 @@ void lecture(Lecture& lec) {
   Verdicts& verdicts = lec.verdicts;
   verdicts.at_most("backward() vs finite differences, worst |difference| / bound", fd_error, 1.0,
                    "bound 1e-3 + 1e-2*|numeric|: float32 loss rounding over 2*eps, truncation; kinks skipped");
-  verdicts.at_most("your softmax_cross_entropy_backward dlogits vs autograd (relative)", loss_error, 1e-4,
+  verdicts.at_most("your softmax_cross_entropy_backward dlogits vs autograd, logits as trained and near +-1000 "
+                   "(relative)", loss_error, 1e-4,
                    "float32 rounding ~1e-7; a missing 1/B or a wrong sign: O(1); exp() overflow or underflow: NaN");
   const std::string float_order = "float32 sums in another order: ~B*6e-8; a sign or transpose: O(1)";
   verdicts.at_most("your linear_backward dx vs autograd (relative)", yours.dx, 1e-4, float_order);
@@ -132,6 +137,10 @@ void lecture(Lecture& lec) {
   verdicts.at_most("your linear_backward dbias vs autograd (relative)", yours.dbias, 1e-4, float_order);
   verdicts.at_most("two " + o.optimizer + " updates vs the formula, max |difference|", update.error, update.tolerance,
                    "1e-3 of the largest step plus float32 rounding of the weights");
+  verdicts.at_most("your sgd_update with momentum, two steps at lr then lr/2 vs the formula, max |difference|",
+                   momentum.error, momentum.tolerance,
+                   "1e-3 of the largest step plus float32 rounding; a wrong first step, a lost velocity or a velocity "
+                   "that folds in the learning rate: O(step)");
   verdicts.at_most("loss on the data set, after / before", after.loss / before.loss, 0.99,
                    "a run that learns ends at least 1% lower (measured 0.47 at the defaults, <= 0.96 in 10 steps)");
   verdicts.at_most("largest step loss / first step loss", *std::max_element(losses.begin(), losses.end()) / losses[0],

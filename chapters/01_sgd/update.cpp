@@ -52,3 +52,30 @@ UpdateCheck check_two_updates(const Options& o, const MLP& model, const Batch& b
   // float32 stores the new weight to ~6e-8 of its size: 1e-6·|p| is 16x that.
   return {error, 1e-3 * largest_step + 1e-6 * largest_weight};
 }
+
+// torch's SGD with momentum μ, worked by hand for two steps with the same
+// gradient g at lr₁ then lr₂: v₁ = g, p₁ = p − lr₁·g; v₂ = μg + g,
+// p₂ = p₁ − lr₂·v₂. Your sgd_update runs on host copies of the weights.
+UpdateCheck check_momentum_by_hand(const MLP& model, const Batch& batch, float lr) {
+  std::vector<Tensor> params = model.parameters();
+  for (auto& p : params) p.zero_grad();
+  softmax_cross_entropy(model.forward(batch.x), batch.y).backward();
+  const float lr2 = lr / 2;
+  double error = 0, largest_step = 0, largest_weight = 0;
+  for (auto& param : params) {
+    Tensor start = param.to(Device::host()), grad = param.grad().to(Device::host());
+    Tensor weight = start.clone(), velocity;
+    ch01::sgd_update(weight, grad, velocity, lr, kMomentum);
+    ch01::sgd_update(weight, grad, velocity, lr2, kMomentum);
+    const float *p = start.data(), *g = grad.data(), *after = weight.data();
+    for (int64_t i = 0; i < start.numel(); ++i) {
+      double expected = double(p[i]) - lr * double(g[i]) - lr2 * (kMomentum * double(g[i]) + g[i]);
+      double difference = std::fabs(after[i] - expected);
+      if (!(difference <= error)) error = difference;  // a NaN is the largest difference
+      largest_step = std::max(largest_step, std::fabs(expected - p[i]));
+      largest_weight = std::max(largest_weight, double(std::fabs(p[i])));
+    }
+    param.zero_grad();
+  }
+  return {error, 1e-3 * largest_step + 1e-6 * largest_weight};
+}

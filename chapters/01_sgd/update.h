@@ -1,5 +1,5 @@
 // update.h — chapter 01's update: the step the training loop runs (your
-// sgd_update for sgd and momentum), and section 3's check of it by hand.
+// sgd_update for sgd and momentum), and section 3's checks of it by hand.
 #pragma once
 
 #include <memory>
@@ -60,3 +60,9 @@ struct UpdateCheck {
 /// Two steps of one Update on copies of `model`'s parameters carrying the
 /// gradients at `batch` (the same both times), against the formula by hand.
 UpdateCheck check_two_updates(const dpt::Options& o, const dpt::MLP& model, const dpt::Batch& batch);
+
+/// Section 3's momentum check, run whatever --optimizer trains with (plain
+/// SGD, the default, never exercises the velocity): two calls of your
+/// sgd_update with μ = kMomentum on copies of the parameters, the same
+/// gradient, lr then lr/2 (a schedule), against the rule by hand.
+UpdateCheck check_momentum_by_hand(const dpt::MLP& model, const dpt::Batch& batch, float lr);

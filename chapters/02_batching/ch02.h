@@ -1,12 +1,12 @@
 /// @file ch02.h
-/// @brief Chapter 02's holes, each specified once: per-sample gradients,
-/// averaging them into the mini-batch gradient, and the batch's gradient by
+/// @brief Chapter 02's holes, each specified once: per-sample gradients and
+/// the mini-batch gradient rebuilt from them, and the batch's gradient by
 /// accumulation over micro-batches.
 ///
 /// Fill them in `exercises/02_batching/`; tiered hints are in \ref ch02_hints.
 /// `ctest --preset student -L ch02` checks them against autograd on batches
-/// of one and on the whole batch, and against a serial mean, and watches the
-/// backward passes of accumulation; `ch02_batching` prints ✔/✘ verdicts for
+/// of one and on the whole batch, and watches the backward passes of
+/// accumulation; `ch02_batching` prints ✔/✘ verdicts for
 /// them. The math is in \ref ch02.
 #pragma once
 
@@ -22,24 +22,34 @@ namespace dpt::ch02 {
 /// model.parameters().
 using Gradients = std::vector<Tensor>;
 
-/// For each of the B samples of `batch` taken alone (a batch of one), the
+/// What per_sample_gradients returns: B gradients, one per sample, and the
+/// batch's gradient formed from them.
+struct PerSampleGradients {
+  std::vector<Gradients> samples;  ///< samples[i]: sample i's gradient; B lists, sample order
+  Gradients mean;                  ///< the whole batch's gradient, formed from `samples`
+};
+
+/// The per-sample view of a batch, and the batch's gradient rebuilt from it.
+///
+/// samples[i] is, for sample i of `batch` taken alone (a batch of one), the
 /// gradient of its loss softmax_cross_entropy(model(x_i), {y_i}) with respect
-/// to every parameter: B lists, sample order.
+/// to every parameter. `mean` is the gradient of the whole batch's loss,
+/// softmax_cross_entropy(model(batch.x), batch.y), computed from `samples`
+/// alone: one forward and backward per sample, none over the whole batch.
 ///
 /// batch.x is (B, D) with B ≥ 1; the model's grad() fields may hold anything
-/// on entry. Postconditions: result[i][p] depends on sample i alone (not on
-/// the samples before it, nor on what the model's gradients held on entry);
-/// the returned tensors are the caller's own, so nothing done to the model's
-/// gradients afterwards changes them; the model's grad() fields are left
-/// cleared (undefined). (Hole: exercises/02_batching/per_sample.cpp.)
-std::vector<Gradients> per_sample_gradients(const MLP& model, const Batch& batch);
-
-/// The element-wise mean over samples: result[p] = (1/N) Σ_i per_sample[i][p].
-///
-/// per_sample holds N ≥ 1 lists of identical length and shapes, on any one
-/// device; it is only read. The result is new tensors on the same device.
-/// (Hole: exercises/02_batching/average.cpp.)
-Gradients average_gradients(const std::vector<Gradients>& per_sample);
+/// on entry; the model may live on any device. Postconditions, on return:
+///  - samples[i][p] depends on sample i alone (not on the samples before it,
+///    nor on what the model's gradients held on entry), and still holds that
+///    sample's gradient when the function returns;
+///  - mean[p] equals, to float rounding, the whole batch's gradient of
+///    parameter p, for every B;
+///  - every returned tensor is the caller's own, on the model's device:
+///    nothing done afterwards to the model's gradients, or to one returned
+///    tensor, changes another; the model's grad() fields are left cleared
+///    (undefined).
+/// (Hole: exercises/02_batching/per_sample.cpp.)
+PerSampleGradients per_sample_gradients(const MLP& model, const Batch& batch);
 
 /// Gradient accumulation: the gradient of the whole batch's mean loss,
 /// softmax_cross_entropy(model(batch.x), batch.y), from `micro_batches` = K

@@ -17,7 +17,7 @@
 //     build/reference/bin/ch02_batching                 # B = --batch 32
 //     build/reference/bin/ch02_batching --batch 8 --steps 200 --no-shuffle
 //
-// Your holes: dpt::ch02::per_sample_gradients, average_gradients and accumulated_gradient (ch02.h).
+// Your holes: dpt::ch02::per_sample_gradients and accumulated_gradient (ch02.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -34,7 +34,12 @@
 using namespace dpt;
 
 // The lecture's helpers, defined below it in the order it calls them.
-double compare_gradients(const MLP& model, const Batch& batch, const Narrator& say);
+struct GradientErrors {
+  double samples = 0;  // worst max |your sample i - autograd on sample i alone| / max |autograd|
+  double mean = 0;     // worst max |your mean - batch gradient| / max |batch gradient|
+  int64_t passes = 0;  // backward passes your per_sample_gradients ran (a grad-ready hook counts them)
+};
+GradientErrors compare_gradients(const MLP& model, const Batch& batch, const Narrator& say);
 double compare_accumulation(const MLP& model, const Batch& batch, int micro_batches);
 struct Run {
   std::string name;
@@ -72,11 +77,11 @@ void lecture(Lecture& lec) {
   // 2. Batch gradient = mean of per-sample gradients
   say.section("2. Batch gradient = mean of per-sample gradients");
   say.say("L_batch = (1/B) sum_i L_i, and the derivative is linear, so\n"
-          "grad L_batch = (1/B) sum_i grad L_i. Your holes compute the right side;\n"
-          "one backward over the whole batch computes the left.");
+          "grad L_batch = (1/B) sum_i grad L_i. Your per_sample_gradients computes the right\n"
+          "side; one backward over the whole batch computes the left.");
   BatchSampler first(data.size(), batch_size, !o.no_shuffle, o.seed);
   Batch first_batch = gather_batch(data, first.indices(0), device);
-  double grad_error = compare_gradients(model, first_batch, say);
+  GradientErrors grad_error = compare_gradients(model, first_batch, say);
   const int micro = int(std::min<int64_t>(3, batch_size));  // 3 pieces, of unequal size unless 3 divides B
   say.say("Gradient accumulation gets the same gradient from micro-batches, one pass at a\n"
           "time (the memory of one piece): your accumulated_gradient, " + std::to_string(micro) + " micro-batches.");
@@ -114,8 +119,16 @@ void lecture(Lecture& lec) {
   lec.summary.add_row({"the model scored below", "the batch " + std::to_string(batch_size) + " run"});
 
   Verdicts& verdicts = lec.verdicts;
-  verdicts.at_most("mean of your per-sample gradients vs the batch gradient, max |difference| / max |batch|",
-                   grad_error, 1e-4,
+  verdicts.at_most("your per-sample gradients, as returned, vs autograd on each sample alone, max |difference| / max",
+                   grad_error.samples, 1e-5,
+                   "the same float ops on the same row: ~1e-7; a gradient left over from earlier samples, or a kept "
+                   "gradient written into afterwards, is off by O(1)");
+  verdicts.holds("your per_sample_gradients: one backward pass per sample, none over the whole batch",
+                 grad_error.passes == first_batch.x.size(0),
+                 std::to_string(grad_error.passes) + " passes for " + std::to_string(first_batch.x.size(0)) +
+                     " samples: the mean is built from the per-sample gradients");
+  verdicts.at_most("your mean of the per-sample gradients vs the batch gradient, max |difference| / max |batch|",
+                   grad_error.mean, 1e-4,
                    "float32 sums in another order: ~B*6e-8; a sum instead of a mean is off by B-1, a lost sample by 1/B");
   verdicts.at_most("your accumulated_gradient in " + std::to_string(micro) +
                        " micro-batches vs the batch gradient, max |difference| / max |batch|",
@@ -143,25 +156,45 @@ void lecture(Lecture& lec) {
 // ----------------------------------------------------------------------------
 // 2. the batch gradient is the mean of per-sample gradients
 
-// Your average of your per-sample gradients against one backward over the
-// whole batch. Returns the worst max |mean − batch| / max |batch| over the
-// parameters (NaN when a list or a shape is wrong).
-double compare_gradients(const MLP& model, const Batch& batch, const Narrator& say) {
-  ch02::Gradients mean = ch02::average_gradients(ch02::per_sample_gradients(model, batch));
+// Your per_sample_gradients on the batch: each returned sample's gradient
+// against autograd on that sample alone (after the call, so a kept gradient
+// written into while the mean was formed shows), and the mean against one
+// backward over the whole batch. Worst relative errors over the parameters
+// (NaN when a list or a shape is wrong).
+GradientErrors compare_gradients(const MLP& model, const Batch& batch, const Narrator& say) {
   std::vector<Tensor> params = model.parameters();
+  GradientErrors worst;
+  params.front().add_grad_ready_hook([&worst](Tensor&) { ++worst.passes; });  // once per backward()
+  ch02::PerSampleGradients yours = ch02::per_sample_gradients(model, batch);
+  params.front().clear_grad_ready_hooks();
+  auto relative = [](const Tensor& mine, const Tensor& truth) {
+    double largest = max_abs_diff(truth, Tensor::zeros(truth.shape(), truth.device()));
+    double diff = mine.defined() && mine.shape() == truth.shape() ? max_abs_diff(mine, truth) : NAN;
+    return diff / std::max(largest, 1e-30);
+  };
+  const int64_t count = batch.x.size(0);
+  worst.samples = int64_t(yours.samples.size()) == count ? 0.0 : NAN;
+  for (int64_t i = 0; i < count && i < int64_t(yours.samples.size()); ++i) {
+    for (auto& p : params) p.zero_grad();
+    softmax_cross_entropy(model.forward(batch.x.rows(i, i + 1)), {batch.y[std::size_t(i)]}).backward();
+    if (yours.samples[std::size_t(i)].size() != params.size()) worst.samples = NAN;
+    for (std::size_t p = 0; p < params.size() && p < yours.samples[std::size_t(i)].size(); ++p) {
+      double r = relative(yours.samples[std::size_t(i)][p], params[p].grad());
+      if (!(r <= worst.samples)) worst.samples = r;  // a NaN is the worst
+    }
+  }
   for (auto& p : params) p.zero_grad();
   softmax_cross_entropy(model.forward(batch.x), batch.y).backward();  // one pass, all B samples
-  Table table("mean of " + std::to_string(batch.x.size(0)) + " per-sample gradients vs one batch gradient",
+  Table table("mean of " + std::to_string(count) + " per-sample gradients vs one batch gradient",
               {"parameter", "max |mean - batch|", "max |batch|"});
-  double worst = mean.size() == params.size() ? 0.0 : NAN;
+  worst.mean = yours.mean.size() == params.size() ? 0.0 : NAN;
   auto names = model.named_parameters();
-  for (std::size_t p = 0; p < params.size() && p < mean.size(); ++p) {
+  for (std::size_t p = 0; p < params.size() && p < yours.mean.size(); ++p) {
     Tensor batch_grad = params[p].grad();
     double largest = max_abs_diff(batch_grad, Tensor::zeros(batch_grad.shape(), batch_grad.device()));
-    double diff = mean[p].defined() && mean[p].shape() == batch_grad.shape() ? max_abs_diff(mean[p], batch_grad) : NAN;
-    table.add_row({names[p].name, fmt(diff, 3), fmt(largest, 3)});
-    double relative = diff / std::max(largest, 1e-30);
-    if (!(relative <= worst)) worst = relative;  // a NaN is the worst
+    double r = relative(yours.mean[p], batch_grad);
+    table.add_row({names[p].name, fmt(r * largest, 3), fmt(largest, 3)});
+    if (!(r <= worst.mean)) worst.mean = r;  // a NaN is the worst
   }
   for (auto& p : params) p.zero_grad();
   if (say.enabled()) table.print(std::cout);

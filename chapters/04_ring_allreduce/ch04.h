@@ -85,9 +85,11 @@ void ring_all_gather(Communicator& comm, float* data, int64_t count);
 /// `sum / float(n)` in float arithmetic, as the library's
 /// `comm.all_reduce(…, ReduceOp::Avg)` gives whenever the sum is exact.
 ///
-/// Communication: the two phases' messages and nothing else. The all-gather
-/// only copies, so with Avg what a rank sends in it is already the mean (the
-/// tests look at the floats a rank's all-gather sends, as it sends them).
+/// Communication: the two phases' messages and nothing else. Work: Avg's
+/// divisions are shared out — every element is divided exactly once, on one
+/// rank, and each rank divides about count/n of them, never the whole vector
+/// (the tests and the chapter program watch the floats each rank sends, as
+/// it sends them).
 /// (Hole: exercises/04_ring_allreduce/ring.cpp.)
 void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op);
 

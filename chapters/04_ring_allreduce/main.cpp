@@ -29,6 +29,7 @@
 #include "ch03.h"
 #include "ch04.h"
 #include "draw_ring.h"
+#include "dpt/comm/watch.h"
 #include "dpt/data_parallel.h"
 #include "dpt/lecture.h"
 #include "dpt/timing.h"
@@ -57,6 +58,9 @@ void lecture(Lecture& lec, const Ch04Flags& f) {
   MLP replica = make_replica(ctx, o);
   lec.keep(replica);
   if (o.steps == 0) return;
+  if (ctx.world == 1)
+    lec.say.say("One rank (the default) is a ring with nothing to send: every verdict below holds whatever your\n"
+                "ring does. Run --ranks 3, then --ranks 4, to see it.");
   // ---- 1. The ring, step by step
   if (f.explain && ctx.world <= 8) {  // every rank takes part; --quiet (which may differ) only mutes rank 0
     lec.say.section("1. The ring, step by step (" + std::to_string(ctx.world) + " ranks, one element per chunk)");
@@ -108,11 +112,30 @@ float check_input(int rank, int64_t i) { return float((rank + 1) * 1000 + i % 99
 
 // Runs the ring with `op` on every rank's inputs; returns the largest error
 // relative to max(1, |expected|) over all ranks and elements (NaN-aware).
-double ring_error(Context& ctx, int64_t count, ReduceOp op) {
+// With Avg it also watches the ring's messages (dpt/comm/watch.h): when rank
+// r's n-th send leaves, the first of its all-gather (each phase sends n−1),
+// the chunk it owns must already hold what every rank ends with, and every
+// other chunk still what your scatter-reduce alone leaves there (each rank
+// divides its own chunk's floats only). `misplaced` counts the elements that
+// did not (the worst rank's count).
+double ring_error(Context& ctx, int64_t count, ReduceOp op, double* misplaced = nullptr) {
   std::vector<float> data(static_cast<std::size_t>(count));
   for (int64_t i = 0; i < count; ++i) data[std::size_t(i)] = check_input(ctx.rank, i);
   Tensor on_device = Tensor::from_vector({count}, data, ctx.device);
-  ch04::ring_all_reduce(ctx.comm, on_device.data(), count, op);
+  const int n = ctx.world;
+  std::vector<float> reduced;  // what the scatter-reduce alone leaves: the other chunks' reference
+  if (misplaced) {
+    Tensor alone = Tensor::from_vector({count}, data, ctx.device);
+    ch04::ring_scatter_reduce(ctx.comm, alone.data(), count);
+    reduced = alone.to_vector();
+  }
+  const ch04::Chunk own = ch04::ring_chunk(count, n, (ctx.rank + 1) % n);
+  std::vector<float> at_send;  // the whole vector as the first all-gather message left
+  int sends = 0;
+  auto watched = watch_messages(ctx.comm, [&](const Message& m) {
+    if (m.dst >= 0 && sends++ == n - 1) at_send = on_device.to_vector();
+  });
+  ch04::ring_all_reduce(*watched, on_device.data(), count, op);
   data = on_device.to_vector();
   double worst = 0;
   for (int64_t i = 0; i < count; ++i) {
@@ -122,11 +145,21 @@ double ring_error(Context& ctx, int64_t count, ReduceOp op) {
     double error = std::fabs(data[std::size_t(i)] - expected) / std::max(1.0, std::fabs(expected));
     if (!(error <= worst)) worst = error;  // a NaN stays
   }
+  if (misplaced) {
+    double wrong = 0;  // a rank that sent fewer than n messages was never watched: every element counts
+    for (int64_t i = 0; i < count; ++i) {
+      const std::size_t k = std::size_t(i);
+      const float expected = i >= own.begin && i < own.end ? data[k] : reduced[k];
+      wrong += k < at_send.size() && at_send[k] == expected ? 0 : 1;
+    }
+    *misplaced = max_over_ranks(ctx.comm, n > 1 ? wrong : 0);
+  }
   return max_over_ranks(ctx.comm, worst);
 }
 
 void check_sums(Context& ctx, const Narrator& say, int64_t count, Verdicts& v) {
-  double sum_error = ring_error(ctx, count, ReduceOp::Sum), avg_error = ring_error(ctx, count, ReduceOp::Avg);
+  double misplaced = 0;
+  double sum_error = ring_error(ctx, count, ReduceOp::Sum), avg_error = ring_error(ctx, count, ReduceOp::Avg, &misplaced);
   if (!ctx.is_root()) return;
   say.say("largest relative error on any rank: Sum " + fmt(sum_error, 3) + ", Avg " + fmt(avg_error, 3) +
           " (inputs are integers, so the serial sum is exact; verdicts at the end)");
@@ -135,6 +168,12 @@ void check_sums(Context& ctx, const Narrator& say, int64_t count, Verdicts& v) {
   v.at_most("ring Avg = serial mean, max relative error", avg_error, 6e-8,
             "the exact sum divided by n once: one rounding, <= 2^-24 relative; inputs divided before the sum (n "
             "roundings) or the sum times fl(1/n) (two) may exceed it; at n = 4 both are exact: check with --ranks 3");
+  v.at_most("ring Avg, as each rank's all-gather began: floats of its own chunk not yet the mean, or of other "
+            "chunks divided too (worst rank)",
+            misplaced, 0,
+            "watched as the first all-gather message left (ch04.h: each rank divides its share, about count/n "
+            "floats): sums sent and divided by every rank afterwards, or every chunk divided, end right but show "
+            "here");
 }
 
 // ----------------------------------------------------------------------------

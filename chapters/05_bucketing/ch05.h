@@ -53,8 +53,10 @@ struct Bucket {
 ///    each bucket's `bytes` is the sum over its params;
 ///  - no bucket is empty, and none holds more bytes than its cap unless it
 ///    holds a single parameter (one larger than the cap);
-///  - every bucket is as full as its cap allows: adding the next bucket's first
-///    parameter to it would pass its cap. (Cap 0: one bucket per parameter.)
+///  - of all layouts that keep the two rules above, it is the one with the
+///    most parameters in bucket 0, then the most in bucket 1, and so on: the
+///    buckets backward completes first are as large as their caps let them
+///    be. (Cap 0: one bucket per parameter.)
 /// A negative cap is a dpt::Error naming it. (Hole.)
 std::vector<Bucket> assign_buckets(const std::vector<int64_t>& param_bytes, int64_t cap_bytes,
                                    int64_t first_cap_bytes);
@@ -107,12 +109,10 @@ void mark_ready(BucketState& state, int param);
 /// (`grads[i]` for parameter i) holds its slice of its bucket's averaged
 /// state.flat[b], which launch laid out as the bucket's parameters in fill
 /// order. Copy on the rank's device (a tensor operation, never a loop over
-/// host floats). If a bucket was never launched this step: a dpt::Error that
-/// names the first parameter, in layout order, that was never marked ready,
-/// as `names[i]`, and its bucket ("parameter fc1.weight (#2) got no gradient
-/// this step; bucket 1 was never all-reduced ..."), raised only after every
-/// bucket that did launch has finished (its all-reduce writes state.flat and
-/// the other ranks' rings wait for it). (Hole.)
+/// host floats). If a bucket was never launched this step: a dpt::Error, not
+/// a hang, whose message names the first parameter (in layout order) never
+/// marked ready, by `names[i]`, and its bucket (as "bucket b"); when it is
+/// raised, every bucket that did launch on this rank has finished. (Hole.)
 void wait_and_unpack(BucketState& state, std::vector<Tensor>& grads, const std::vector<std::string>& names);
 
 }  // namespace dpt::ch05

@@ -44,6 +44,17 @@
 using namespace dpt;
 using namespace dpt::ch05;
 
+struct LayoutCheck {
+  int over_cap = 0, not_full = 0;  // buckets of several parameters over their cap; closed though the next fitted
+  std::string first_over, first_not_full;  // the first of each, in words
+};
+LayoutCheck check_layout(const std::vector<Bucket>& layout, const std::vector<int64_t>& bytes, const BucketPlan& plan);
+struct ShuffledLaunches {
+  int out_of_order = 0;  // launches that were not the next bucket index, over every shuffle
+  int unready = 0;       // launches of a bucket with a parameter not yet marked ready
+  int missing = 0;       // buckets never launched once every parameter was ready
+};
+ShuffledLaunches launch_shuffled(const std::vector<Bucket>& layout, Device& device, uint64_t seed);
 void print_steps(const BucketedRun& run);
 void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, Verdicts& v);
 void sweep_bucket_sizes(Context& ctx, const Options& o, const Dataset& data, const Ch05Flags& f);
@@ -63,10 +74,16 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
   BucketPlan plan = plan_of(f);
   say.section("1. The buckets: cap " + format_bytes(double(plan.cap_bytes)) + ", first bucket " +
               format_bytes(double(plan.first_cap_bytes)));
-  say.say(describe_layout(assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes), replica));
+  const std::vector<Bucket> layout = assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes);
+  say.say(describe_layout(layout, replica));
+  LayoutCheck caps = check_layout(layout, parameter_bytes(replica), plan);
   say.say("Backward finishes the last layer first, so bucket 0 is complete first. Each bucket's ring all-reduce\n"
           "starts from a grad-ready hook while backward goes on; the hooks may fire in another order on each rank,\n"
-          "yet every rank's ring must work on the same bucket at the same time.");
+          "yet every rank's ring must work on the same bucket at the same time. Your mark_ready, on this layout,\n"
+          "with the hooks fired in 20 shuffled orders (as another rank's may fire):");
+  ShuffledLaunches shuffled = launch_shuffled(layout, ctx.device, o.seed);
+  say.say("launches out of bucket order " + std::to_string(shuffled.out_of_order) + ", before their bucket was "
+          "complete " + std::to_string(shuffled.unready) + ", never launched " + std::to_string(shuffled.missing));
 
   // ---- 2. Training, buckets launched from backward's grad-ready hooks
   say.section(std::string("2. Training: ") + (f.overlap ? "each bucket all-reduced as soon as it is ready"
@@ -89,6 +106,14 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
   const double s = double(replica.num_parameters()) * 4;
   const int64_t nb = int64_t(run.layout.size()), steps = int64_t(run.losses.size());
   Verdicts& verdicts = lec.verdicts;
+  verdicts.at_most("buckets of several parameters over their cap", caps.over_cap, 0,
+                   caps.over_cap ? caps.first_over : "only a single parameter larger than the cap may pass it");
+  verdicts.at_most("buckets closed while the next bucket's first parameter still fitted under their cap",
+                   caps.not_full, 0, caps.not_full ? caps.first_not_full : "the buckets backward completes first are full");
+  verdicts.at_most("your mark_ready, hooks in 20 shuffled orders: launches out of bucket order, before complete, "
+                       "or never",
+                   shuffled.out_of_order + shuffled.unready + shuffled.missing, 0,
+                   "another rank's hooks may fire in any of these orders, and its k-th all-reduce meets yours");
   add_ring_traffic_verdicts(verdicts, run.traffic, s / double(nb), nb * steps, "training");
   verdicts.holds("the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
@@ -101,6 +126,56 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
   summary.add_row({"bytes per step, all ranks", format_bytes(double(run.traffic.total_bytes()) / double(std::max<int64_t>(1, steps)))});
   summary.add_row({"theory 2(n-1)*S, all ranks", format_bytes(2.0 * (ctx.world - 1) * s)});
   summary.add_row({"wall time", fixed(run.seconds, 2) + " s"});
+}
+
+// ----------------------------------------------------------------------------
+// 1. the layout against ch05.h's caps, and mark_ready with shuffled hooks
+
+LayoutCheck check_layout(const std::vector<Bucket>& layout, const std::vector<int64_t>& bytes, const BucketPlan& plan) {
+  LayoutCheck c;
+  for (std::size_t b = 0; b < layout.size(); ++b) {
+    const int64_t cap = b == 0 ? plan.first_cap_bytes : plan.cap_bytes;
+    auto size_of = [&](int p) { return p >= 0 && std::size_t(p) < bytes.size() ? bytes[std::size_t(p)] : 0; };
+    int64_t sum = 0;
+    for (int p : layout[b].params) sum += size_of(p);
+    const std::string name = "bucket " + std::to_string(b) + ": " + format_bytes(double(sum)) + ", cap " +
+                             format_bytes(double(cap));
+    if (layout[b].params.size() > 1 && sum > cap && c.over_cap++ == 0) c.first_over = name;
+    if (b + 1 < layout.size() && !layout[b + 1].params.empty()) {
+      const int64_t next = size_of(layout[b + 1].params.front());
+      if (sum + next <= cap && c.not_full++ == 0)
+        c.first_not_full = name + ", and bucket " + std::to_string(b + 1) + "'s first parameter (" +
+                           format_bytes(double(next)) + ") fits";
+    }
+  }
+  return c;
+}
+
+ShuffledLaunches launch_shuffled(const std::vector<Bucket>& layout, Device& device, uint64_t seed) {
+  ShuffledLaunches r;
+  std::vector<int> order;  // the parameters, in the order the hooks fire
+  for (const Bucket& b : layout) order.insert(order.end(), b.params.begin(), b.params.end());
+  std::vector<int> launched;
+  BucketState state = make_bucket_state(layout, device, [](int) {});
+  auto complete = [&](int b) {
+    for (int p : state.buckets[std::size_t(b)].params)
+      if (!state.ready[std::size_t(p)]) return false;
+    return true;
+  };
+  state.launch = [&](int b) {  // the record, kept apart from your hole
+    if (b != int(launched.size())) ++r.out_of_order;
+    if (!complete(b)) ++r.unready;
+    launched.push_back(b);
+  };
+  Rng rng(seed);
+  for (int shuffle = 0; shuffle < 20; ++shuffle) {
+    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.next_u64() % i]);
+    reset_bucket_state(state);
+    launched.clear();
+    for (int p : order) mark_ready(state, p);
+    r.missing += int(layout.size()) - int(launched.size());
+  }
+  return r;
 }
 
 // ----------------------------------------------------------------------------

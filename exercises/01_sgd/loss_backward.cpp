@@ -4,10 +4,10 @@
 // in tiers are in docs/ch01_sgd.md (§ Hints).
 //
 // Pointers:
-//   - Derive ∂loss/∂z for one row on paper first, with the label as one of
-//     the C classes; then remember which loss this is: the batch's mean.
+//   - Derive ∂loss/∂logits on paper first, from the loss exactly as ch01.h
+//     writes it, before any code.
 //   - Tensor::zeros(shape, logits.device()), data(), size(0), size(1).
-//   - The contract includes logits of 1000. Try std::exp(1000.0f).
+//   - Every postcondition in ch01.h is tested, the range of logits included.
 #include "ch01.h"
 
 #include "dpt/check.h"

@@ -10,9 +10,8 @@
 
 namespace dpt::ch04 {
 
-// ring_chunk: the postconditions (tiling, sizes, order) pin every chunk down.
-// Try count = 10 with n = 4, and count = 2 with n = 3, on paper first. No
-// loop over the chunks before i: integer division and remainder suffice.
+// ring_chunk: the postconditions (tiling, sizes, order, cost) pin every chunk
+// down. Try count = 10 with n = 4, and count = 2 with n = 3, on paper first.
 Chunk ring_chunk(int64_t count, int n, int i) {
   (void)count, (void)n, (void)i;
   throw NotImplemented("ch04: ring_chunk — see exercises/04_ring_allreduce/ring.cpp");
@@ -34,10 +33,10 @@ void ring_all_gather(Communicator& comm, float* data, int64_t count) {
   throw NotImplemented("ch04: ring_all_gather — see exercises/04_ring_allreduce/ring.cpp");
 }
 
-// ring_all_reduce: for Avg, every rank must end with the same bits, and those
-// of sum / n. Where to divide is yours to decide: think about which floats a
-// rank holds finished, and when. dpt::divide_floats (dpt/floats.h) divides.
-// Check Avg with `--ranks 3`: at 4 ranks dividing by 4 is exact in binary.
+// ring_all_reduce: Avg's postcondition and its share of the work are in
+// ch04.h; where to divide is yours to decide. dpt::divide_floats
+// (dpt/floats.h) divides. Run the chapter with `--ranks 3` as well as 4: at 4
+// ranks dividing by 4 is exact in binary.
 void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op) {
   (void)comm, (void)data, (void)count, (void)op;
   throw NotImplemented("ch04: ring_all_reduce — see exercises/04_ring_allreduce/ring.cpp");

@@ -4,12 +4,12 @@
 /// algorithms against (and later chapters use as tools).
 ///
 /// Every rank holds one Communicator, handed out by `dpt::launch` (launch.h)
-/// in `ctx.comm`. A ring step, then the library's answer to compare with:
+/// in `ctx.comm`. Two ranks swap n floats, then the library's oracle:
 ///
-///     int right = (ctx.rank + 1) % ctx.world, left = (ctx.rank + ctx.world - 1) % ctx.world;
-///     ctx.comm.sendrecv(mine, n, right, theirs, n, left);                // both at once: safe
+///     int peer = 1 - ctx.rank;                                            // ranks 0 and 1
+///     ctx.comm.sendrecv(mine, n, peer, theirs, n, peer);                  // n floats each way
 ///     ctx.comm.all_reduce(grad.data(), grad.numel(), dpt::ReduceOp::Avg);  // the oracle
-///     int64_t sent = ctx.comm.traffic().bytes(ctx.rank, right);           // 4*n so far
+///     int64_t sent = ctx.comm.traffic().bytes(ctx.rank, peer);            // 4*n so far
 ///
 /// Under `--comm threads` the ranks are threads of one process (an optional
 /// simulated network, a deadlock report naming every waiting rank); under
@@ -20,8 +20,8 @@
 ///  - A send of more than the eager limit waits until its receive is posted
 ///    (rendezvous); a smaller one is buffered and returns at once. Under MPI
 ///    the library sets the limit; under threads `--eager-limit` does (64 KiB
-///    by default, like Open MPI over TCP). So a ring of blocking
-///    send-then-recv deadlocks on large messages: use sendrecv.
+///    by default, like Open MPI over TCP). A large send therefore returns
+///    only once its receiver has reached the matching recv (or sendrecv).
 ///  - A recv must name exactly the count that was sent; collectives must get
 ///    the same count (and root, and op) on every rank. A mismatch is a
 ///    dpt::Error naming both sides, never silent truncation.
@@ -103,12 +103,12 @@ class Communicator {
   // ---- point-to-point: what chapter algorithms are built from ----
   /// Sends data[0, count) to `dst`. Up to the eager limit it returns at once
   /// (the data is buffered); above it, it waits until `dst` posts the
-  /// matching recv, as MPI does: use sendrecv on a ring.
+  /// matching receive, as MPI does.
   void send(const float* data, int64_t count, int dst, int tag = 0);
   /// Receives exactly `count` floats from `src` into data[0, count).
   void recv(float* data, int64_t count, int src, int tag = 0);
-  /// Sends to `dst` and receives from `src` at once: safe when every rank of a
-  /// ring calls it together. Returns when the receive is complete and
+  /// Sends to `dst` and receives from `src` in one call, the two in progress
+  /// at once (MPI_Sendrecv). Returns when the receive is complete and
   /// send_buf may be reused. Buffers must not overlap.
   void sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
                 int64_t recv_count, int src, int tag = 0);
