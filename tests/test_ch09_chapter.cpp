@@ -126,6 +126,7 @@ TEST_CASE("chapter: a server that freezes is reported within the timeout, naming
   INFO("a worker waiting on a frozen server must give up after --comm-timeout (0.5 s here), saying on whom it "
        "waited; it said, after " << seconds << " s: " << error);
   CHECK(error.find("rank") != std::string::npos);
+  CHECK(error.find("rank 0 is in no communication call, so it stopped (frozen)") != std::string::npos);
   CHECK(seconds < 4.0);
 }
 
