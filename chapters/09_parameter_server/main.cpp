@@ -10,16 +10,19 @@
 // for a straggler, and gradients are computed on parameters that are already
 // stale; stale-synchronous (ssp) bounds how stale.
 //
-// The chapter checks sync against one device step by step, counts the bytes
-// through each server against W·Ψ/S (and the link model's time against the
-// ring's), measures every push's staleness against what the arrival order
-// implies and what it costs in held-out accuracy, and with a straggler
+// The chapter checks that every server gets its own slice (on two servers
+// or more, whatever --servers says), sync against one device step by step
+// and where each round closed, counts the bytes through each server against
+// W·Ψ/S (and the link model's time against the ring's), measures every
+// push's staleness against what the arrival order implies and what it costs
+// in held-out accuracy, judges ssp's bound, and with a straggler
 // (--slow-rank) compares sync, async and ssp at equal time.
 //
 // What it leaves out: momentum and Adam on the servers (plain SGD only),
 // pushes in a truly random order (the communicator has no receive from any
 // source: servers serve an arrival order simulated from the workers' step
-// times, arrival_order in ch09.h), fault tolerance and server replication.
+// times, sync ties drawn from --seed; arrival_order in ch09.h), fault
+// tolerance and server replication.
 //
 // Run it:
 //     build/reference/bin/ch09_parameter_server --ranks 5 --servers 1

@@ -168,10 +168,7 @@ PsRun run_parameter_server(Context& ctx, const Options& o, const Dataset& data, 
   out.roles.servers = c.servers;
   out.roles.workers = ctx.world - c.servers;
   out.roles.count = build_model(o, Device::host()).num_parameters();
-  DPT_CHECK(c.servers >= 1 && out.roles.workers >= 1,
-            "--servers " << c.servers << " with " << ctx.world << " ranks: need at least one server and one worker");
-  DPT_CHECK(out.roles.count >= c.servers, "--servers " << c.servers << " is more than the " << out.roles.count
-                                                        << " parameters to shard");
+  check_roles(out.roles);
   for (int v : c.order)
     DPT_CHECK(v >= 0 && v < out.roles.workers, "arrival order names worker " << v << " of " << out.roles.workers);
   if (c.mode == Mode::Sync) {  // rounds: each block of W pushes has every worker once
@@ -199,6 +196,13 @@ PsRun run_parameter_server(Context& ctx, const Options& o, const Dataset& data, 
   out.traffic = ctx.comm.gather_traffic();
   gather_final(ctx, out);
   return out;
+}
+
+void check_roles(const Roles& roles) {
+  DPT_CHECK(roles.servers >= 1 && roles.workers >= 1, "--servers " << roles.servers << " with "
+            << roles.servers + roles.workers << " ranks: need at least one server and one worker");
+  DPT_CHECK(roles.count >= roles.servers, "--servers " << roles.servers << " is more than the " << roles.count
+                                                        << " parameters to shard");
 }
 
 PsConfig ps_config(Mode mode, int servers, std::vector<int> order, int slow_worker, double slowdown) {

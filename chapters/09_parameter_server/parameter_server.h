@@ -39,6 +39,10 @@ struct PsConfig {
 /// through as it is.
 void exchange(const Roles& roles, int worker, const std::function<void()>& message);
 
+/// Throws dpt::Error, naming --servers, unless `roles` has a server and a
+/// worker and no more servers than parameters.
+void check_roles(const Roles& roles);
+
 /// A PsConfig of these fields (the others at their defaults).
 PsConfig ps_config(Mode mode, int servers, std::vector<int> order, int slow_worker = -1, double slowdown = 1);
 

@@ -27,6 +27,7 @@ int slice_check_servers(int servers, int world) { return world >= 3 ? std::max(s
 
 std::string check_slices(Context& ctx, int64_t count, int servers) {
   const Roles roles{servers, ctx.world - servers, count};
+  check_roles(roles);  // before any hole is called
   std::vector<float> found(std::size_t(ctx.world * kFields), 0.0f);  // this rank's first mismatch, summed to all
   float* mine = found.data() + ctx.rank * kFields;
   if (ctx.rank < servers) {  // a server: receive every push, then answer each
