@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "ch09.h"
@@ -24,6 +25,7 @@ using namespace dpt;
 using namespace dpt::ch09;
 using dpt_test::rounds;
 using dpt_test::run_ps;
+using dpt_test::shuffled_rounds;
 using dpt_test::small_options;
 using dpt_test::World;
 
@@ -53,13 +55,82 @@ double max_abs(const std::vector<float>& v) {
 // ----------------------------------------------------------------------------
 // apply_push
 
+TEST_CASE("apply_push: a sync round closes when all W pushes are in, whatever their order", "[ch09]") {
+  // apply_push alone, as the server loop calls it, on rounds whose pushes
+  // come in shuffled orders (the last is not always worker W−1's). Oracle:
+  // SGD with the mean of the round's gradients, written out here.
+  for (int W : {3, 4}) {
+    const std::vector<int> order = W == 3 ? std::vector<int>{2, 0, 1, 1, 2, 0, 0, 1, 2, 2, 1, 0}
+                                          : std::vector<int>{3, 1, 0, 2, 1, 3, 2, 0, 0, 1, 2, 3};
+    const int n = 5;
+    ServerShard shard;
+    shard.mode = Mode::Sync;
+    shard.workers = W;
+    shard.lr = 0.5f;
+    shard.params = {1.0f, -2.0f, 0.5f, 4.0f, 3.0f};
+    shard.scratch.assign(n, 0.0f);
+    shard.read_version.assign(std::size_t(W), 0);
+    std::vector<double> expected(shard.params.begin(), shard.params.end()), mean(n, 0.0);
+    for (std::size_t p = 0; p < order.size(); ++p) {
+      const std::size_t r = p / std::size_t(W), j = p % std::size_t(W);
+      const int w = order[p];
+      std::vector<float> grad(n);
+      for (int i = 0; i < n; ++i) grad[std::size_t(i)] = 0.25f * float((w + 1) * (i + 1)) - 0.125f * float(r);
+      for (int i = 0; i < n; ++i) mean[std::size_t(i)] += double(grad[std::size_t(i)]) / W;
+      std::string round;
+      for (std::size_t k = 0; k < std::size_t(W); ++k) round += (k ? ", " : "") + std::to_string(order[r * W + k]);
+      const std::string where = "sync, " + std::to_string(W) + " workers, round " + std::to_string(r) +
+                                " (pushes from workers " + round + ", in that order)";
+      const std::vector<float> before = shard.params;
+      const int64_t version = shard.version;
+      const bool applied = apply_push(shard, w, grad.data());
+      const bool last = j + 1 == std::size_t(W);
+      std::string to_come;
+      for (std::size_t k = j + 1; k < std::size_t(W); ++k)
+        to_come += (k > j + 1 ? ", " : "") + std::to_string(order[r * W + k]);
+      if (applied && !last)
+        FAIL(where << ": apply_push returned true on push " << j + 1 << " of " << W << " (worker " << w << "'s), "
+             "with worker(s) " << to_come << " still to come. A sync round closes when all W pushes are in, "
+             "whatever their order: the last push of a round can be any worker's.");
+      if (!applied && last)
+        FAIL(where << ": apply_push returned false on the round's last push (worker " << w << "'s): all " << W
+             << " pushes are in, so the round closes here, whatever their order.");
+      if (!last) {
+        INFO(where << ", push " << j + 1 << " of " << W << " (worker " << w << "'s): before the round is complete, "
+             "neither params nor version may change");
+        REQUIRE(shard.params == before);
+        REQUIRE(shard.version == version);
+        continue;
+      }
+      for (int i = 0; i < n; ++i) {
+        expected[std::size_t(i)] -= 0.5 * mean[std::size_t(i)];
+        mean[std::size_t(i)] = 0;
+      }
+      for (int i = 0; i < n; ++i) {
+        const double step = expected[std::size_t(i)] - double(before[std::size_t(i)]);
+        const double theirs = double(shard.params[std::size_t(i)]) - double(before[std::size_t(i)]);
+        if (std::fabs(theirs - step) <= 1e-5 * std::max(1.0, std::fabs(step))) continue;
+        FAIL(where << ", element " << i << ": the round's step is " << theirs << ", SGD with the mean of the round's "
+             << W << " gradients is " << step << (std::fabs(theirs - W * step) < 1e-4 * std::fabs(W * step)
+             ? " (" + std::to_string(W) + " times as large: the gradients were summed, not averaged)" : "")
+             << ". One device's step on the W batches as one uses the mean of their gradients.");
+      }
+      INFO(where << ": one update per round, so version counts the rounds closed");
+      REQUIRE(shard.version == int64_t(r) + 1);
+      for (int64_t& read : shard.read_version) read = shard.version;  // the loop answers every worker
+    }
+    INFO("sync: every gradient is applied to the parameters it was computed on: one staleness entry of 0 per push");
+    CHECK(shard.staleness == std::vector<int64_t>(order.size(), 0));
+  }
+}
+
 TEST_CASE("apply_push: sync servers take one device's SGD step on all workers' batches, step by step",
           "[ch09][needs:push_and_pull]") {
   for (auto [servers, workers] : {std::pair{1, 3}, std::pair{2, 2}, std::pair{3, 4}}) {
     const int steps = 5;
     Options o = small_options(steps);
     Dataset data = load_dataset(o);
-    PsConfig c = ps_config(Mode::Sync, servers, rounds(workers, steps));
+    PsConfig c = ps_config(Mode::Sync, servers, shuffled_rounds(workers, steps));  // rounds in any order
     c.keep_pulled = true;
     World world = run_ps(servers, workers, c, o);
     const auto& pulled = world.ranks[std::size_t(servers)].pulled;  // the first worker: w_0, w_1, …
@@ -140,7 +211,7 @@ TEST_CASE("apply_push: on a fixed arrival order every push's staleness is what t
       CHECK(world.ranks[std::size_t(s)].version == int64_t(order.size()));
     }
   }
-  World synced = run_ps(2, 3, ps_config(Mode::Sync, 2, rounds(3, 3)), o);
+  World synced = run_ps(2, 3, ps_config(Mode::Sync, 2, shuffled_rounds(3, 3)), o);
   INFO("sync: every gradient is applied to the parameters it was computed on: 9 entries of 0; 3 updates");
   CHECK(synced.ranks[0].staleness == std::vector<int64_t>(9, 0));
   CHECK(synced.ranks[1].version == 3);

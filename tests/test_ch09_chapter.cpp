@@ -47,7 +47,29 @@ std::string failure_of(const std::function<void()>& run) {
 // the provided arrival order and the chapter program
 
 TEST_CASE("chapter: arrival orders are sync rounds, and async by finishing time", "[ch09]") {
-  CHECK(arrival_order(Mode::Sync, {1, 1, 3}, 7) == std::vector<int>{0, 1, 2, 0, 1, 2});  // two rounds of 3
+  // sync: one round per slowest step (3), each worker once, the straggler
+  // (worker 2) last; the tie between workers 0 and 1 drawn from the seed, so
+  // over rounds and seeds both orders come up.
+  bool zero_first = false, one_first = false;
+  for (uint64_t seed : {1u, 2u, 3u, 42u}) {
+    std::vector<int> order = arrival_order(Mode::Sync, {1, 1, 3}, 7, 0, seed);
+    INFO("seed " << seed << ": two rounds of 3 pushes, each {0, 1} in some order, then the straggler, 2");
+    REQUIRE(order.size() == 6);
+    for (std::size_t r = 0; r < 6; r += 3) {
+      CHECK(order[r + 2] == 2);
+      CHECK(std::min(order[r], order[r + 1]) == 0);
+      CHECK(std::max(order[r], order[r + 1]) == 1);
+      (order[r] == 0 ? zero_first : one_first) = true;
+    }
+    CHECK(arrival_order(Mode::Sync, {1, 1, 3}, 7, 0, seed) == order);  // the same seed, the same order
+  }
+  INFO("ties in a sync round must not always be broken in worker order (nor always against it)");
+  CHECK((zero_first && one_first));
+  std::vector<int> even = arrival_order(Mode::Sync, {1, 1, 1, 1}, 50, 0, 42);
+  int64_t last_not_three = 0;
+  for (std::size_t r = 3; r < even.size(); r += 4) last_not_three += even[r] != 3;
+  INFO("equal workers, 50 rounds: the last push of a round was not worker 3's in " << last_not_three);
+  CHECK(last_not_three >= 25);
   // async: finishing at 1, 2, 3 (workers 0, 1) and 3 (worker 2); ties in worker order
   CHECK(arrival_order(Mode::Async, {1, 1, 3}, 3) == std::vector<int>{0, 1, 0, 1, 0, 1, 2});
   CHECK(arrival_makespan(Mode::Async, {1, 1, 3}, 3.5) == 3);
@@ -104,6 +126,7 @@ TEST_CASE("chapter: a server that freezes is reported within the timeout, naming
   INFO("a worker waiting on a frozen server must give up after --comm-timeout (0.5 s here), saying on whom it "
        "waited; it said, after " << seconds << " s: " << error);
   CHECK(error.find("rank") != std::string::npos);
+  CHECK(error.find("rank 0 is in no communication call, so it stopped (frozen)") != std::string::npos);
   CHECK(seconds < 4.0);
 }
 

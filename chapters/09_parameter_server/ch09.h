@@ -27,7 +27,8 @@
 /// The communicator has no receive from "any source" (communicator.h), so a
 /// server serves pushes in an *arrival order* fixed in advance: the order in
 /// which they reach it when worker w needs a given time per step
-/// (`arrival_order`). Every server serves the same order.
+/// (`arrival_order`). Every server serves the same order. As on a real
+/// network, a sync round's pushes come in any order, not worker 0 first.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +78,9 @@ constexpr int kPullTag = 92;
 /// One server's state. The server loop (parameter_server.cpp) receives each
 /// push in the arrival order, calls apply_push, and, when apply_push returns
 /// true, answers every worker whose push is waiting for an answer, setting
-/// read_version[w] = version as it sends worker w the shard.
+/// read_version[w] = version as it sends worker w the shard. (In sync it
+/// also answers whoever still waits at the end of each round of W pushes, so
+/// that a round that never closed is a ✘ verdict rather than a hang.)
 struct ServerShard {
   Mode mode = Mode::Sync;               ///< how pushes are treated
   int workers = 1;                      ///< W
@@ -85,8 +88,8 @@ struct ServerShard {
   std::vector<float> params;            ///< this server's shard of w (roles.shard(s).size() floats)
   int64_t version = 0;                  ///< updates applied to params so far (0 at the start)
   std::vector<int64_t> read_version;    ///< per worker: version of the shard last sent to it
-  std::vector<float> sum;               ///< scratch the size of params, zeros at the start: yours to use
-  int held = 0;                         ///< scratch, 0 at the start: yours to use
+  std::vector<float> scratch;           ///< the size of params, zeros at the start: yours to use
+  int tally = 0;                        ///< 0 at the start: yours to use
   std::vector<int64_t> staleness;       ///< one entry per push, in arrival order: yours to fill
 };
 
@@ -101,10 +104,11 @@ struct ServerShard {
 /// it only held the push for later.
 ///
 /// Postconditions:
-///  - sync: pushes arrive in rounds of one per worker. After a round's last
-///    push, params hold exactly what one device's SGD step would make of them
-///    on all W workers' samples as one batch (every worker's batch has the
-///    same size); the round's other pushes change neither params nor version.
+///  - sync: pushes arrive in rounds of one per worker, in any order within a
+///    round. After a round's last push, params hold exactly what one device's
+///    SGD step would make of them on all W workers' samples as one batch
+///    (every worker's batch has the same size); the round's other pushes
+///    change neither params nor version, and return false.
 ///  - async and ssp: every push changes params at once, as one plain SGD step
 ///    on that gradient alone (so one worker is plain SGD).
 ///  - version counts the updates applied to params so far.
@@ -147,14 +151,15 @@ bool ssp_must_wait(const std::vector<int64_t>& completed, int worker, int max_st
 /// The order in which pushes reach the servers (worker indices, one entry per
 /// push) when worker w needs `step_time[w]` per step (computing its gradient;
 /// messages take no time) and the run lasts `horizon` (same unit): every push
-/// finished by then. sync: rounds of 0, 1, …, W−1, one per slowest step.
-/// async: each worker starts its next step as soon as its pull is answered;
-/// pushes finishing at the same time arrive in worker order. ssp: as async,
-/// but a worker that ssp_must_wait says must wait starts only once it no
-/// longer must. Throws dpt::Error when every worker must wait (nobody could
-/// ever move again).
+/// finished by then. sync: one round per slowest step, each worker once, by
+/// finishing time (a straggler last); equal times in an order drawn from
+/// `seed`, afresh each round. async: each worker starts its next step as soon
+/// as its pull is answered; pushes finishing at the same time arrive in
+/// worker order. ssp: as async, but a worker that ssp_must_wait says must
+/// wait starts only once it no longer must. Throws dpt::Error when every
+/// worker must wait (nobody could ever move again).
 std::vector<int> arrival_order(Mode mode, const std::vector<double>& step_time, double horizon,
-                               int max_staleness = 0);
+                               int max_staleness = 0, uint64_t seed = 0);
 
 /// The time the last push of `arrival_order(…)` finishes, in step_time's unit
 /// (the run's length on that clock).

@@ -35,9 +35,8 @@ constexpr int kFinalTag = 93;
            << "). Here: " << shards << ". The communicator said: " << e.what());
 }
 
-// Runs a push, a pull or push_and_pull for `worker`: a length its partner did
-// not expect is explained; a peer's failure, a timeout or a hole not filled
-// yet passes through as it is.
+}  // namespace
+
 void exchange(const Roles& roles, int worker, const std::function<void()>& message) {
   try {
     message();
@@ -52,6 +51,7 @@ void exchange(const Roles& roles, int worker, const std::function<void()>& messa
   }
 }
 
+namespace {
 // ----------------------------------------------------------------------------
 // a server: receive pushes in the arrival order, apply, answer
 
@@ -65,7 +65,7 @@ void serve(Context& ctx, const Options& o, const PsConfig& c, PsRun& out) {
   shard.lr = o.lr;
   std::vector<float> w = flatten(build_model(o, Device::host()).parameters());  // the model the flags ask for
   shard.params.assign(w.begin() + mine.begin, w.begin() + mine.end);
-  shard.sum.assign(shard.params.size(), 0.0f);
+  shard.scratch.assign(shard.params.size(), 0.0f);
   shard.read_version.assign(std::size_t(roles.workers), 0);
   for (int v = 0; v < roles.workers; ++v)  // every worker's first pull: the start
     ctx.comm.send(shard.params.data(), mine.size(), roles.worker_rank(v), kPullTag);
@@ -76,7 +76,12 @@ void serve(Context& ctx, const Options& o, const PsConfig& c, PsRun& out) {
     exchange(roles, v, [&] { ctx.comm.recv(grad.data(), mine.size(), roles.worker_rank(v), kPushTag); });
     if (c.before_apply) c.before_apply(s, int64_t(i));
     waiting.push_back(v);
-    if (!apply_push(shard, v, grad.data())) continue;
+    const bool applied = apply_push(shard, v, grad.data());
+    out.applied.push_back(applied);
+    // Sync: whoever still waits at a round's end is answered too, so that a
+    // round apply_push never closed is judged (round_closes_text), not a hang.
+    const bool round_end = c.mode == Mode::Sync && (i + 1) % std::size_t(roles.workers) == 0;
+    if (!applied && !round_end) continue;
     for (int answered : waiting) {  // their pulls: the shard as it is now
       shard.read_version[std::size_t(answered)] = shard.version;
       exchange(roles, answered,
@@ -163,12 +168,21 @@ PsRun run_parameter_server(Context& ctx, const Options& o, const Dataset& data, 
   out.roles.servers = c.servers;
   out.roles.workers = ctx.world - c.servers;
   out.roles.count = build_model(o, Device::host()).num_parameters();
-  DPT_CHECK(c.servers >= 1 && out.roles.workers >= 1,
-            "--servers " << c.servers << " with " << ctx.world << " ranks: need at least one server and one worker");
-  DPT_CHECK(out.roles.count >= c.servers, "--servers " << c.servers << " is more than the " << out.roles.count
-                                                        << " parameters to shard");
+  check_roles(out.roles);
   for (int v : c.order)
     DPT_CHECK(v >= 0 && v < out.roles.workers, "arrival order names worker " << v << " of " << out.roles.workers);
+  if (c.mode == Mode::Sync) {  // rounds: each block of W pushes has every worker once
+    const std::size_t W = std::size_t(out.roles.workers);
+    DPT_CHECK(c.order.size() % W == 0, "a sync arrival order is rounds of " << W << " pushes; this one has "
+                                                                            << c.order.size());
+    for (std::size_t r = 0; r < c.order.size(); r += W) {
+      std::vector<int> round(c.order.begin() + std::ptrdiff_t(r), c.order.begin() + std::ptrdiff_t(r + W));
+      std::sort(round.begin(), round.end());
+      for (std::size_t w = 0; w < W; ++w)
+        DPT_CHECK(round[w] == int(w), "sync round " << r / W << " of the arrival order does not have every worker "
+                                                       "once");
+    }
+  }
   out.is_server = ctx.rank < c.servers;
   ctx.comm.barrier();
   ctx.comm.traffic().clear();  // threads share one log: cleared between barriers
@@ -182,6 +196,13 @@ PsRun run_parameter_server(Context& ctx, const Options& o, const Dataset& data, 
   out.traffic = ctx.comm.gather_traffic();
   gather_final(ctx, out);
   return out;
+}
+
+void check_roles(const Roles& roles) {
+  DPT_CHECK(roles.servers >= 1 && roles.workers >= 1, "--servers " << roles.servers << " with "
+            << roles.servers + roles.workers << " ranks: need at least one server and one worker");
+  DPT_CHECK(roles.count >= roles.servers, "--servers " << roles.servers << " is more than the " << roles.count
+                                                        << " parameters to shard");
 }
 
 PsConfig ps_config(Mode mode, int servers, std::vector<int> order, int slow_worker, double slowdown) {

@@ -33,6 +33,16 @@ struct PsConfig {
   std::function<void(int server, int64_t push)> before_apply;
 };
 
+/// Runs a push, a pull or push_and_pull of `worker` (`message`): a length its
+/// partner did not expect becomes an error that says what each server
+/// expects; a peer's failure, a timeout or a hole not filled yet passes
+/// through as it is.
+void exchange(const Roles& roles, int worker, const std::function<void()>& message);
+
+/// Throws dpt::Error, naming --servers, unless `roles` has a server and a
+/// worker and no more servers than parameters.
+void check_roles(const Roles& roles);
+
 /// A PsConfig of these fields (the others at their defaults).
 PsConfig ps_config(Mode mode, int servers, std::vector<int> order, int slow_worker = -1, double slowdown = 1);
 
@@ -41,6 +51,7 @@ struct PsRun {
   Roles roles;             ///< who is who in this run
   bool is_server = false;  ///< this rank is a server (else a worker)
   std::vector<int64_t> staleness;  ///< a server: its per-push staleness entries (apply_push's)
+  std::vector<bool> applied;       ///< a server: per push, whether apply_push returned true (an update)
   int64_t version = 0;             ///< a server: its version at the end
   std::vector<float> params;       ///< rank 0: the servers' final parameters, all Ψ of them
   std::vector<std::vector<float>> pulled;  ///< first worker with keep_pulled: w before step 0, after each pull

@@ -191,15 +191,63 @@ double accuracy(const MLP& model, const Dataset& data, const HeldOut& held_out) 
   return held_out.enabled() ? evaluate(model, held_out.data).accuracy : evaluate(model, data).accuracy;
 }
 
+void add_ssp_bound_verdict(Verdicts& v, const std::vector<int>& order, int workers, int max_staleness,
+                           double slowdown, double model_time) {
+  // A fast worker gains 1 − 1/X steps on the straggler per step time: the
+  // bound's s + 1 is reached well within 2(s + 1)·X/(X − 1) + X of them.
+  const bool reaches_bound =
+      slowdown > 1 && model_time >= 2.0 * (max_staleness + 1) * slowdown / (slowdown - 1) + slowdown;
+  if (reaches_bound)  // the fast workers had the time to reach the bound
+    v.near("ssp: steps the fastest worker finished beyond the slowest = max staleness + 1",
+           double(largest_lead(order, workers)), double(max_staleness + 1), 0,
+           "it may start a step while s ahead and finishes it one further; a straggler takes it there");
+  else
+    v.at_most("ssp: steps any worker finished beyond the slowest, at most max staleness + 1",
+              double(largest_lead(order, workers)), double(max_staleness + 1),
+              "it may start a step while s ahead and finishes it one further");
+}
+
+// ----------------------------------------------------------------------------
+// sync rounds: where apply_push closed each
+
+std::string round_closes_text(const std::vector<bool>& applied, const std::vector<int>& order, int workers,
+                              bool& ok) {
+  const std::size_t W = std::size_t(workers), rounds = order.size() / W;
+  int64_t last_not_highest = 0;  // rounds whose last push was not worker W−1's
+  for (std::size_t r = 0; r < rounds; ++r) {
+    if (order[r * W + W - 1] != workers - 1) ++last_not_highest;
+    for (std::size_t j = 0; j < W && r * W + j < applied.size(); ++j) {
+      const bool last = j + 1 == W;
+      if (applied[r * W + j] == last) continue;
+      std::string who;
+      for (std::size_t k = 0; k < W; ++k) who += (k ? ", " : "") + std::to_string(order[r * W + k]);
+      ok = false;
+      if (!last) {
+        std::string to_come;
+        for (std::size_t k = j + 1; k < W; ++k) to_come += (k > j + 1 ? ", " : "") + std::to_string(order[r * W + k]);
+        return "round " + std::to_string(r) + " (pushes from workers " + who + ", in that order): apply_push "
+               "returned true on push " + std::to_string(j + 1) + " of " + std::to_string(W) + " (worker " +
+               std::to_string(order[r * W + j]) + "'s), with worker(s) " + to_come + " still to come. A round "
+               "closes when all W pushes are in, whatever their order";
+      }
+      return "round " + std::to_string(r) + " (pushes from workers " + who + ", in that order): apply_push "
+             "returned false on the round's last push (worker " + std::to_string(order[r * W + j]) + "'s): all " +
+             std::to_string(W) + " pushes were in, so the round had to close there, whatever their order";
+    }
+  }
+  ok = applied.size() == order.size();
+  if (!ok) return "apply_push ran " + std::to_string(applied.size()) + " times for " + std::to_string(order.size()) +
+                  " pushes";
+  return std::to_string(rounds) + " rounds, each closed on its last push; in " + std::to_string(last_not_highest) +
+         " of them the last was not worker " + std::to_string(workers - 1) + "'s";
+}
+
 // ----------------------------------------------------------------------------
 // the straggler race
 
 void race_section(const Narrator& say, const std::vector<RaceLane>& lanes, int workers, int max_staleness,
                   double slowdown, Verdicts& v, Table& summary) {
   const RaceLane& sync = lanes.front();
-  // A fast worker gains 1 − 1/X steps on the straggler per step time: the
-  // bound's s + 1 is reached well within 2(s + 1)·X/(X − 1) + X of them.
-  const bool reaches_bound = sync.model_time >= 2.0 * (max_staleness + 1) * slowdown / (slowdown - 1) + slowdown;
   Table table("the same time on the step-time clock (" + fixed(sync.model_time, 0) + " normal steps)",
               {"mode", "pushes", "wall s", "pushes/s", "vs sync: theory", "measured", "staleness", "held-out acc."});
   for (const RaceLane& lane : lanes) {
@@ -210,14 +258,7 @@ void race_section(const Narrator& say, const std::vector<RaceLane>& lanes, int w
                    staleness_summary(lane.staleness), fixed(100 * lane.accuracy, 2) + "%"});
     summary.add_row({std::string(mode_name(lane.mode)) + " with the straggler: pushes/s, held-out acc.",
                      fixed(double(lane.pushes) / lane.seconds, 1) + ", " + fixed(100 * lane.accuracy, 2) + "%"});
-    if (lane.mode == Mode::Ssp && reaches_bound)  // the fast workers had the time to reach the bound
-      v.near("ssp: steps the fastest worker finished beyond the slowest = max staleness + 1",
-             double(largest_lead(lane.order, workers)), double(max_staleness + 1), 0,
-             "it may start a step while s ahead and finishes it one further; a straggler takes it there");
-    else if (lane.mode == Mode::Ssp)
-      v.at_most("ssp: steps any worker finished beyond the slowest, at most max staleness + 1",
-                double(largest_lead(lane.order, workers)), double(max_staleness + 1),
-                "it may start a step while s ahead and finishes it one further");
+    if (lane.mode == Mode::Ssp) add_ssp_bound_verdict(v, lane.order, workers, max_staleness, slowdown, sync.model_time);
   }
   if (say.enabled()) table.print(std::cout);
   say.say("theory: pushes per unit of the step-time clock, each worker on a device of its own; measured: wall "

@@ -61,6 +61,20 @@ MLP model_of(const Options& o, const std::vector<float>& params);
 /// Held-out accuracy of `model` (training-set accuracy when held-out is off).
 double accuracy(const MLP& model, const Dataset& data, const HeldOut& held_out);
 
+/// Rank 0: the verdict on ssp's bound for an ssp arrival order `order` of
+/// `workers` workers, one `slowdown` times slower, over `model_time` normal
+/// steps: the fastest finishes exactly s + 1 steps ahead when the run is long
+/// enough to get there, at most s + 1 otherwise.
+void add_ssp_bound_verdict(Verdicts& v, const std::vector<int>& order, int workers, int max_staleness,
+                           double slowdown, double model_time);
+
+/// Sync: where apply_push closed each round of `workers` pushes of `order`
+/// (`applied`: PsRun::applied). Sets ok = true when every round closed on
+/// its last push and nowhere else, and says so ("300 rounds, each closed
+/// …"); otherwise ok = false and the first round that did not, in words.
+std::string round_closes_text(const std::vector<bool>& applied, const std::vector<int>& order, int workers,
+                              bool& ok);
+
 /// One mode's run in the straggler race.
 struct RaceLane {
   Mode mode;                 ///< sync, async or ssp

@@ -2,7 +2,10 @@
 // reach the servers when each worker needs its own time per step (spec:
 // ch09.h). A small event simulation: a worker computes for step_time[w],
 // pushes, gets its answer at once (messages take no time here) and starts
-// again — unless ssp makes it wait, which your ssp_must_wait decides.
+// again — unless ssp makes it wait, which your ssp_must_wait decides. In
+// sync every worker starts a round together, so its pushes arrive by step
+// time; equal times tie, and a tie is broken by a draw from the seed, round
+// by round, as a real network breaks it: not always in worker order.
 #include <algorithm>
 
 #include "ch09.h"
@@ -33,12 +36,22 @@ Range Roles::shard(int s) const {
 }
 
 namespace {
+// splitmix64: a fixed, portable mix of the seed, the round and the worker
+// (std::shuffle's draws differ between standard libraries).
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 struct Simulated {
   std::vector<int> order;
   double makespan = 0;
 };
 
-Simulated simulate(Mode mode, const std::vector<double>& step_time, double horizon, int max_staleness) {
+Simulated simulate(Mode mode, const std::vector<double>& step_time, double horizon, int max_staleness,
+                   uint64_t seed) {
   const int workers = int(step_time.size());
   DPT_CHECK(workers >= 1, "arrival_order: no workers");
   for (double t : step_time) DPT_CHECK(t > 0, "arrival_order: a step must take some time, got " << t);
@@ -47,8 +60,19 @@ Simulated simulate(Mode mode, const std::vector<double>& step_time, double horiz
   if (mode == Mode::Sync) {  // every round waits for the slowest worker
     const double slowest = *std::max_element(step_time.begin(), step_time.end());
     const int64_t rounds = int64_t((horizon + slack) / slowest);
-    for (int64_t r = 0; r < rounds; ++r)
-      for (int w = 0; w < workers; ++w) out.order.push_back(w);
+    std::vector<int> round(static_cast<std::size_t>(workers));
+    for (int64_t r = 0; r < rounds; ++r) {
+      std::vector<uint64_t> draw(static_cast<std::size_t>(workers));
+      for (int w = 0; w < workers; ++w) {
+        round[std::size_t(w)] = w;
+        draw[std::size_t(w)] = mix(mix(mix(seed) ^ uint64_t(r)) ^ uint64_t(w));
+      }
+      std::sort(round.begin(), round.end(), [&](int a, int b) {  // by finishing time, ties by the draw
+        const double ta = step_time[std::size_t(a)], tb = step_time[std::size_t(b)];
+        return ta != tb ? ta < tb : draw[std::size_t(a)] < draw[std::size_t(b)];
+      });
+      out.order.insert(out.order.end(), round.begin(), round.end());
+    }
     out.makespan = double(rounds) * slowest;
     return out;
   }
@@ -85,12 +109,13 @@ Simulated simulate(Mode mode, const std::vector<double>& step_time, double horiz
 }
 }  // namespace
 
-std::vector<int> arrival_order(Mode mode, const std::vector<double>& step_time, double horizon, int max_staleness) {
-  return simulate(mode, step_time, horizon, max_staleness).order;
+std::vector<int> arrival_order(Mode mode, const std::vector<double>& step_time, double horizon, int max_staleness,
+                               uint64_t seed) {
+  return simulate(mode, step_time, horizon, max_staleness, seed).order;
 }
 
 double arrival_makespan(Mode mode, const std::vector<double>& step_time, double horizon, int max_staleness) {
-  return simulate(mode, step_time, horizon, max_staleness).makespan;
+  return simulate(mode, step_time, horizon, max_staleness, 0).makespan;
 }
 
 }  // namespace dpt::ch09

@@ -2,13 +2,13 @@
 // pushed gradient slice.
 //
 // The contract is in chapters/09_parameter_server/ch09.h (apply_push, and
-// what the fields of ServerShard mean). What sync must do before it may touch
-// params, what one device's step on all the workers' samples is, and which
-// version a gradient's staleness is counted from, are yours to work out.
+// what the fields of ServerShard mean). When a sync round is complete, what
+// one device's step on all the workers' samples is, and which version a
+// gradient's staleness is counted from, are yours to work out.
 // Hints: the chapter page, "Hints".
 //
-// What you have: the fields of ServerShard (sum and held are scratch for you);
-// params, sum and grad are host memory, so plain loops are fine.
+// What you have: the fields of ServerShard (scratch and tally are yours to
+// use); params, scratch and grad are host memory, so plain loops are fine.
 #include "ch09.h"
 
 #include "dpt/check.h"

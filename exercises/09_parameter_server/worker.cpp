@@ -5,8 +5,7 @@
 // and wait, are yours to work out.
 //
 // What you have: roles.shard(s), roles.server_rank(s), the tags kPushTag and
-// kPullTag, comm.send / comm.recv (communicator.h). parameter_server.cpp's
-// worker loop shows how a worker receives its first parameters.
+// kPullTag, comm.send / comm.recv (communicator.h).
 #include "ch09.h"
 
 #include "dpt/check.h"

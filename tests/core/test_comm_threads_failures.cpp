@@ -1,6 +1,7 @@
 // test_comm_threads_failures.cpp — how the threads communicator fails: a
 // deadlock times out naming the ranks, a send above the eager limit waits and
-// is reported with both senders, a ring off by one reports its root cause, a
+// is reported with both senders, a peer in no communication call is reported
+// as stopped (frozen, or far slower), a ring off by one reports its root cause, a
 // failing rank's exception comes back with its type, and mismatched counts,
 // a peer that has returned and a message nobody received are errors.
 #include "support/catch.h"
@@ -84,7 +85,39 @@ TEST_CASE("a send above the eager limit waits for its receive, and the report na
                       std::to_string(waiting)) != std::string::npos);
   CHECK(deadlock.find("rendezvous: 4.00 MiB is above the 64.00 KiB eager limit") != std::string::npos);
   CHECK(deadlock.find("a deadlock") != std::string::npos);
+  // the peer is sending to it too: the cause, said in words
+  CHECK(deadlock.find("rank " + std::to_string(1 - waiting) + " is sending to this rank too, so both ranks send "
+                      "first: use sendrecv") != std::string::npos);
   CHECK(exchange(int64_t(4) * count) == "");  // the limit is inclusive: 4 MiB fits a 4 MiB limit
+}
+
+TEST_CASE("a rank waiting on a peer that is in no communication call says the peer stopped") {
+  // Rank 1 computes (sleeps) past the timeout: a frozen or far slower rank.
+  // Rank 0 waits on it, in a recv and in a send above the eager limit: not a
+  // send order to fix, and the message must not leave "both send first" as
+  // the only cause.
+  for (bool sending : {false, true}) {
+    std::string message;
+    try {
+      dpt::launch(threads(2, 0.3), [&](Context& ctx) {
+        std::vector<float> buf(1 << 20);
+        if (ctx.rank == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(900));
+          return;
+        }
+        if (sending) ctx.comm.send(buf.data(), 1 << 20, 1);
+        else ctx.comm.recv(buf.data(), 1 << 20, 1);
+      });
+    } catch (const dpt::Timeout& e) {
+      message = e.what();
+    }
+    INFO((sending ? "send" : "recv") << ": " << message);
+    CHECK(message.find("rank 0 waited 0.3 s in " + std::string(sending ? "send to" : "recv from") + " rank 1") !=
+          std::string::npos);
+    CHECK(message.find("rank 1 is in no communication call, so it stopped (frozen), or it is far slower than this "
+                       "rank") != std::string::npos);
+    CHECK(message.find("both ranks send first") == std::string::npos);
+  }
 }
 
 TEST_CASE("an off-by-one ring reports its root cause, not the echo of a stopped peer, every time") {

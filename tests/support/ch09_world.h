@@ -1,10 +1,12 @@
 // ch09_world.h — what chapter 09's tests share: a small problem's options
 // (Ψ = 596), the parameter server run on a threads world (a deadlock or a
-// push of the wrong slice fails saying why), and sync arrival orders.
+// push of the wrong slice fails saying why), and sync arrival orders (in
+// worker order, and shuffled round by round).
 #pragma once
 
 #include "support/catch.h"
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -67,6 +69,25 @@ inline std::vector<int> rounds(int workers, int steps) {
   std::vector<int> order;
   for (int k = 0; k < steps; ++k)
     for (int w = 0; w < workers; ++w) order.push_back(w);
+  return order;
+}
+
+/// Sync arrival order: `steps` rounds, each every worker once, shuffled
+/// afresh each round (a fixed generator, the same on every machine); the
+/// first round never ends with worker W−1, as pushes on a network may not.
+inline std::vector<int> shuffled_rounds(int workers, int steps) {
+  std::vector<int> order;
+  uint32_t state = 20261127u;
+  for (int k = 0; k < steps; ++k) {
+    std::vector<int> round;
+    for (int w = 0; w < workers; ++w) round.push_back(w);
+    for (int i = workers - 1; i > 0; --i) {
+      state = state * 1664525u + 1013904223u;
+      std::swap(round[std::size_t(i)], round[std::size_t((state >> 8) % uint32_t(i + 1))]);
+    }
+    if (k == 0 && round.back() == workers - 1) std::swap(round.front(), round.back());
+    order.insert(order.end(), round.begin(), round.end());
+  }
   return order;
 }
 

@@ -47,8 +47,17 @@ int int_count(int64_t count, const char* call);
 void back_off(Clock::duration waited);
 /// Starts MPI if nobody has (MPI_THREAD_MULTIPLE asked; finalised at exit).
 void ensure_mpi_initialised();
-/// The timeout sentence (without the file:line prefix).
-std::string timeout_message(int rank, double timeout_s, const char* call, int peer, int tag, int64_t count);
+/// What the peer of a wait that timed out had done, as a clause of the
+/// timeout sentence: `pending` 1 when a message from `peer` to this rank was
+/// waiting, unreceived (a send to it: both send first?), 0 when none was (it
+/// sends nothing here: it waits elsewhere, or it stopped), 2 when the awaited
+/// message began to arrive and never finished (it stopped mid-message), -1
+/// when not known. "" when that says nothing.
+std::string peer_evidence(const char* call, int peer, int pending);
+/// The timeout sentence (without the file:line prefix); `evidence`, a clause
+/// from peer_evidence (or "").
+std::string timeout_message(int rank, double timeout_s, const char* call, int peer, int tag, int64_t count,
+                            const std::string& evidence);
 
 class MpiBackend final : public Backend {
  public:
@@ -90,6 +99,14 @@ class MpiBackend final : public Backend {
   template <class Try, class GiveUp>
   void wait_for(const char* call, int peer, int tag, int64_t count, Try&& try_complete,
                 GiveUp&& give_up) {
+    wait_for(call, peer, tag, count, try_complete, give_up,
+             [&] { return peer_evidence(call, peer, peer_pending(peer)); });
+  }
+  /// The same; `evidence()` gives, at the deadline, the clause that says what
+  /// the peer had done (peer_evidence's, or one of the caller's).
+  template <class Try, class GiveUp, class Evidence>
+  void wait_for(const char* call, int peer, int tag, int64_t count, Try&& try_complete,
+                GiveUp&& give_up, Evidence&& evidence) {
     Clock::time_point start = Clock::now();
     Clock::time_point deadline =
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
@@ -102,9 +119,10 @@ class MpiBackend final : public Backend {
       }
       Clock::time_point now = Clock::now();
       if (now >= deadline) {
+        const std::string seen = evidence();  // before give_up: what the peer had done by the deadline
         give_up();
-        throw Timeout(format_error(__FILE__, __LINE__,
-                                   timeout_message(rank_, timeout_s_, call, peer, tag, count)));
+        throw Timeout(format_error(__FILE__, __LINE__, timeout_message(rank_, timeout_s_, call, peer, tag, count,
+                                                                       seen)));
       }
       back_off(now - start);
     }
@@ -113,6 +131,9 @@ class MpiBackend final : public Backend {
  private:
   bool test(MPI_Request& request);
   bool probe(int src, int tag, MPI_Message* message, MPI_Status* status);
+  // 1 when a message from `peer` (any tag) waits here unreceived, 0 when
+  // none does, -1 for no peer (a collective) or when MPI cannot say.
+  int peer_pending(int peer);
   MPI_Request receive_matched(MPI_Message* message, const MPI_Status& status, float* data,
                               int64_t count, int src, int tag);
   void wait_collective(const CollectiveCall& call, MPI_Request& request);

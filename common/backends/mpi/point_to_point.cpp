@@ -25,6 +25,14 @@ bool MpiBackend::probe(int src, int tag, MPI_Message* message, MPI_Status* statu
   return found != 0;
 }
 
+int MpiBackend::peer_pending(int peer) {
+  if (peer < 0 || peer == rank_) return -1;
+  int found = 0;
+  MPI_Status status;
+  if (MPI_Iprobe(peer, MPI_ANY_TAG, data_, &found, &status) != MPI_SUCCESS) return -1;
+  return found ? 1 : 0;
+}
+
 // Starts receiving a probed message into data; a count mismatch is drained
 // into a scratch buffer (so MPI is left clean) and reported.
 MPI_Request MpiBackend::receive_matched(MPI_Message* message, const MPI_Status& status, float* data,
@@ -56,7 +64,8 @@ void MpiBackend::recv(float* data, int64_t count, int src, int tag) {
   MPI_Status status;
   wait_for("recv from", src, tag, count, [&] { return probe(src, tag, &message, &status); }, [] {});
   MPI_Request request = receive_matched(&message, status, data, count, src, tag);
-  wait_for("recv from", src, tag, count, [&] { return test(request); }, [] {});
+  wait_for("recv from", src, tag, count, [&] { return test(request); }, [] {},
+           [&] { return peer_evidence("recv from", src, 2); });
 }
 
 void MpiBackend::sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
@@ -80,7 +89,14 @@ void MpiBackend::sendrecv(const float* send_buf, int64_t send_count, int dst, fl
     }
     if (matched && !received) received = test(recv_request);
     return sent && received;
-  }, [&] { if (!sent) MPI_Request_free(&send_request); });
+  }, [&] { if (!sent) MPI_Request_free(&send_request); },
+     [&] {  // which half is left: the receive (src's message), or only the send to dst
+       if (!matched) return peer_evidence("sendrecv from", src, peer_pending(src));
+       if (!received) return peer_evidence("sendrecv from", src, 2);
+       return "; its receive is done, its send to rank " + std::to_string(dst) + " (" + std::to_string(send_count) +
+              " floats) is not: rank " + std::to_string(dst) + " has not taken it, so it waits on another rank, "
+              "or it stopped (frozen, or far slower)";
+     });
 }
 
 }  // namespace mpi

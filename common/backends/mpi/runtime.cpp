@@ -60,8 +60,26 @@ void back_off(Clock::duration waited) {
   else std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
+std::string peer_evidence(const char* call, int peer, int pending) {
+  if (peer < 0) return "";
+  const std::string other = "rank " + std::to_string(peer);
+  const std::string stopped = "it waits on another rank, or it stopped (frozen, or far slower)";
+  if (std::strcmp(call, "send to") == 0) {
+    std::string rendezvous = "; above MPI's eager limit a send waits until " + other + " posts its receive "
+                             "(rendezvous)";
+    if (pending == 1) return rendezvous + ", and " + other + " is sending to this rank too: do both ranks send "
+                             "first? use sendrecv";
+    if (pending == 0) return rendezvous + ", and " + other + " sends nothing to this rank either: " + stopped;
+    return rendezvous + ": do both ranks send first? use sendrecv; or " + other + " stopped (frozen, or far slower)";
+  }
+  if (pending == 0) return "; " + other + " has sent this rank nothing: " + stopped;
+  if (pending == 2) return "; " + other + " began sending this message and never finished: it stopped (frozen), or "
+                           "it is far slower";
+  return "";
+}
+
 std::string timeout_message(int rank, double timeout_s, const char* call, int peer, int tag,
-                            int64_t count) {
+                            int64_t count, const std::string& evidence) {
   std::ostringstream msg;
   char waited[32];
   std::snprintf(waited, sizeof waited, "%.1f", timeout_s);
@@ -70,11 +88,8 @@ std::string timeout_message(int rank, double timeout_s, const char* call, int pe
   if (peer >= 0) msg << " rank " << peer << " (tag " << tag << ", " << count << floats << ")";
   else if (std::strcmp(call, "barrier") == 0) msg << ": some rank has not called it";
   else msg << " (" << count << floats << "): some rank has not called it";
-  if (std::strcmp(call, "send to") == 0)
-    msg << "; above MPI's eager limit a send waits until rank " << peer
-        << " posts its receive (rendezvous): do both ranks send first? use sendrecv";
-  msg << "; under MPI the other ranks' states are not visible here: look for their own "
-         "messages (raise --comm-timeout if a peer is only slow)";
+  msg << evidence << "; under MPI the other ranks' states are not visible here: look for their own "
+                     "messages (raise --comm-timeout if a peer is only slow)";
   return msg.str();
 }
 

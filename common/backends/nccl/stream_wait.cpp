@@ -59,7 +59,9 @@ void NcclBackend::wait(const char* call, int peer, int tag, int64_t count) {
     }
     return false;
   };
-  control_->wait_for(call, peer, tag, count, done, [&] { abort(); });
+  // NCCL's messages do not pass through MPI, so MPI cannot say what the peer
+  // sent: the evidence is "not known".
+  control_->wait_for(call, peer, tag, count, done, [&] { abort(); }, [&] { return mpi::peer_evidence(call, peer, -1); });
 }
 
 }  // namespace nccl

@@ -4,6 +4,9 @@
 // waits in and on whom. A rank whose wait passes the timeout names itself,
 // then every other rank's state ("rank 1 waiting in send to rank 0 (...)",
 // "running", "has finished"), and says "a deadlock" when all of them wait.
+// What the rank it waited on is doing names the likely cause: sending to
+// this rank too (both send first), or in no communication call at all
+// (it stopped: frozen, or far slower).
 // It stops the world at once, so that picture stays true: the other ranks
 // throw PeerFailed instead of timing out one by one.
 #include <algorithm>
@@ -61,13 +64,26 @@ std::string World::others_status(int me) const {
   return out.str();
 }
 
+std::string World::peer_evidence(int me, const WaitState& what) const {
+  const int p = what.peer;
+  if (p < 0 || p == me || p >= size_ || finished_[p]) return "";
+  const std::string peer = "rank " + std::to_string(p);
+  if (waits_[p].empty())
+    return ": " + peer + " is in no communication call, so it stopped (frozen), or it is far slower than this rank";
+  const WaitState& theirs = *waits_[p].back();
+  if (what.to_peer && theirs.to_peer && theirs.peer == me)
+    return ": " + peer + " is sending to this rank too, so both ranks send first: use sendrecv";
+  return "";
+}
+
 void World::throw_timeout(int me, const WaitState& what, const std::string& waiting_for) {
   char waited[32];
   std::snprintf(waited, sizeof waited, "%.1f", timeout_s_);
   std::string message = format_error(
       __FILE__, __LINE__,
       "rank " + std::to_string(me) + " waited " + waited + " s " + describe(what) + waiting_for +
-          "; other ranks: " + others_status(me) + " (raise --comm-timeout if a peer is only slow)");
+          peer_evidence(me, what) + "; other ranks: " + others_status(me) +
+          " (raise --comm-timeout if a peer is only slow)");
   failure_ = {me, message};
   failure_primary_ = true;
   aborted_ = true;

@@ -158,6 +158,10 @@ class World {
   // ---- wait_report.cpp ----
   [[noreturn]] void throw_timeout(int me, const WaitState& what, const std::string& waiting_for);
   std::string others_status(int me) const;
+  // ": rank 1 is sending to this rank too, …" / ": rank 1 is in no
+  // communication call, …": what the peer `what` waits on is doing, when it
+  // names a cause; "" otherwise (wait_report.cpp).
+  std::string peer_evidence(int me, const WaitState& what) const;
   std::string leftover_messages() const;
   // ---- lifecycle.cpp ----
   void check_not_aborted();

@@ -101,6 +101,12 @@ def frozen(mpirun, driver, np, pattern):
         fail("no line of stderr names rank 1 as the rank that did not answer", out, err)
     if not re.search(r"\[rank \d\] rank \d waited 3\.0 s in", err):
         fail("no line of stderr says which rank timed out waiting", out, err)
+    # On a ring the rank after the frozen one waits on it by name: the message
+    # must say that rank 1 may have stopped, not only blame the send order.
+    if pattern == "ring" and not re.search(r"rank 1 (has sent this rank nothing|sends nothing to this rank either|"
+                                           r"began sending this message and never finished|has not taken it)"
+                                           r"[^;]*stopped", err):
+        fail("the timeout does not say that rank 1, which it waited on, may have stopped", out, err)
     print(f"ok: rank 1 of {np} frozen ({pattern}): the job ended {took:.1f} s after SIGSTOP, "
           f"exit {code}, naming rank 1 (bound {FROZEN_BOUND:.0f} s)")
 
