@@ -42,6 +42,7 @@ TEST_CASE("on_bucket_ready: each stage leaves the mean where it keeps gradients,
     for (int world : {1, 2, 3, 4}) {
       Partition part = dpt_test::ceil_partition(23, world);
       for (Range range : {Range{0, 23}, Range{5, 17}, Range{20, 23}}) {
+        dpt_test::require_shard_bounds(part, range);  // a fault of shard_bounds is named as its own
         INFO("stage " << stage << ", " << world << " ranks, bucket [" << range.begin << ", " << range.end << ")");
         dpt_test::RankChecks checks;
         dpt_test::run_ranks(world, [&](Context& ctx) {
@@ -137,6 +138,7 @@ TEST_CASE("update_parameters: every parameter steps once, and every rank holds w
   for (int stage = 0; stage <= 3; ++stage)
     for (int world : {1, 2, 3}) {
       INFO("stage " << stage << ", " << world << " ranks");
+      dpt_test::require_shard_bounds(dpt_test::ceil_partition(29, world), {0, dpt_test::ceil_partition(29, world).padded});
       dpt_test::RankChecks checks;
       dpt_test::run_ranks(world, [&](Context& ctx) {
         const int r = ctx.rank;
