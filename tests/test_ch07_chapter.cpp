@@ -1,8 +1,12 @@
-// test_ch07_chapter.cpp — chapter 07's program, ch07_zero: every stage gives
-// stage 0's weights bit for bit (threads, mpirun -np 2 and 4) and stage 0 one
-// device's; memory per rank follows the ZeRO formulas; bytes per step follow
-// theory; a capped device fails at stage 0 and trains at stage 3; bad and
-// differing flags are refused naming them.
+// test_ch07_chapter.cpp — chapter 07's program, ch07_zero, and its trainer:
+// every stage gives stage 0's weights bit for bit (threads, mpirun -np 2 and
+// 4) and stage 0 one device's; the trainer hands the step check only the
+// steps rank 0's recorder keeps; memory per rank follows the ZeRO formulas;
+// bytes per step follow theory; a capped device fails at stage 0 and trains
+// at stage 3; bad and differing flags are refused naming them; the student
+// build's copy_floats and divide_floats name a call that runs past its tensor.
+// The holes' own tests: test_ch07.cpp, test_ch07_stages.cpp,
+// test_ch07_layers.cpp; the checkpoints: test_ch07_checkpoint.cpp.
 #include "support/catch.h"
 #include <CLI/CLI.hpp>
 #include <cmath>

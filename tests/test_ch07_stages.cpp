@@ -37,7 +37,7 @@ constexpr float kUntouched = -99.0f;  // what a float no hole should write holds
 }  // namespace
 
 TEST_CASE("on_bucket_ready: each stage leaves the mean where it keeps gradients, and sends no more than it needs",
-          "[ch07][needs:partition_parameters][needs:shard_bounds]") {
+          "[ch07][needs:shard_bounds]") {
   for (int stage = 0; stage <= 3; ++stage)
     for (int world : {1, 2, 3, 4}) {
       Partition part = dpt_test::ceil_partition(23, world);
@@ -131,7 +131,7 @@ double v_at(int64_t x) { return x < 29 ? 0.001 * double(1 + x % 4) : 0.0; }
 }  // namespace
 
 TEST_CASE("update_parameters: every parameter steps once, and every rank holds what its stage keeps, updated",
-          "[ch07][needs:partition_parameters][needs:shard_bounds]") {
+          "[ch07][needs:shard_bounds]") {
   const int64_t t = 3;
   AdamOracle adam;
   adam.c.lr = 0.01f, adam.c.weight_decay = 0.05f, adam.c.decoupled = true;
