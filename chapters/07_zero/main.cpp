@@ -111,7 +111,8 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
   nlohmann::json report = run_json(ctx, run, part, f.stage, f.prefetch);
   if (ctx.is_root() && !f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
 
-  // ---- 4. The same weights as stage 0, and as one device
+  // ---- 4. The same weights as stage 0, and as one device (and the mean, probed)
+  check_bucket_mean(ctx, f.stage, lec.verdicts);
   std::vector<float> stage0;
   if (lec.verify && f.stage != 0) {
     say.section("4. The same run at stage 0 (plain data parallel), for comparison");

@@ -43,6 +43,26 @@ Tensor zeros_as(MemoryCategory category, int64_t n, Device& device) {
   return Tensor::zeros({n}, device);
 }
 
+// shard_bounds is a hole whose result the stage holes consume: a wrong one is
+// named here, before training, rather than as a fault of what consumed it.
+// The oracle counts element by element which shard each element lies in.
+void check_shard_bounds(const Partition& part, Range range, const std::string& what) {
+  std::vector<int64_t> want(std::size_t(part.world) + 1, 0);
+  for (int64_t x = range.begin; x < range.end; ++x) ++want[std::size_t(x / part.shard) + 1];
+  for (std::size_t r = 1; r < want.size(); ++r) want[r] += want[r - 1];
+  std::vector<int64_t> got = shard_bounds(part, range);
+  if (got == want) return;
+  auto listed = [](const std::vector<int64_t>& v) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < v.size() && i < 9; ++i) text += (i ? ", " : "") + std::to_string(v[i]);
+    return text + (v.size() > 9 ? ", …}" : "}");
+  };
+  DPT_FAIL("shard_bounds (exercises/07_zero/partition.cpp) returned " << listed(got) << " for " << what << " ["
+           << range.begin << ", " << range.end << ") with N = " << part.world << ", S = " << part.shard
+           << "; rank r owns the range's elements in its shard [r·S, (r+1)·S), which makes them " << listed(want)
+           << " (tests/test_ch07.cpp's shard_bounds test says which property fails)");
+}
+
 // Layers in reverse order (backward finishes the last first), closed when the
 // next layer would push the bucket past the cap; a layer larger than the cap
 // sits alone.
@@ -142,7 +162,9 @@ ZeroTrainer::ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const
   z.grads = zeros_as(MemoryCategory::Grads, s.full_grads() ? P : S, ctx.device);
   z.m = zeros_as(MemoryCategory::OptimizerState, plan.stage == 0 ? P : S, ctx.device);
   z.v = zeros_as(MemoryCategory::OptimizerState, plan.stage == 0 ? P : S, ctx.device);
+  for (std::size_t l = 0; l < layers_.size(); ++l) check_shard_bounds(part_, layers_[l], "layer " + std::to_string(l));
   buckets_ = bucket_layers(layers_, plan.bucket_bytes);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) check_shard_bounds(part_, buckets_[b].range, "bucket " + std::to_string(b));
   s.buckets = buckets_;
   s.bucket_of.assign(layers_.size(), -1);
   for (std::size_t b = 0; b < buckets_.size(); ++b)
