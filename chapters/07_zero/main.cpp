@@ -80,9 +80,10 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
   say.say("Padded with " + std::to_string(part.padded - part.psi) + " zeros to N·S = " + std::to_string(part.padded) +
           ". Rank r owns [r·S, (r+1)·S) of the parameters, gradients and Adam's m and v\n"
           "(stage 1 shards m, v; stage 2 the gradients too; stage 3 the parameters too).");
-  if (ctx.is_root())  // the least padding is < N floats: one float fewer per shard would not cover Ψ
-    lec.verdicts.holds("the partition covers all Ψ parameters in N equal shards, padded least (N·S - Ψ < N)",
-                       part.padded == part.shard * ctx.world && part.padded >= part.psi && part.padded - part.psi < ctx.world,
+  if (ctx.is_root())  // equal shards covering Ψ, and one float fewer per shard would not cover it
+    lec.verdicts.holds("the partition covers all Ψ parameters in N equal shards, padded least (N·(S-1) < Ψ <= N·S)",
+                       part.padded == part.shard * ctx.world && part.padded >= part.psi &&
+                           (part.shard - 1) * ctx.world < part.psi,
                        "N·S - Ψ = " + std::to_string(part.padded - part.psi) + " with N = " + std::to_string(ctx.world));
   if (f.compare) {
     compare_stages(ctx, o, data, f);

@@ -152,7 +152,7 @@ ZeroTrainer::ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const
   z.gathered.resize(layers_.size());
   const int64_t S = part_.shard, P = part_.padded, mine = ctx.rank * S;
   std::vector<float> padded(initial);
-  padded.resize(std::size_t(P), 0.0f);  // the padding: < N zeros at the end, trained like the rest (stays 0)
+  padded.resize(std::size_t(P), 0.0f);  // the padding: zeros at the end, trained like the rest (stays 0)
   {
     MemoryScope scope(MemoryCategory::Params);
     z.params = s.full_params() ? Tensor::from_vector({P}, padded, ctx.device)
