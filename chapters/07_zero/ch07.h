@@ -150,7 +150,9 @@ void update_parameters(ZeroState& s, int64_t t);
 /// (the trainer calls it for both, in the same order on every rank). Calls
 /// `use` exactly once, with the layer's full parameters: s.layers[l].size()
 /// floats on s.device, flat elements [begin, end) of the parameters as they
-/// are now (weight then bias). `use` keeps no handle to them.
+/// are now (weight then bias). `use` keeps no handle to them, except the
+/// trainer's gather ahead (--prefetch), a use that keeps them for the layer's
+/// next use and puts them in s.gathered[l].
 /// Postconditions:
 ///  - a rank whose stage keeps the layer's parameters (table above) sends
 ///    nothing and allocates nothing for them;

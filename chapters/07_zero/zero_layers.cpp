@@ -32,8 +32,9 @@ struct ZeroLayers::Impl {
   void with_layer(int l, int next, const std::function<void(const Tensor& w)>& compute) {
     const bool gathered_ahead = ahead.take(l);
     ahead.retire();  // no gather runs now: the blocks read since the last one may go back
-    auto span = ctx.trace.span("use of layer " + std::to_string(l), state.stage == 3 ? "comm" : "compute");
+    auto span = ctx.trace.span("parameters of layer " + std::to_string(l), state.stage == 3 ? "comm" : "compute");
     use_layer(state, l, [&](const Tensor& w) {
+      span.end();  // the span covers what the stage does before the use (the gather)
       DPT_CHECK(w.defined() && w.numel() == state.layers[std::size_t(l)].size(),
                 "use_layer (exercises/07_zero/layers.cpp) handed layer " << l << " "
                     << (w.defined() ? std::to_string(w.numel()) + " floats" : std::string("an undefined tensor"))
