@@ -1,18 +1,16 @@
-// test_ch07.cpp — chapter 07's holes against oracles that share none of their
-// code (hand-written golden partitions, an element-by-element owner count,
-// serial sums, the library's reduce-scatter, the traffic log, the device's
-// ledger), then the chapter: every stage gives stage 0's weights bit for bit
-// (threads, mpirun -np 2 and 4) and stage 0 gives one device's; memory per
-// rank follows the ZeRO formulas; bytes per step follow theory; a capped
-// device fails at stage 0 and trains at stage 3.
-//
-// Here: partition_parameters and shard_bounds; the stages in
-// test_ch07_stages.cpp, the layers in test_ch07_layers.cpp, the chapter's
-// program in test_ch07_chapter.cpp and its sharded checkpoints in
+// test_ch07.cpp — chapter 07's partition holes, partition_parameters and
+// shard_bounds, each check naming the property it pins (covers every
+// parameter, equal shards, least padding; N+1 bounds from 0 to the range's
+// size, in rank order, each rank owning exactly its shard's elements).
+// Oracles: partitions written by hand, and an element-by-element owner count
+// (x / S). The stage holes: test_ch07_stages.cpp; use_layer:
+// test_ch07_layers.cpp; the program: test_ch07_chapter.cpp and
 // test_ch07_checkpoint.cpp.
 #include "support/catch.h"
 #include <algorithm>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "ch07.h"
@@ -31,10 +29,17 @@ TEST_CASE("partition_parameters: equal shards that own every parameter, padded l
     INFO("Ψ = " << g.psi << ", N = " << g.world << ": got S = " << p.shard << ", N·S = " << p.padded);
     CHECK(p.psi == g.psi);
     CHECK(p.world == g.world);
+    if (p.padded != p.shard * g.world)
+      FAIL("the flat buffer's length N·S must be N equal shards of S: " << g.world << " x " << p.shard << " = "
+                                                                         << p.shard * g.world << ", not " << p.padded);
     if (p.shard * g.world < g.psi)
-      FAIL("N·S < Ψ: the last " << g.psi - p.shard * g.world << " parameters belong to no shard (S must round up)");
-    CHECK(p.shard == g.shard);  // the least S with N·S >= Ψ
-    CHECK(p.padded == g.padded);
+      FAIL("covers every parameter: N·S < Ψ, so the last " << g.psi - p.shard * g.world
+                                                           << " parameters belong to no shard");
+    if ((p.shard - 1) * g.world >= g.psi)
+      FAIL("padded least: the padding N·S - Ψ = " << p.padded - g.psi << " floats is not the least: S = "
+                                                   << p.shard - 1 << " also covers all " << g.psi
+                                                   << " parameters, and every extra float of S costs N floats");
+    CHECK(p.shard == g.shard);
   }
   // The spec: a bad value is an error naming it.
   CHECK_THROWS_WITH(partition_parameters(-5, 4), contains_text("-5"));
@@ -43,27 +48,71 @@ TEST_CASE("partition_parameters: equal shards that own every parameter, padded l
   CHECK_THROWS(partition_parameters(10, 0));
 }
 
-TEST_CASE("shard_bounds: golden ranges and an element-by-element owner count", "[ch07][needs:partition_parameters]") {
+namespace {
+// The first property of shard_bounds's postcondition that `bounds` breaks, in
+// words, or "" — against the owner count of every element (x / S), the oracle.
+std::string broken_property(const Partition& part, Range range, const std::vector<int64_t>& bounds) {
+  const int n = part.world;
+  std::ostringstream why;
+  if (int(bounds.size()) != n + 1) {
+    why << "N+1 bounds: got " << bounds.size() << " for N = " << n << " ranks (rank r owns [b[r], b[r+1]))";
+    return why.str();
+  }
+  if (bounds.front() != 0) {
+    why << "starts at 0: b[0] = " << bounds.front() << "; the bounds are offsets relative to range.begin";
+    return why.str();
+  }
+  for (int r = 0; r < n; ++r)
+    if (bounds[std::size_t(r) + 1] < bounds[std::size_t(r)]) {
+      why << "in rank order: b[" << r + 1 << "] = " << bounds[std::size_t(r) + 1] << " < b[" << r << "] = " << bounds[std::size_t(r)]
+          << " (the bounds never decrease)";
+      return why.str();
+    }
+  if (bounds.back() != range.size()) {
+    why << "covers the range: b[N] = " << bounds.back() << ", the range has " << range.size()
+        << " elements, each owned by exactly one rank";
+    return why.str();
+  }
+  std::vector<int64_t> owned(std::size_t(n), 0);
+  for (int64_t x = range.begin; x < range.end; ++x) ++owned[std::size_t(x / part.shard)];
+  for (int r = 0; r < n; ++r)
+    if (bounds[std::size_t(r) + 1] - bounds[std::size_t(r)] != owned[std::size_t(r)]) {
+      why << "each rank owns its shard's elements: rank " << r << " gets " << bounds[std::size_t(r) + 1] - bounds[std::size_t(r)]
+          << " elements of the range, but " << owned[std::size_t(r)] << " of them lie in its shard [" << r * part.shard
+          << ", " << (r + 1) * part.shard << ")";
+      return why.str();
+    }
+  return "";
+}
+std::string listed(const std::vector<int64_t>& v) {
+  std::string text = "{";
+  for (std::size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + std::to_string(v[i]);
+  return text + "}";
+}
+}  // namespace
+
+TEST_CASE("shard_bounds: N+1 offsets from 0 to the range's size, in rank order, each rank its shard's elements",
+          "[ch07]") {
   Partition p{10, 3, 4, 12};  // written by hand, not by partition_parameters
-  CHECK(shard_bounds(p, {0, 12}) == std::vector<int64_t>{0, 4, 8, 12});
-  CHECK(shard_bounds(p, {3, 9}) == std::vector<int64_t>{0, 1, 5, 6});   // 3 ∈ rank 0, 4..7 rank 1, 8 rank 2
-  CHECK(shard_bounds(p, {5, 6}) == std::vector<int64_t>{0, 0, 1, 1});   // a one-float range: rank 1 alone
-  CHECK(shard_bounds(p, {12, 12}) == std::vector<int64_t>{0, 0, 0, 0});
-  CHECK_THROWS(shard_bounds(p, {4, 13}));
-  CHECK_THROWS(shard_bounds(p, {-1, 3}));
+  std::vector<Range> ranges = {{0, 12}, {3, 9}, {5, 6}, {12, 12}, {0, 0}, {8, 12}};
   std::mt19937 rng(7);
+  std::vector<Partition> parts(ranges.size(), p);
   for (int trial = 0; trial < 300; ++trial) {
     int world = 1 + int(rng() % 6);
-    Partition part = partition_parameters(1 + int64_t(rng() % 200), world);
+    int64_t psi = 1 + int64_t(rng() % 200), shard = (psi + world - 1) / world;
+    Partition part{psi, world, shard, shard * world};
     int64_t a = int64_t(rng() % std::size_t(part.padded + 1)), b = int64_t(rng() % std::size_t(part.padded + 1));
-    Range range{std::min(a, b), std::max(a, b)};
-    std::vector<int64_t> bounds = shard_bounds(part, range);
-    REQUIRE(bounds.size() == std::size_t(world + 1));
-    std::vector<int64_t> owned(std::size_t(world), 0);  // the oracle: who owns each element, by division
-    for (int64_t x = range.begin; x < range.end; ++x) ++owned[std::size_t(x / part.shard)];
-    INFO("trial " << trial << " N " << world << " S " << part.shard << " range " << range.begin << ".." << range.end
-                  << ": rank r's count b[r+1] - b[r] must be the number of the range's elements in its shard");
-    CHECK(bounds.front() == 0);
-    for (int r = 0; r < world; ++r) CHECK(bounds[std::size_t(r) + 1] - bounds[std::size_t(r)] == owned[std::size_t(r)]);
+    parts.push_back(part);
+    ranges.push_back({std::min(a, b), std::max(a, b)});
   }
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    std::vector<int64_t> bounds = shard_bounds(parts[i], ranges[i]);
+    std::string why = broken_property(parts[i], ranges[i], bounds);
+    if (!why.empty())
+      FAIL("N = " << parts[i].world << ", S = " << parts[i].shard << ", range [" << ranges[i].begin << ", "
+                  << ranges[i].end << "): shard_bounds returned " << listed(bounds) << "; broken: " << why);
+  }
+  // The spec: a range outside the flat buffer is an error.
+  CHECK_THROWS(shard_bounds(p, {4, 13}));
+  CHECK_THROWS(shard_bounds(p, {-1, 3}));
 }

@@ -1,7 +1,9 @@
-// test_ch07_layers.cpp — chapter 07's stage 3 layers: gather_layer against
-// every shard (on the ring, charged to comm buffers), release_layer giving the
-// bytes back, and layer_parameters/layer_done: a view at stages 0-2, gathered
-// for the use and let go after at stage 3.
+// test_ch07_layers.cpp — chapter 07's use_layer (the life of a layer's
+// parameters around one use), one test case per property: `use` sees the
+// layer's parameters; a stage that keeps them spends nothing on them; stage 3
+// brings them over the ring into comm buffers; after the use nothing of them
+// is held; a layer gathered ahead (--prefetch) is used as it is. Oracles: the
+// flat values written by hand, the traffic log, the device's memory ledger.
 #include "support/catch.h"
 #include <string>
 #include <vector>
@@ -18,117 +20,185 @@ using dpt_test::on_device;
 using dpt_test::state_for;
 
 // ----------------------------------------------------------------------------
-// layer_parameters, layer_done, gather_layer, release_layer
+// use_layer
 
-TEST_CASE("gather_layer: the layer's full parameters from every shard, on the ring, charged to comm buffers",
-          "[ch07][needs:partition_parameters][needs:shard_bounds]") {
-  for (int world : {1, 2, 4}) {
-    INFO(world << " ranks");
-    dpt_test::RankChecks checks;
-    dpt_test::run_ranks(world, [&](Context& ctx) {
-      Partition part = dpt_test::ceil_partition(45, world);
-      auto global = [](int64_t x) { return float(x) * 0.5f - 7.0f; };  // what the whole buffer holds
-      std::vector<float> values;
-      for (int64_t i = 0; i < part.shard; ++i) values.push_back(global(ctx.rank * part.shard + i));
-      Tensor shard = on_device(ctx, values);
-      for (Range layer : {Range{0, 45}, Range{3, 30}, Range{44, 45}}) {
-        std::size_t comm_before = ctx.device.ledger().current(MemoryCategory::Comm);
-        clear_traffic(ctx);
-        Tensor full = gather_layer(ctx.comm, part, layer, shard, ctx.device);
-        RANK_CHECK(checks, ctx, full.numel() == layer.size());
-        std::vector<float> got = full.to_vector();
-        for (int64_t i = 0; i < layer.size() && i < int64_t(got.size()); ++i)
-          if (got[std::size_t(i)] != global(layer.begin + i))
-            checks.check(false, "rank " + std::to_string(ctx.rank) + ": gathered float " + std::to_string(i) +
-                                    " is not flat element " + std::to_string(layer.begin + i) + " of the parameters");
-        if (ctx.device.ledger().current(MemoryCategory::Comm) != comm_before + std::size_t(4 * layer.size()))
-          checks.check(false, "rank " + std::to_string(ctx.rank) + ": the gathered layer must be charged to comm "
-                                  "buffers (allocate it inside a MemoryScope)");
-        ctx.comm.barrier();
-        const TrafficLog& log = ctx.comm.traffic();
-        RANK_CHECK(checks, ctx, log.bytes(ctx.rank, (ctx.rank + 1) % world) == log.bytes_sent(ctx.rank));  // a ring
-        int64_t total = 0;
-        for (int r = 0; r < world; ++r) total += log.bytes_sent(r);
-        RANK_CHECK(checks, ctx, total == 4 * layer.size() * (world - 1));  // every part reaches N−1 other ranks once
-        ctx.comm.barrier();
-      }
-    });
-    INFO(checks.text());
-    CHECK(checks.failed.empty());
-  }
+namespace {
+const std::vector<Range> kLayers = {Range{0, 12}, Range{12, 33}, Range{33, 40}};  // Ψ = 40, straddling shards
+float flat_value(int64_t x) { return float(x) + 0.5f; }                         // parameter x of the flat buffer
+
+// A rank's ZeroState at `stage` holding flat_value in what it keeps.
+ZeroState filled_state(Context& ctx, int stage) {
+  Partition part = dpt_test::ceil_partition(40, ctx.world);
+  ZeroState s = state_for(ctx, part, stage, kLayers);
+  std::vector<float> values;
+  for (int64_t i = 0; i < s.params.numel(); ++i) values.push_back(flat_value(stage <= 2 ? i : ctx.rank * part.shard + i));
+  s.params = on_device(ctx, values);
+  return s;
 }
 
-TEST_CASE("release_layer: a released layer is undefined and its bytes are back with the device", "[ch07]") {
-  Device& device = Device::cpu(7);
-  const std::size_t before = device.current_bytes();
-  Tensor gathered;
-  {
-    MemoryScope scope(MemoryCategory::Comm);
-    gathered = Tensor::zeros({1000}, device);
-  }
-  release_layer(gathered);
-  INFO("a gathered layer kept after release_layer holds " << device.current_bytes() - before
-                                                         << " bytes: at stage 3 every layer would stay gathered");
-  CHECK(!gathered.defined());
-  CHECK(device.current_bytes() == before);
+// Layer l's full parameters as a gather ahead of its use would leave them, charged to comm buffers.
+Tensor gathered_ahead(Context& ctx, int l) {
+  std::vector<float> values;
+  for (int64_t x = kLayers[std::size_t(l)].begin; x < kLayers[std::size_t(l)].end; ++x) values.push_back(flat_value(x));
+  MemoryScope scope(MemoryCategory::Comm);
+  return on_device(ctx, values);
 }
 
-TEST_CASE("layer_parameters, layer_done: a view at stages 0-2, and at stage 3 gathered for the use and let go after",
-          "[ch07][hole:layer_parameters][hole:layer_done]"
-          "[needs:partition_parameters][needs:shard_bounds][needs:gather_layer][needs:release_layer]") {
-  for (int stage = 0; stage <= 3; ++stage)
+std::string where(const Context& ctx, int stage, int l) {
+  return "rank " + std::to_string(ctx.rank) + " of " + std::to_string(ctx.world) + ", stage " + std::to_string(stage) +
+         ", layer " + std::to_string(l) + ": ";
+}
+
+// Runs `body` on 1 and 3 ranks for each of `stages`, after checking that
+// shard_bounds (which use_layer needs) is right on these layers.
+template <typename Body>
+void for_each_world(std::vector<int> stages, Body body) {
+  for (int world : {1, 3})
+    for (Range layer : kLayers) dpt_test::require_shard_bounds(dpt_test::ceil_partition(40, world), layer);
+  for (int stage : stages)
     for (int world : {1, 3}) {
-      INFO("stage " << stage << ", " << world << " ranks");
       dpt_test::RankChecks checks;
-      dpt_test::run_ranks(world, [&](Context& ctx) {
-        const int r = ctx.rank;
-        Partition part = dpt_test::ceil_partition(40, world);
-        ZeroState s = state_for(ctx, part, stage, {Range{0, 12}, Range{12, 33}, Range{33, 40}});
-        std::vector<float> values;
-        for (int64_t i = 0; i < s.params.numel(); ++i) values.push_back(float(stage <= 2 ? i : r * part.shard + i) + 0.5f);
-        s.params = on_device(ctx, values);
-        for (int l = 0; l < 3; ++l) {
-          const Range& range = s.layers[std::size_t(l)];
-          const std::size_t comm_before = ctx.device.ledger().current(MemoryCategory::Comm);
-          clear_traffic(ctx);
-          Tensor w = layer_parameters(s, l);
-          std::vector<float> got = w.defined() ? w.to_vector() : std::vector<float>{};
-          bool right = int64_t(got.size()) == range.size();
-          for (std::size_t i = 0; right && i < got.size(); ++i) right = got[i] == float(range.begin + int64_t(i)) + 0.5f;
-          if (!right)
-            checks.check(false, "rank " + std::to_string(r) + ": layer " + std::to_string(l) + "'s parameters are not "
-                                    "flat elements [" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")");
-          ctx.comm.barrier();
-          const int64_t sent = ctx.comm.traffic().bytes_sent(r);
-          const std::size_t comm_in_use = ctx.device.ledger().current(MemoryCategory::Comm) - comm_before;
-          if (stage <= 2 && (sent != 0 || comm_in_use != 0))
-            checks.check(false, "rank " + std::to_string(r) + ": at stage " + std::to_string(stage) +
-                                    " every rank holds the parameters: nothing to send or allocate (sent " +
-                                    std::to_string(sent) + " bytes, " + std::to_string(comm_in_use) + " bytes of comm buffers)");
-          if (stage == 3 && !s.gathered[std::size_t(l)].defined())
-            checks.check(false, "rank " + std::to_string(r) + ": at stage 3 s.gathered[l] must hold the layer while it is in use");
-          w = Tensor();
-          layer_done(s, l);
-          const std::size_t kept = ctx.device.ledger().current(MemoryCategory::Comm) - comm_before;
-          if (kept != 0)
-            checks.check(false, "rank " + std::to_string(r) + ": after layer_done(" + std::to_string(l) + ") " +
-                                    std::to_string(kept) + " bytes of comm buffers are still held: a layer kept "
-                                    "gathered after its use (stage 3 must let it go)");
-        }
-        if (stage == 3) {  // a layer gathered ahead (--prefetch) is used as it is: no second gather
-          s.gathered[1] = gather_layer(ctx.comm, part, s.layers[1], s.params, ctx.device);
-          clear_traffic(ctx);
-          Tensor w = layer_parameters(s, 1);
-          ctx.comm.barrier();
-          if (ctx.comm.traffic().bytes_sent(r) != 0)
-            checks.check(false, "rank " + std::to_string(r) + ": layer 1 was gathered ahead, yet layer_parameters "
-                                    "gathered it again");
-          w = Tensor();
-          layer_done(s, 1);
-          ctx.comm.barrier();
-        }
-      });
+      dpt_test::run_ranks(world, [&](Context& ctx) { body(ctx, stage, checks); });
       INFO(checks.text());
       CHECK(checks.failed.empty());
     }
+}
+std::size_t comm_bytes(const Context& ctx) { return ctx.device.ledger().current(MemoryCategory::Comm); }
+}  // namespace
+
+TEST_CASE("use_layer: `use` runs once, with the layer's full parameters (weight then bias), at every stage",
+          "[ch07][needs:shard_bounds]") {
+  for_each_world({0, 1, 2, 3}, [](Context& ctx, int stage, dpt_test::RankChecks& checks) {
+    ZeroState s = filled_state(ctx, stage);
+    for (int l = 0; l < 3; ++l) {
+      const Range& range = kLayers[std::size_t(l)];
+      int calls = 0;
+      std::vector<float> got;
+      bool defined = true;
+      use_layer(s, l, [&](const Tensor& w) {
+        ++calls;
+        defined = w.defined();
+        if (defined) got = w.to_vector();
+      });
+      if (calls != 1)
+        checks.check(false, where(ctx, stage, l) + "`use` ran " + std::to_string(calls) + " times; once per call");
+      if (!defined) {
+        checks.check(false, where(ctx, stage, l) + "`use` got an undefined tensor: the parameters were let go "
+                                                   "before their use");
+        continue;
+      }
+      if (int64_t(got.size()) != range.size()) {
+        checks.check(false, where(ctx, stage, l) + "`use` got " + std::to_string(got.size()) + " floats; the layer has " +
+                                std::to_string(range.size()) + " (flat elements [" + std::to_string(range.begin) +
+                                ", " + std::to_string(range.end) + "))");
+        continue;
+      }
+      for (std::size_t i = 0; i < got.size(); ++i)
+        if (got[i] != flat_value(range.begin + int64_t(i))) {
+          checks.check(false, where(ctx, stage, l) + "float " + std::to_string(i) + " that `use` got is " +
+                                  std::to_string(got[i]) + ", flat parameter " + std::to_string(range.begin + int64_t(i)) +
+                                  " is " + std::to_string(flat_value(range.begin + int64_t(i))) +
+                                  (stage == 3 ? " (which rank owns it, and where in its shard?)" : ""));
+          break;
+        }
+    }
+  });
+}
+
+TEST_CASE("use_layer: a rank that keeps the layer's parameters sends nothing and allocates nothing (stages 0-2)",
+          "[ch07][needs:shard_bounds]") {
+  for_each_world({0, 1, 2}, [](Context& ctx, int stage, dpt_test::RankChecks& checks) {
+    ZeroState s = filled_state(ctx, stage);
+    for (int l = 0; l < 3; ++l) {
+      const std::size_t before = comm_bytes(ctx);
+      std::size_t during = before;
+      clear_traffic(ctx);
+      use_layer(s, l, [&](const Tensor&) { during = comm_bytes(ctx); });
+      ctx.comm.barrier();
+      const int64_t sent = ctx.comm.traffic().bytes_sent(ctx.rank);
+      if (sent != 0 || during != before)
+        checks.check(false, where(ctx, stage, l) + "sent " + std::to_string(sent) + " bytes and held " +
+                                std::to_string(during - before) + " bytes of comm buffers during the use; at stage " +
+                                std::to_string(stage) + " every rank keeps every parameter, so a use costs nothing");
+      ctx.comm.barrier();
+    }
+  });
+}
+
+TEST_CASE("use_layer: at stage 3 the parameters come over the ring, each rank's part to each other rank once, in "
+          "comm buffers",
+          "[ch07][needs:shard_bounds]") {
+  for_each_world({3}, [](Context& ctx, int stage, dpt_test::RankChecks& checks) {
+    ZeroState s = filled_state(ctx, stage);
+    const int world = ctx.world;
+    for (int l = 0; l < 3; ++l) {
+      const Range& range = kLayers[std::size_t(l)];
+      const std::size_t before = comm_bytes(ctx);
+      std::size_t during = before;
+      clear_traffic(ctx);
+      use_layer(s, l, [&](const Tensor&) { during = comm_bytes(ctx); });
+      ctx.comm.barrier();
+      const TrafficLog& log = ctx.comm.traffic();
+      if (during < before + std::size_t(4 * range.size()))
+        checks.check(false, where(ctx, stage, l) + "during the use " + std::to_string(during - before) +
+                                " bytes of comm buffers were held; the layer's " + std::to_string(4 * range.size()) +
+                                " bytes must be charged to them (allocate inside a MemoryScope)");
+      if (log.bytes(ctx.rank, (ctx.rank + 1) % world) != log.bytes_sent(ctx.rank))
+        checks.check(false, where(ctx, stage, l) + "sent " + std::to_string(log.bytes_sent(ctx.rank)) +
+                                " bytes, not all to its right neighbour: the parameters travel on ch07's ring");
+      int64_t total = 0;
+      for (int r = 0; r < world; ++r) total += log.bytes_sent(r);
+      if (ctx.rank == 0 && total != 4 * range.size() * (world - 1))
+        checks.check(false, where(ctx, stage, l) + "all ranks sent " + std::to_string(total) + " bytes; each rank's "
+                                "part must reach each of the N-1 others once: 4 bytes x " + std::to_string(range.size()) +
+                                " floats x " + std::to_string(world - 1) + " = " +
+                                std::to_string(4 * range.size() * (world - 1)));
+      ctx.comm.barrier();
+    }
+  });
+}
+
+TEST_CASE("use_layer: after the use nothing of the layer is held, and its slot s.gathered[l] is undefined",
+          "[ch07][needs:shard_bounds]") {
+  for_each_world({0, 1, 2, 3}, [](Context& ctx, int stage, dpt_test::RankChecks& checks) {
+    ZeroState s = filled_state(ctx, stage);
+    for (int l = 0; l < 3; ++l) {
+      const std::size_t before = comm_bytes(ctx);
+      use_layer(s, l, [](const Tensor&) {});
+      const std::size_t after = comm_bytes(ctx);
+      if (after != before)
+        checks.check(false, where(ctx, stage, l) + std::to_string(after - before) + " bytes of comm buffers are still "
+                                "held after the use: the layer stays gathered (at stage 3 every layer would, a full "
+                                "copy of the parameters)");
+      if (s.gathered[std::size_t(l)].defined())
+        checks.check(false, where(ctx, stage, l) + "s.gathered[" + std::to_string(l) + "] is still defined after the "
+                                "use: the next use would take it for a gather ahead, stale after the update");
+    }
+  });
+}
+
+TEST_CASE("use_layer: a layer gathered ahead (--prefetch) is used as it is, and other layers' slots are left alone",
+          "[ch07][needs:shard_bounds]") {
+  for_each_world({3}, [](Context& ctx, int stage, dpt_test::RankChecks& checks) {
+    ZeroState s = filled_state(ctx, stage);
+    s.gathered[1] = gathered_ahead(ctx, 1);
+    s.gathered[2] = gathered_ahead(ctx, 2);
+    clear_traffic(ctx);
+    std::vector<float> got;
+    use_layer(s, 1, [&](const Tensor& w) { got = w.defined() ? w.to_vector() : std::vector<float>{}; });
+    ctx.comm.barrier();
+    if (ctx.comm.traffic().bytes_sent(ctx.rank) != 0)
+      checks.check(false, where(ctx, stage, 1) + "was gathered ahead, yet use_layer sent " +
+                              std::to_string(ctx.comm.traffic().bytes_sent(ctx.rank)) +
+                              " bytes: it gathered it again (or let the slot go before the use)");
+    if (got != gathered_ahead(ctx, 1).to_vector())
+      checks.check(false, where(ctx, stage, 1) + "`use` did not get the parameters gathered ahead in s.gathered[1]");
+    if (s.gathered[1].defined())
+      checks.check(false, where(ctx, stage, 1) + "s.gathered[1] is still defined after its use: let it go");
+    use_layer(s, 0, [](const Tensor&) {});
+    if (!s.gathered[2].defined())
+      checks.check(false, where(ctx, stage, 0) + "the use of layer 0 or 1 let go of s.gathered[2], gathered ahead for "
+                              "layer 2's own use: a use lets go of its own layer only");
+    ctx.comm.barrier();
+  });
 }

@@ -1,13 +1,13 @@
-// test_ch08.cpp — chapter 08: the halving/doubling all-reduce and the
-// two-level all-reduce (the holes), the provided all-reduces, and the replay
-// clock. Oracles share no code with the algorithms: serial sums of small
-// integers (exact in any order), contributions 8^r read back in base 8 (which
-// ranks reached an element, and how often), the messages a watching
-// communicator saw (partners, sizes), and the traffic log (bytes per pair).
+// test_ch08.cpp — chapter 08's two phase holes, halving_reduce_scatter and
+// doubling_all_gather: who ends with which block, each contribution once,
+// and the pattern (log2 p steps, partner r XOR 2^k, the size halving or
+// doubling). Oracles share no code with the algorithms: contributions 8^r
+// read back in base 8 (which ranks reached an element, and how often) and
+// the messages a watching communicator saw (partners, sizes).
 //
-// Here: halving_reduce_scatter and doubling_all_gather; the all-reduces in
-// test_ch08_all_reduce.cpp, the provided algorithms, the clock and the program
-// in test_ch08_chapter.cpp; the threads-world runner in support/ch08_run.h.
+// Elsewhere: the two all-reduce holes in test_ch08_all_reduce.cpp; the
+// provided algorithms, the clock and the program in test_ch08_chapter.cpp;
+// the threads-world runner in support/ch08_run.h.
 #include "support/catch.h"
 #include <cstdint>
 #include <vector>

@@ -158,7 +158,7 @@ TEST_CASE("two_level_all_reduce: across nodes only same-index ranks talk, 1/G of
       }
       busiest = std::max(busiest, across);
       INFO(world << " ranks on " << nodes << " nodes: rank " << a << " sent " << inside << " bytes inside its node; "
-                 "a rank sends (G-1)/G of the vector there twice, 2(G-1)/G·S = " << 2.0 * (g - 1) / g * s);
+                 "a bandwidth-optimal all-reduce among its node's G ranks sends 2(G-1)/G·S = " << 2.0 * (g - 1) / g * s);
       CHECK(double(inside) == 2.0 * (g - 1) / g * s);
     }
     INFO(world << " ranks on " << nodes << " nodes: the busiest rank sent " << busiest << " bytes across nodes; "

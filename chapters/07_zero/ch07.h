@@ -2,7 +2,7 @@
 /// @brief Chapter 07's exercises, specified here once: how ZeRO cuts the
 /// parameters across ranks, and what makes a stage that stage — what a rank
 /// does when a bucket of gradients is ready, what it does at the update, and
-/// where stage 3 brings a layer's parameters in and lets them go. Fill them in
+/// the life of a stage-3 layer's parameters around each use. Fill them in
 /// `exercises/07_zero/` (`partition.cpp`, `stages.cpp`, `layers.cpp`); hints
 /// in tiers in docs/ch07_zero.md (\ref ch07_hints). `ctest --preset student -L ch07`
 /// checks each against serial computations, the library's collectives, the
@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dpt/comm.h"
@@ -58,9 +59,9 @@ struct Partition {
 
 /// The partition of `psi` >= 1 parameters over `world` >= 1 ranks.
 /// Postconditions: every parameter belongs to exactly one shard (N·S >= Ψ);
-/// all shards are equal; the padding N·S − Ψ is the least possible (fewer
-/// than N floats). Any other input is a dpt::Error naming the bad value.
-/// (Hole.)
+/// all shards are equal; no other equal-shard partition of Ψ over N pads
+/// less (the padding N·S − Ψ is what costs memory and bytes on every rank).
+/// Any other input is a dpt::Error naming the bad value. (Hole.)
 Partition partition_parameters(int64_t psi, int world);
 
 /// Who owns which part of flat range `range` (0 <= begin <= end <= padded):
@@ -111,8 +112,8 @@ struct ZeroState {
   Tensor grads;                  ///< gradients (see the table)
   Tensor m;                      ///< Adam's first moments (see the table)
   Tensor v;                      ///< Adam's second moments (see the table)
-  /// Stage 3: layer l's gathered parameters while the layer is in use (else
-  /// undefined). --prefetch may fill a layer's slot ahead of its use.
+  /// Stage 3, --prefetch: layer l's full parameters, gathered ahead of their
+  /// next use by the trainer (through use_layer), else undefined.
   std::vector<Tensor> gathered;
 };
 
@@ -143,29 +144,28 @@ void on_bucket_ready(ZeroState& s, Range range, Tensor& bucket);
 void update_parameters(ZeroState& s, int64_t t);
 
 // ----------------------------------------------------------------------------
-// a layer's parameters around its use (layers.cpp)
+// the life of a layer's parameters around one use (layers.cpp)
 
-/// Before layer l's forward, and again before its backward: the layer's
-/// full parameters, s.layers[l].size() floats on s.device (weight then bias).
-/// Collective at the stages where it must communicate. Postcondition at
-/// stage 3: s.gathered[l] holds them until layer_done. (Hole.)
-Tensor layer_parameters(ZeroState& s, int l);
-
-/// After layer l's forward or backward; the caller holds no handle to what
-/// layer_parameters returned any more. Postcondition: the layer's parameters
-/// take no memory beyond what the stage keeps anyway (table above). (Hole.)
-void layer_done(ZeroState& s, int l);
-
-/// Stage 3: the full parameters of flat range `range` (one layer), from every
-/// rank's `param_shard` (S floats), in a new tensor (range.size(),) on
-/// `device`, charged to MemoryCategory::Comm. Collective; each rank sends
-/// only to its right neighbour, and each part reaches each other rank once.
+/// One use of layer l's parameters: the layer's forward, or its backward
+/// (the trainer calls it for both, in the same order on every rank). Calls
+/// `use` exactly once, with the layer's full parameters: s.layers[l].size()
+/// floats on s.device, flat elements [begin, end) of the parameters as they
+/// are now (weight then bias). `use` keeps no handle to them, except the
+/// trainer's gather ahead (--prefetch), a use that keeps them for the layer's
+/// next use and puts them in s.gathered[l].
+/// Postconditions:
+///  - a rank whose stage keeps the layer's parameters (table above) sends
+///    nothing and allocates nothing for them;
+///  - a rank that does not keep them: whatever it allocates for them is
+///    charged to MemoryCategory::Comm; it sends only to its right neighbour,
+///    and its part of the layer reaches each other rank exactly once, during
+///    this call (collective);
+///  - s.gathered[l], when defined on entry, already holds the parameters for
+///    this use (gathered ahead, --prefetch): no byte of them is sent again;
+///  - on return s.gathered[l] is undefined, every other layer's slot is as
+///    it was, and the layer's parameters take no memory beyond what the
+///    stage keeps anyway.
 /// (Hole.)
-Tensor gather_layer(Communicator& comm, const Partition& part, Range range, const Tensor& param_shard, Device& device);
-
-/// Stage 3: lets go of a gathered layer: afterwards `gathered` is undefined
-/// and, unless another handle holds them, its bytes are back with the device.
-/// (Hole.)
-void release_layer(Tensor& gathered);
+void use_layer(ZeroState& s, int l, const std::function<void(const Tensor& params)>& use);
 
 }  // namespace dpt::ch07

@@ -26,8 +26,8 @@
 //
 // Your holes (chapters/07_zero/ch07.h): partition_parameters, shard_bounds;
 // on_bucket_ready and update_parameters (what makes a stage that stage);
-// layer_parameters, layer_done, gather_layer, release_layer (stage 3's
-// parameters around each layer's use).
+// use_layer (the life of a layer's parameters around each use: at stage 3,
+// gathered before and let go after).
 // Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -80,6 +80,11 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
   say.say("Padded with " + std::to_string(part.padded - part.psi) + " zeros to N·S = " + std::to_string(part.padded) +
           ". Rank r owns [r·S, (r+1)·S) of the parameters, gradients and Adam's m and v\n"
           "(stage 1 shards m, v; stage 2 the gradients too; stage 3 the parameters too).");
+  if (ctx.is_root())  // equal shards covering Ψ, and one float fewer per shard would not cover it
+    lec.verdicts.holds("the partition covers all Ψ parameters in N equal shards, padded least (N·(S-1) < Ψ <= N·S)",
+                       part.padded == part.shard * ctx.world && part.padded >= part.psi &&
+                           (part.shard - 1) * ctx.world < part.psi,
+                       "N·S - Ψ = " + std::to_string(part.padded - part.psi) + " with N = " + std::to_string(ctx.world));
   if (f.compare) {
     compare_stages(ctx, o, data, f);
     return;
@@ -92,35 +97,11 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
     ctx.device.set_capacity(std::size_t(capacity));
     say.say("Each rank's device holds at most " + format_bytes(double(capacity)) + " (--device-memory).");
   }
-  LoadedShard resumed;
-  if (!f.resume.empty()) {
-    resumed = load_zero_checkpoint(ctx, f.resume, o, plan.adam);
-    DPT_CHECK(resumed.step < o.steps, "--resume: the checkpoint is at step " << resumed.step << " and --steps is "
-                                                                            << o.steps << ": nothing left to train");
-    say.say("Resuming at step " + std::to_string(resumed.step) + " from " + f.resume + ".");
-  }
-  auto restore = [&](ZeroTrainer& t) {
-    if (!f.resume.empty()) t.restore(resumed.params, resumed.exp_avg, resumed.exp_avg_sq, resumed.step);
-  };
-  auto save = [&](int64_t done, ZeroTrainer& t) {
-    if (!f.save_checkpoint.empty() && (done == o.steps || (f.checkpoint_every > 0 && done % f.checkpoint_every == 0)))
-      save_zero_checkpoint(ctx, f.save_checkpoint, t, o, plan.adam);
-  };
-  // Rank 0 records the stage-0 run's weights and averaged gradients around
-  // chosen steps, for the step-by-step check against one device.
-  StepRecorder& recorder = lec.recorder;
-  auto observe = [&recorder, &o](int64_t step, const float* p, const float* g, int64_t psi) {
-    recorder.record(step, o.steps, p, g, psi);
-  };
-  auto wants = [&recorder, &o](int64_t step, int64_t psi) { return recorder.keeps(step, o.steps, psi); };
-  if (f.stage == 0) plan.observe_stage0 = observe, plan.observe_stage0_wants = wants;
-  ZeroRun run;
-  try {
-    run = train_zero(ctx, o, data, initial, plan, "ch07 stage " + std::to_string(f.stage), resumed.step, restore, save);
-  } catch (const OutOfMemory& e) {
-    throw OutOfMemory(std::string(e.what()) + " at stage " + std::to_string(f.stage) + ". " +
-                      which_stage_fits(part, f.stage, double(capacity)));
-  }
+  std::string resuming;
+  ZeroCheckpoints checkpoints = zero_checkpoints(ctx, o, f, plan.adam, resuming);  // --resume, --save-checkpoint
+  if (!resuming.empty()) say.say(resuming);
+  if (f.stage == 0) plan.recorder = &lec.recorder;  // rank 0's step-by-step check against one device
+  ZeroRun run = train_zero(ctx, o, data, initial, plan, "ch07 stage " + std::to_string(f.stage), checkpoints);
   ctx.device.set_capacity(0);  // the checks below train references: not under the cap
 
   // ---- 3. Memory and traffic, next to the formulas
@@ -131,18 +112,19 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
   nlohmann::json report = run_json(ctx, run, part, f.stage, f.prefetch);
   if (ctx.is_root() && !f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
 
-  // ---- 4. The same weights as stage 0, and as one device
+  // ---- 4. The same weights as stage 0, and as one device (and the mean, probed)
+  check_bucket_mean(ctx, f.stage, lec.verdicts);
   std::vector<float> stage0;
   if (lec.verify && f.stage != 0) {
     say.section("4. The same run at stage 0 (plain data parallel), for comparison");
     ZeroPlan zero = plan;
-    zero.stage = 0;
-    zero.observe_stage0 = observe, zero.observe_stage0_wants = wants;
+    zero.stage = 0, zero.recorder = &lec.recorder;
     Options quiet = o;
     quiet.quiet = true, quiet.metrics.clear();
     // From the same start: the master copy, or the checkpoint this run resumed
     // (possibly written by another number of ranks, which sums in another order).
-    stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0", resumed.step, restore).weights;
+    checkpoints.after = nullptr;
+    stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0", checkpoints).weights;
   }
   if (!ctx.is_root()) return;
   MLP model = build_model(o, Device::host());

@@ -5,6 +5,7 @@
 #include "sharded_ring.h"
 
 #include <algorithm>
+#include <string>
 
 #include "dpt/check.h"
 #include "dpt/floats.h"
@@ -14,12 +15,25 @@ namespace dpt::ch07 {
 namespace {
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// ch07's chunk bounds are always shard_bounds's result: a broken one is
+// named here, at its first use, rather than as a fault of the hole that passed it on.
+std::string listed(const std::vector<int64_t>& bounds) {
+  std::string text = "{";
+  for (std::size_t i = 0; i < bounds.size() && i < 9; ++i) text += (i ? ", " : "") + std::to_string(bounds[i]);
+  return text + (bounds.size() > 9 ? ", …}" : "}");
+}
+
 void check_bounds(const Communicator& comm, const std::vector<int64_t>& bounds) {
-  DPT_CHECK(int(bounds.size()) == comm.size() + 1 && bounds.front() == 0,
-            "ring: expected " << comm.size() + 1 << " chunk bounds starting at 0, got " << bounds.size());
+  const char* at_fault = "shard_bounds (exercises/07_zero/partition.cpp) returned ";
+  DPT_CHECK(int(bounds.size()) == comm.size() + 1,
+            at_fault << listed(bounds) << ": " << bounds.size() << " bounds for " << comm.size()
+                     << " ranks; rank r owns [b[r], b[r+1]), so N ranks need N+1 bounds");
+  DPT_CHECK(bounds.front() == 0, at_fault << listed(bounds) << ": b[0] must be 0, the range's own start (the "
+                                             "bounds are relative to range.begin)");
   for (std::size_t i = 1; i < bounds.size(); ++i)
-    DPT_CHECK(bounds[i] >= bounds[i - 1], "ring: chunk bounds must not decrease (" << bounds[i - 1] << " then "
-                                                                                   << bounds[i] << ")");
+    DPT_CHECK(bounds[i] >= bounds[i - 1], at_fault << listed(bounds) << ": b[" << i << "] < b[" << i - 1
+                                                   << "]; rank " << i - 1 << "'s part would end before it starts "
+                                                      "(the bounds never decrease: shards come in rank order)");
 }
 }  // namespace
 

@@ -9,8 +9,8 @@
 /// non-decreasing entries, bounds[0] = 0. Only sendrecv with the neighbours:
 /// each rank sends every chunk but one, so Σ over ranks = (n−1) · all chunks.
 /// `data` may be host or GPU memory (the scratch and the adds follow it,
-/// dpt/floats.h); the mean after the sum is `divide_floats(…, float(n))`, the
-/// one division every stage uses, so their bits agree.
+/// dpt/floats.h). A chunk r's bounds that are not N+1 non-decreasing offsets
+/// from 0 are an error naming shard_bounds, where ch07's bounds come from.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include "zero_checkpoint.h"
 
 #include <map>
+#include <memory>
 
 #include "dpt/check.h"
 #include "dpt/report.h"
@@ -52,6 +53,29 @@ LoadedShard load_zero_checkpoint(Context& ctx, const std::string& dir, const Opt
   }
   DPT_CHECK(!shard.exp_avg.empty(), "checkpoint " << find_checkpoint(dir) << " holds no Adam moments");
   return {shard.step, shard.params, shard.exp_avg, shard.exp_avg_sq};
+}
+
+ZeroCheckpoints zero_checkpoints(Context& ctx, const Options& o, const Ch07Flags& f, const AdamConfig& adam,
+                                 std::string& said) {
+  ZeroCheckpoints hooks;
+  said.clear();
+  if (!f.resume.empty()) {
+    auto loaded = std::make_shared<LoadedShard>(load_zero_checkpoint(ctx, f.resume, o, adam));
+    DPT_CHECK(loaded->step < o.steps, "--resume: the checkpoint is at step " << loaded->step << " and --steps is "
+                                                                            << o.steps << ": nothing left to train");
+    hooks.first_step = loaded->step;
+    hooks.before = [loaded](ZeroTrainer& t) {
+      t.restore(loaded->params, loaded->exp_avg, loaded->exp_avg_sq, loaded->step);
+    };
+    said = "Resuming at step " + std::to_string(loaded->step) + " from " + f.resume + ".";
+  }
+  if (!f.save_checkpoint.empty()) {
+    hooks.after = [&ctx, o, f, adam](int64_t done, ZeroTrainer& t) {
+      if (done == o.steps || (f.checkpoint_every > 0 && done % f.checkpoint_every == 0))
+        save_zero_checkpoint(ctx, f.save_checkpoint, t, o, adam);
+    };
+  }
+  return hooks;
 }
 
 void consolidate_zero_checkpoint(const std::string& dir, const std::string& out) { consolidate_checkpoint(dir, out); }

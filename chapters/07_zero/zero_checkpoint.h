@@ -19,6 +19,7 @@
 #include "dpt/launch.h"
 #include "dpt/options.h"
 #include "zero_engine.h"
+#include "zero_setup.h"
 
 namespace dpt::ch07 {
 
@@ -41,6 +42,14 @@ struct LoadedShard {
 /// by a different run: another model, seed, optimizer, lr, weight decay, data
 /// or global batch (naming the setting and both values).
 LoadedShard load_zero_checkpoint(Context& ctx, const std::string& dir, const Options& options, const AdamConfig& adam);
+
+/// Collective: the run's --resume and --save-checkpoint in one: loads
+/// f.resume (if set; a checkpoint at or past --steps is an error) and returns
+/// the hooks that restore it before the first step and save every
+/// f.checkpoint_every steps and after the last. `said`: a line for the
+/// lecture ("Resuming at step 20 from ck."), or "".
+ZeroCheckpoints zero_checkpoints(Context& ctx, const Options& options, const Ch07Flags& f, const AdamConfig& adam,
+                                 std::string& said);
 
 /// Writes the checkpoint at `dir` as one safetensors file of weights at `out`.
 void consolidate_zero_checkpoint(const std::string& dir, const std::string& out);

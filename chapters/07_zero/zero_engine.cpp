@@ -19,6 +19,7 @@
 #include "dpt/report.h"
 #include "sharded_ring.h"
 #include "zero_layers.h"
+#include "zero_report.h"
 
 namespace dpt::ch07 {
 
@@ -40,6 +41,26 @@ namespace {
 Tensor zeros_as(MemoryCategory category, int64_t n, Device& device) {
   MemoryScope scope(category);
   return Tensor::zeros({n}, device);
+}
+
+// shard_bounds is a hole whose result the stage holes consume: a wrong one is
+// named here, before training, rather than as a fault of what consumed it.
+// The oracle counts element by element which shard each element lies in.
+void check_shard_bounds(const Partition& part, Range range, const std::string& what) {
+  std::vector<int64_t> want(std::size_t(part.world) + 1, 0);
+  for (int64_t x = range.begin; x < range.end; ++x) ++want[std::size_t(x / part.shard) + 1];
+  for (std::size_t r = 1; r < want.size(); ++r) want[r] += want[r - 1];
+  std::vector<int64_t> got = shard_bounds(part, range);
+  if (got == want) return;
+  auto listed = [](const std::vector<int64_t>& v) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < v.size() && i < 9; ++i) text += (i ? ", " : "") + std::to_string(v[i]);
+    return text + (v.size() > 9 ? ", …}" : "}");
+  };
+  DPT_FAIL("shard_bounds (exercises/07_zero/partition.cpp) returned " << listed(got) << " for " << what << " ["
+           << range.begin << ", " << range.end << ") with N = " << part.world << ", S = " << part.shard
+           << "; rank r owns the range's elements in its shard [r·S, (r+1)·S), which makes them " << listed(want)
+           << " (tests/test_ch07.cpp's shard_bounds test says which property fails)");
 }
 
 // Layers in reverse order (backward finishes the last first), closed when the
@@ -99,13 +120,13 @@ struct ZeroTrainer::Impl {
     }
   }
 
-  // The observer reads host memory: on a GPU it gets copies of the Ψ floats,
-  // made only for a step it wants (rank 0's recorder keeps a few steps).
-  void observe(int64_t step) {
+  // The recorder reads host memory: on a GPU it gets copies of the Ψ floats,
+  // made only for a step it keeps (rank 0's recorder keeps a few steps).
+  void record(int64_t step, int64_t steps) {
     const int64_t psi = state.part.psi;
-    if (plan.observe_stage0_wants && !plan.observe_stage0_wants(step, psi)) return;
+    if (!plan.recorder->keeps(step, steps, psi)) return;
     std::vector<float> p = state.params.slice(0, psi).to_vector(), g = state.grads.slice(0, psi).to_vector();
-    plan.observe_stage0(step, p.data(), g.data(), psi);
+    plan.recorder->record(step, steps, p.data(), g.data(), psi);
   }
 };
 
@@ -131,7 +152,7 @@ ZeroTrainer::ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const
   z.gathered.resize(layers_.size());
   const int64_t S = part_.shard, P = part_.padded, mine = ctx.rank * S;
   std::vector<float> padded(initial);
-  padded.resize(std::size_t(P), 0.0f);  // the padding: < N zeros at the end, trained like the rest (stays 0)
+  padded.resize(std::size_t(P), 0.0f);  // the padding: zeros at the end, trained like the rest (stays 0)
   {
     MemoryScope scope(MemoryCategory::Params);
     z.params = s.full_params() ? Tensor::from_vector({P}, padded, ctx.device)
@@ -141,7 +162,9 @@ ZeroTrainer::ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const
   z.grads = zeros_as(MemoryCategory::Grads, s.full_grads() ? P : S, ctx.device);
   z.m = zeros_as(MemoryCategory::OptimizerState, plan.stage == 0 ? P : S, ctx.device);
   z.v = zeros_as(MemoryCategory::OptimizerState, plan.stage == 0 ? P : S, ctx.device);
+  for (std::size_t l = 0; l < layers_.size(); ++l) check_shard_bounds(part_, layers_[l], "layer " + std::to_string(l));
   buckets_ = bucket_layers(layers_, plan.bucket_bytes);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) check_shard_bounds(part_, buckets_[b].range, "bucket " + std::to_string(b));
   s.buckets = buckets_;
   s.bucket_of.assign(layers_.size(), -1);
   for (std::size_t b = 0; b < buckets_.size(); ++b)
@@ -154,7 +177,7 @@ ZeroTrainer::ZeroTrainer(Context& ctx, const std::vector<int64_t>& widths, const
 
 ZeroTrainer::~ZeroTrainer() = default;
 
-float ZeroTrainer::step(const Batch& batch) {
+float ZeroTrainer::step(const Batch& batch, int64_t steps) {
   Impl& s = *impl_;
   s.missing.clear();
   for (const LayerBucket& b : buckets_) s.missing.push_back(int(b.layers.size()));
@@ -169,7 +192,7 @@ float ZeroTrainer::step(const Batch& batch) {
   for (std::size_t b = 0; b < s.missing.size(); ++b)
     DPT_CHECK(s.missing[b] == 0, "bucket " << b << " was never complete: a layer got no gradient");
   ++t_;
-  if (s.plan.stage == 0 && s.plan.observe_stage0) s.observe(t_ - 1);  // the averaged gradient, before Adam
+  if (s.plan.stage == 0 && s.plan.recorder) s.record(t_ - 1, steps);  // the averaged gradient, before Adam
   auto span = s.ctx.trace.span("update", "compute");
   update_parameters(s.state, t_);
   return loss_value;
@@ -238,14 +261,15 @@ MemorySnapshot snapshot_memory(const Device& device) {
   return m;
 }
 
-ZeroRun train_zero(Context& ctx, const Options& o, const Dataset& data, const std::vector<float>& initial,
-                   const ZeroPlan& plan, const std::string& label, int64_t first_step,
-                   const std::function<void(ZeroTrainer&)>& before, const AfterStep& after) {
+namespace {
+ZeroRun train(Context& ctx, const Options& o, const Dataset& data, const std::vector<float>& initial,
+              const ZeroPlan& plan, const std::string& label, const ZeroCheckpoints& checkpoints) {
   using Clock = std::chrono::steady_clock;
+  const int64_t first_step = checkpoints.first_step;
   ZeroRun run;
   ctx.device.reset_peak();
   ZeroTrainer trainer(ctx, o.widths(), initial, plan);
-  if (before) before(trainer);
+  if (checkpoints.before) checkpoints.before(trainer);
   BatchSampler sampler(data.size(), o.batch * ctx.world, !o.no_shuffle, o.seed);  // the same draw on every rank
   MetricsWriter metrics(ctx.is_root() ? o.metrics : "");
   ProgressBar bar(label, o.steps - first_step, ctx.is_root() && !o.quiet);
@@ -261,7 +285,7 @@ ZeroRun train_zero(Context& ctx, const Options& o, const Dataset& data, const st
       MemoryScope scope(MemoryCategory::Activations);
       batch = gather_batch(data, strided_shard(sampler.indices(step), ctx.rank, ctx.world), ctx.device);
     }
-    float loss = trainer.step(batch);
+    float loss = trainer.step(batch, o.steps);
     run.step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
     ctx.comm.all_reduce(&loss, 1, ReduceOp::Avg);  // the library's: logged apart from the ring's bytes
     run.losses.push_back(loss);
@@ -272,7 +296,7 @@ ZeroRun train_zero(Context& ctx, const Options& o, const Dataset& data, const st
       run.diverged_step = step;
       break;
     }
-    if (after) after(step + 1, trainer);
+    if (checkpoints.after) checkpoints.after(step + 1, trainer);
   }
   bar.finish();
   run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -281,6 +305,18 @@ ZeroRun train_zero(Context& ctx, const Options& o, const Dataset& data, const st
   run.traffic = ctx.comm.gather_traffic();
   run.weights = trainer.full_parameters();
   return run;
+}
+}  // namespace
+
+ZeroRun train_zero(Context& ctx, const Options& o, const Dataset& data, const std::vector<float>& initial,
+                   const ZeroPlan& plan, const std::string& label, const ZeroCheckpoints& checkpoints) {
+  try {
+    return train(ctx, o, data, initial, plan, label, checkpoints);
+  } catch (const OutOfMemory& e) {  // name the stage that would fit
+    Partition part = partition_parameters(int64_t(initial.size()), ctx.world);
+    throw OutOfMemory(std::string(e.what()) + " at stage " + std::to_string(plan.stage) + ". " +
+                      which_stage_fits(part, plan.stage, double(ctx.device.capacity())));
+  }
 }
 
 }  // namespace dpt::ch07

@@ -27,6 +27,7 @@
 #include "dpt/launch.h"
 #include "dpt/memory_ledger.h"
 #include "dpt/options.h"
+#include "dpt/step_check.h"
 
 namespace dpt::ch07 {
 
@@ -36,14 +37,12 @@ struct ZeroPlan {
   bool prefetch = false;         ///< stage 3: gather the next layer while this one computes
   int64_t bucket_bytes = 1 << 20;  ///< bucket cap (consecutive layers, last first; a larger layer alone)
   AdamConfig adam;               ///< the optimizer
-  /// Stage 0 only, on every rank, after the gradient all-reduce and before
-  /// Adam: the step (0-based), the Ψ parameters and averaged gradients, flat
-  /// (for the step-by-step check against one device, dpt/step_check.h).
-  std::function<void(int64_t step, const float* params, const float* grads, int64_t psi)> observe_stage0;
-  /// Asked first, every step (unset: always true): whether observe_stage0
-  /// wants this step. When not, it is not called, and on a GPU the buffers
-  /// are not copied to the host for it.
-  std::function<bool(int64_t step, int64_t psi)> observe_stage0_wants;
+  /// Stage 0 only (optional): after the gradient all-reduce and before Adam,
+  /// the step's parameters and averaged gradients for the step-by-step check
+  /// against one device, on the steps the recorder keeps (asked every step;
+  /// on a GPU the buffers are copied to the host only for those), as
+  /// train_data_parallel hands its own (dpt/step_check.h).
+  StepRecorder* recorder = nullptr;
 };
 
 /// One bucket: consecutive layers, filled last layer first; a flat range.
@@ -64,8 +63,8 @@ class ZeroTrainer {
 
   /// One training step on this rank's batch: forward, backward (each
   /// complete bucket to on_bucket_ready), update_parameters. Returns the
-  /// local loss. Collective.
-  float step(const Batch& batch);
+  /// local loss. `steps`: the run's length (for the recorder). Collective.
+  float step(const Batch& batch, int64_t steps);
   /// Collective: all Ψ parameters (flat, unpadded), on every rank.
   std::vector<float> full_parameters();
 
@@ -119,16 +118,21 @@ struct ZeroRun {
   std::vector<float> weights;      ///< the final Ψ parameters (flat)
 };
 
-/// Called after every step with the number of steps done.
-using AfterStep = std::function<void(int64_t steps_done, ZeroTrainer& trainer)>;
+/// A run that starts from a checkpoint or saves them (zero_checkpoint.h
+/// makes one from the flags); the default trains from step 0, saving nothing.
+struct ZeroCheckpoints {
+  int64_t first_step = 0;                              ///< steps already taken
+  std::function<void(ZeroTrainer&)> before;           ///< once, before the first step (restores)
+  std::function<void(int64_t steps_done, ZeroTrainer&)> after;  ///< after every step (saves)
+};
 
 /// Collective: builds the trainer from `initial` (Ψ floats), trains steps
-/// [first_step, options.steps) on global batches of world·batch samples (rank
-/// r takes the strided shard, as every chapter since 03), calling `after` after
-/// each step and `before` (if set) once before the first, e.g. to restore a
-/// checkpoint. Stops on every rank alike at the first non-finite loss.
+/// [checkpoints.first_step, options.steps) on global batches of world·batch
+/// samples (rank r takes the strided shard, as every chapter since 03),
+/// calling checkpoints.before once and .after after each step. Stops on
+/// every rank alike at the first non-finite loss. An out-of-memory error says
+/// which stage would fit the device's capacity.
 ZeroRun train_zero(Context& ctx, const Options& options, const Dataset& data, const std::vector<float>& initial,
-                   const ZeroPlan& plan, const std::string& label, int64_t first_step = 0,
-                   const std::function<void(ZeroTrainer&)>& before = {}, const AfterStep& after = {});
+                   const ZeroPlan& plan, const std::string& label, const ZeroCheckpoints& checkpoints = {});
 
 }  // namespace dpt::ch07

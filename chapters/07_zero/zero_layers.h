@@ -1,8 +1,8 @@
 /// @file zero_layers.h
 /// @brief Chapter 07's layers (provided, not a hole): the MLP's forward and
-/// backward as one autograd op per layer, `zero_linear`, that asks the stage
-/// for the layer's parameters just before it computes (layer_parameters,
-/// ch07.h) and tells it just after (layer_done), and whose backward writes dW
+/// backward as one autograd op per layer, `zero_linear`, that computes inside
+/// the stage's use of the layer's parameters (use_layer, ch07.h), in forward
+/// and again in backward, and whose backward writes dW
 /// and db straight into the gradient destination the trainer names — the
 /// flat gradient buffer, or a bucket — so no per-parameter gradient tensor
 /// ever exists. With --prefetch at stage 3 it also gathers the next layer on

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "dpt/floats.h"
 #include "dpt/report.h"
 #include "dpt/timing.h"
 
@@ -164,6 +165,35 @@ std::string which_stage_fits(const Partition& part, int stage, double capacity) 
   return text + " this stage's fit, its activations and buffers do not: " +
          (stage < 3 ? "run with --stage 3, or " : std::string("try ")) +
          "a smaller --batch or --bucket-mb";
+}
+
+// ----------------------------------------------------------------------------
+// the mean, probed
+
+void check_bucket_mean(Context& ctx, int stage, Verdicts& verdicts) {
+  const int n = ctx.world, r = ctx.rank;
+  ZeroState s{ctx.comm, ctx.device};
+  s.stage = stage, s.part = partition_parameters(37, n);
+  const int64_t S = s.part.shard, P = s.part.padded;
+  auto value = [](int rank, int64_t x) { return float((x * 7 + rank * 13) % 29 - 14); };  // small integers
+  std::vector<float> mine;
+  for (int64_t x = 0; x < P; ++x) mine.push_back(value(r, x));
+  s.grads = Tensor::zeros({stage <= 1 ? P : S}, ctx.device);
+  Tensor bucket = stage <= 1 ? s.grads : Tensor::zeros({P}, ctx.device);
+  copy_floats(bucket.data(), mine.data(), P);
+  on_bucket_ready(s, {0, P}, bucket);
+  std::vector<float> held = s.grads.to_vector();  // this rank's part: at its flat place, or in its shard
+  float wrong = 0;
+  for (int64_t x = r * S; x < (r + 1) * S; ++x) {
+    float sum = 0;
+    for (int q = 0; q < n; ++q) sum += value(q, x);  // exact: small integers
+    if (held[std::size_t(stage <= 1 ? x : x - r * S)] != sum / float(n)) ++wrong;
+  }
+  ctx.comm.all_reduce(&wrong, 1, ReduceOp::Sum);
+  if (ctx.is_root())
+    verdicts.at_most("a probe bucket's mean after on_bucket_ready: floats not the sum ÷ N to the bit", wrong, 0,
+                     "the mean is the ring's sum divided once by N (with N a power of two, dividing first happens "
+                     "to give the same bits: --ranks 3 shows it)");
 }
 
 }  // namespace dpt::ch07

@@ -60,6 +60,12 @@ void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdic
 /// scripts/plot_ch07.py draws.
 nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch);
 
+/// Collective: the stage's on_bucket_ready on a probe bucket of small
+/// integers (their sum is exact in any order) on every rank; the verdict: each
+/// rank's part holds the sum divided by N once, to the bit. Training cannot
+/// show a mean taken another way: every stage (and stage 0) would take it alike.
+void check_bucket_mean(Context& ctx, int stage, Verdicts& verdicts);
+
 /// For an out-of-memory message at `stage`: the formula per stage against
 /// `capacity` bytes, and the stage to run instead ("run with --stage 2").
 std::string which_stage_fits(const Partition& part, int stage, double capacity);

@@ -163,9 +163,9 @@ void halving_doubling_all_reduce(const Team& team, float* data, int64_t count);
 ///
 /// Communication: a rank talks across nodes only with ranks of its own local
 /// index, and sends at most 1/G of what one halving_doubling_all_reduce of the
-/// whole vector among `nodes` ranks would send across. Inside a node, a rank
-/// sends (G−1)/G of the vector twice: once before the slow step and once
-/// after. Build it from the team algorithms above.
+/// whole vector among `nodes` ranks would send across. Inside its node a rank
+/// sends exactly what a bandwidth-optimal all-reduce among G ranks sends,
+/// 2(G−1)/G of the vector. Build it from the team algorithms above.
 /// (Hole: exercises/08_collectives/two_level.cpp.)
 void two_level_all_reduce(Communicator& comm, float* data, int64_t count, int nodes);
 

@@ -1,12 +1,13 @@
-// exercises/07_zero/layers.cpp — holes: a layer's parameters around its use
-// (stage 3 has no full copy), and the gather and release they need.
+// exercises/07_zero/layers.cpp — hole: the life of a layer's parameters
+// around one use of them (its forward, or its backward), at every stage.
 //
-// Contracts: chapters/07_zero/ch07.h (layer_parameters, layer_done,
-// gather_layer, release_layer). Hints, one tier at a time: docs/ch07_zero.md,
-// "Hints".
-//  * Provided: ring_all_gather (sharded_ring.h), shard_bounds, Tensor::empty
-//    and slice, copy_floats (dpt/floats.h), and MemoryScope
-//    (dpt/memory_ledger.h), which charges what is allocated inside it.
+// Contract: chapters/07_zero/ch07.h (use_layer; ZeroState says what each
+// stage keeps). Hints, one tier at a time: docs/ch07_zero.md, "Hints".
+//  * Provided: ring_all_gather (sharded_ring.h), shard_bounds,
+//    Tensor::empty and slice, copy_floats (dpt/floats.h), and the memory
+//    ledger's categories (dpt/memory_ledger.h).
+//  * The tests watch the bytes each rank sends and the comm buffers it holds
+//    before, during and after `use`.
 #include "ch07.h"
 
 #include "dpt/floats.h"
@@ -15,24 +16,9 @@
 
 namespace dpt::ch07 {
 
-Tensor layer_parameters(ZeroState& s, int l) {
-  (void)s, (void)l;
-  throw NotImplemented("ch07: layer_parameters — see exercises/07_zero/layers.cpp");
-}
-
-void layer_done(ZeroState& s, int l) {
-  (void)s, (void)l;
-  throw NotImplemented("ch07: layer_done — see exercises/07_zero/layers.cpp");
-}
-
-Tensor gather_layer(Communicator& comm, const Partition& part, Range range, const Tensor& param_shard, Device& device) {
-  (void)comm, (void)part, (void)range, (void)param_shard, (void)device;
-  throw NotImplemented("ch07: gather_layer — see exercises/07_zero/layers.cpp");
-}
-
-void release_layer(Tensor& gathered) {
-  (void)gathered;
-  throw NotImplemented("ch07: release_layer — see exercises/07_zero/layers.cpp");
+void use_layer(ZeroState& s, int l, const std::function<void(const Tensor& params)>& use) {
+  (void)s, (void)l, (void)use;
+  throw NotImplemented("ch07: use_layer — see exercises/07_zero/layers.cpp");
 }
 
 }  // namespace dpt::ch07

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ch07.h"
+#include "support/catch.h"
 #include "dpt/launch.h"
 
 namespace dpt_test {
@@ -20,6 +21,27 @@ namespace dpt_test {
 inline dpt::ch07::Partition ceil_partition(int64_t psi, int world) {
   const int64_t shard = (psi + world - 1) / world;
   return {psi, world, shard, shard * world};
+}
+
+/// Fails the calling test naming shard_bounds when it is wrong for `range`:
+/// the stage and layer holes consume its result, and their own tests would
+/// otherwise report its fault as theirs. The oracle counts, element by
+/// element, which shard each element of the range lies in (x / S).
+inline void require_shard_bounds(const dpt::ch07::Partition& part, dpt::ch07::Range range) {
+  std::vector<int64_t> want(std::size_t(part.world) + 1, 0);
+  for (int64_t x = range.begin; x < range.end; ++x) ++want[std::size_t(x / part.shard) + 1];
+  for (std::size_t r = 1; r < want.size(); ++r) want[r] += want[r - 1];
+  std::vector<int64_t> got = dpt::ch07::shard_bounds(part, range);
+  if (got == want) return;
+  auto listed = [](const std::vector<int64_t>& v) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + std::to_string(v[i]);
+    return text + "}";
+  };
+  FAIL("shard_bounds (exercises/07_zero/partition.cpp) returned " << listed(got) << " for range [" << range.begin
+       << ", " << range.end << ") with N = " << part.world << ", S = " << part.shard << "; rank r owns the range's "
+       << "elements in [r*S, (r+1)*S): " << listed(want) << ". This test needs it: its own test (\"shard_bounds: …\") "
+       << "says which property fails");
 }
 
 struct RankChecks {
