@@ -13,7 +13,7 @@
 ///   the recorded steps on one device, step_check.h) as a verdict, then the
 ///   summary table and the verdicts; the exit code (0 all ✔, 3 one ✘, 1 error).
 ///
-///     int lecture(dpt::Lecture& lec) {           // every rank
+///     void lecture(dpt::Lecture& lec) {          // every rank
 ///       dpt::MLP replica = dpt::make_replica(lec.ctx(), lec.o);
 ///       lec.keep(replica);                       // saved and scored at the end
 ///       if (lec.o.steps == 0) return;
