@@ -252,8 +252,8 @@ TEST_CASE("accumulated_gradient: equals it when K does not divide B (10 samples 
     if (divides <= kAccumulationTolerance)
       FAIL("10 samples in " << k << " micro-batches (of unequal size: 10 is not a multiple of " << k << "): max "
            "|yours - batch gradient| / max |batch| is " << error << ", yet with 2 micro-batches of 5 it is right. "
-           "Micro-batches of unequal size must weigh in proportion to their size (n_k / B), not 1/K each: the "
-           "batch's mean gives every sample the weight 1/B");
+           "In the batch's mean loss every sample weighs 1/B: what does a sample of a smaller micro-batch "
+           "weigh in yours, and one of a larger?");
     FAIL("10 samples in " << k << " micro-batches: max |yours - batch gradient| / max |batch| is " << error
          << " (with 2 micro-batches of 5 it is " << divides << "; the test for K dividing B says more)");
   }

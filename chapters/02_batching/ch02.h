@@ -44,10 +44,10 @@ struct PerSampleGradients {
 ///    sample's gradient when the function returns;
 ///  - mean[p] equals, to float rounding, the whole batch's gradient of
 ///    parameter p, for every B;
-///  - every returned tensor is the caller's own, on the model's device:
-///    nothing done afterwards to the model's gradients, or to one returned
-///    tensor, changes another; the model's grad() fields are left cleared
-///    (undefined).
+///  - every returned tensor is on the model's device and shares storage
+///    with no other returned tensor and with nothing the model keeps:
+///    writing into one changes no other, and the model's grad() fields are
+///    left cleared (undefined).
 /// (Hole: exercises/02_batching/per_sample.cpp.)
 PerSampleGradients per_sample_gradients(const MLP& model, const Batch& batch);
 
