@@ -5,9 +5,9 @@
 /// chapter draws its batches from.
 ///
 /// A `Dataset` lives on the host: x (N, D) float32 and N int64 labels. The
-/// sampler defines the *global* batch of each step; under data parallel rank r
-/// takes rows [r·M, (r+1)·M) of it, so N ranks × batch M see exactly the
-/// samples one device with batch N·M sees (chapter 03's equivalence).
+/// sampler defines the *global* batch of each step; under data parallel each
+/// rank takes a shard of it (chapter 03), so N ranks × batch M see exactly
+/// the samples one device with batch N·M sees (chapter 03's equivalence).
 #pragma once
 
 #include <cstdint>
