@@ -104,6 +104,7 @@ TEST_CASE("shard_indices: shards are equal, disjoint and cover the global batch"
 
 TEST_CASE("shard_indices: a batch that does not divide is a clear error", "[ch03]") {
   std::vector<int64_t> global(10);
+  INFO("10 samples cannot be cut into 4 equal shards: the contract asks for a dpt::Error that names both numbers");
   CHECK_THROWS_AS(ch03::shard_indices(global, 0, 4), Error);
   CHECK_THROWS_WITH(ch03::shard_indices(global, 0, 4), contains_text("10") && contains_text("4"));
 }

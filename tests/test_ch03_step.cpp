@@ -82,6 +82,9 @@ TEST_CASE("naive_data_parallel_step: each step is one device's SGD step on the w
         std::string why;
         if (world > 1 && std::fabs(factor(gr, g) - world) < 0.05) {
           why = ": it is " + std::to_string(world) + "x one device's, a sum where the loss is a mean";
+        } else if (std::isfinite(dg) && dg <= kStepGradientTolerance) {
+          why = ": the gradient left in grad() is one device's, but the weights moved by another one; did "
+                "optimizer.step() run before the gradients were averaged?";
         } else if (s > 0) {
           std::vector<float> both = g;  // this step's gradient plus the one applied at the step before
           for (std::size_t i = 0; i < both.size(); ++i) both[i] += run.grads[r][s - 1][i];

@@ -32,7 +32,8 @@
 
 using namespace dpt;
 
-void report_host_traffic(const Context& ctx, const Options& o, double gradient_bytes, double measured);
+void report_host_traffic(const Context& ctx, const Options& o, const Narrator& say, double gradient_bytes,
+                         double measured);
 void add_summary_rows(Table& summary, const Context& ctx, const Options& o, const DataParallelRun& run);
 void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, double gradient_bytes,
                   double start_spread, double spread);
@@ -74,9 +75,7 @@ void lecture(Lecture& lec) {
 
   // ---- 3. What the host carried
   say.section("3. What the host carried");
-  report_host_traffic(ctx, o, gradient_bytes, run.bytes_per_step());
-  say.say("Every gradient byte goes up to the host and comes back down: the host's link\n"
-          "carries 2(N-1)S per step and grows with N, while each rank's own link sits idle.");
+  report_host_traffic(ctx, o, say, gradient_bytes, run.bytes_per_step());
 
   // ---- 4. Is it really the same as one device?
   if (lec.verify) {
@@ -94,10 +93,19 @@ void lecture(Lecture& lec) {
 }
 
 // ----------------------------------------------------------------------------
-// 3. the host-traffic table: theory for a few world sizes, and this run's
-// measurement in the row of its own size (added when not among them)
+// 3. this run's count first; then, once it is what the average needs (so the
+// page's prediction is answered by the student's own run, not before it), the
+// theory for a few world sizes, with the measurement in its own size's row
 
-void report_host_traffic(const Context& ctx, const Options& o, double gradient_bytes, double measured) {
+void report_host_traffic(const Context& ctx, const Options& o, const Narrator& say, double gradient_bytes,
+                         double measured) {
+  say.say("the traffic log counted " + format_bytes(measured) + " per step through the host, with " +
+          std::to_string(ctx.world) + " ranks and S = " + format_bytes(gradient_bytes) + " of gradients");
+  if (measured != 2.0 * (ctx.world - 1) * gradient_bytes) {
+    say.say("not what the average needs (the verdict below says by how much): how many messages must rank 0\n"
+            "receive, and how many send? (docs/ch03_naive_dp.md, the hints for host_average_gradients)");
+    return;
+  }
   std::set<int> sizes = {1, 2, 4, 8, 16, 64};
   sizes.insert(ctx.world);
   Table table("host traffic per step (S = " + format_bytes(gradient_bytes) + " of gradients)",
@@ -106,6 +114,8 @@ void report_host_traffic(const Context& ctx, const Options& o, double gradient_b
     table.add_row({std::to_string(n), format_bytes(2.0 * (n - 1) * gradient_bytes),
                    n == ctx.world ? format_bytes(measured) : "-"});
   if (!o.quiet) table.print(std::cout);
+  say.say("Every gradient byte goes up to the host and comes back down: the host's link\n"
+          "carries 2(N-1)S per step and grows with N, while each rank's own link sits idle.");
 }
 
 // ----------------------------------------------------------------------------
@@ -130,8 +140,11 @@ void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, d
   v.at_most("replicas identical: max |w_r - w_0|", spread, 0,
             spread == 0 || start_spread != 0 ? "every rank applies the same averaged gradient to the same start"
                                              : "they started equal and drifted: did every rank apply the same bits?");
-  v.near("host traffic per step (bytes)", run.bytes_per_step(), 2.0 * (ctx.world - 1) * gradient_bytes, 0,
-         "2(N-1)S exactly: N-1 ranks send S up, the host sends S back to each");
+  const double measured = run.bytes_per_step(), needed = 2.0 * (ctx.world - 1) * gradient_bytes;  // from S
+  v.near("host traffic per step (bytes)", measured, needed, 0,
+         measured == needed ? "2(N-1)S exactly, what the average needs; the model's size sets it, not the run"
+         : measured > needed ? "more than the average needs (from the model's size): which bytes did the mean not need?"
+                             : "less than the average needs: did every gradient reach rank 0, and the mean every rank?");
 }
 
 // ----------------------------------------------------------------------------
