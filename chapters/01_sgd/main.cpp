@@ -142,8 +142,7 @@ void lecture(Lecture& lec) {
                    "1e-3 of the largest step plus float32 rounding of the weights");
   verdicts.at_most("your sgd_update with momentum, two steps at lr then lr/2 vs the formula, max |difference|",
                    momentum.error, momentum.tolerance,
-                   "1e-3 of the largest step plus float32 rounding; a wrong first step, a lost velocity or a velocity "
-                   "that folds in the learning rate: O(step)");
+                   "1e-3 of the largest step plus float32 rounding; a rule other than torch's: O(step)");
   verdicts.at_most("loss on the data set, after / before", after.loss / before.loss, 0.99,
                    "a run that learns ends at least 1% lower (measured 0.47 at the defaults, <= 0.96 in 10 steps)");
   verdicts.at_most("largest step loss / first step loss", *std::max_element(losses.begin(), losses.end()) / losses[0],
