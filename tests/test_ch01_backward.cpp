@@ -246,7 +246,8 @@ TEST_CASE("softmax_cross_entropy_backward: a label that is not a class, or a mis
   }
   for (auto bad : {std::vector<int64_t>{0, 3}, std::vector<int64_t>{-1, 0}, std::vector<int64_t>{0}}) {
     INFO(bad.size() << " labels, the first " << bad[0] << ", for 2 rows of 3 classes: must be a dpt::Error "
-         "(B labels, each in 0..C-1), not a read outside the row");
+         "(B labels, each in 0..C-1), not a read outside the row (used as an index, such a label reads or writes "
+         "outside the tensor: a crash or \"Subprocess aborted\" after this message comes from that)");
     CHECK_THROWS_AS(ch01::softmax_cross_entropy_backward(logits, bad), Error);
   }
   INFO("logits must be 2-D (B, C): a 1-D tensor is a dpt::Error");
