@@ -188,6 +188,11 @@ int main(int argc, char** argv) {
       } catch (const Error& e) {
         throw CLI::ValidationError("--compress", e.what());
       }
+      try {
+        if (flags.compare) make_compressor("powersgd:" + std::to_string(flags.tour_rank), shapes, 0);
+      } catch (const Error& e) {
+        throw CLI::ValidationError("--tour-rank", e.what());
+      }
     });
   };
   return run_chapter(argc, argv, {"ch10_compression", "fewer bytes on the wire: gradient compression", {"--plot"}},
