@@ -42,7 +42,7 @@ using namespace dpt;
 using namespace dpt::ch10;
 
 struct Ch10Flags {
-  Setting mine{"topk:1000", false};
+  Setting mine{"sign", false};
   bool compare = true;
   int64_t tour_rank = 2;
   std::string plot;
