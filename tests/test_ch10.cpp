@@ -127,8 +127,16 @@ TEST_CASE("topk_reconstruct: the mean of every rank's dense top-k, pairs that sh
 
 TEST_CASE("topk_reconstruct refuses an index outside the vector", "[ch10]") {
   std::vector<float> mean(4);
+  bool refused = false;
+  try {
+    topk_reconstruct(gathered_of({{{4, 1.0f}}}), 1, 1, mean);
+  } catch (const NotImplemented&) {
+    throw;  // the hole, not a refusal
+  } catch (const Error&) {
+    refused = true;
+  }
   INFO("an index past the vector's end must throw dpt::Error, not write past it");
-  CHECK_THROWS_AS(topk_reconstruct(gathered_of({{{4, 1.0f}}}), 1, 1, mean), dpt::Error);
+  CHECK(refused);
 }
 
 TEST_CASE("topk:K on 1-4 ranks: the serial mean of each rank's own top-k, the same bits on every rank", "[ch10]") {
