@@ -91,6 +91,38 @@ double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& sh
   return worst;
 }
 
+double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t seed) {
+  auto vector_of = [&](int r) {  // distinct magnitudes; entries 0, 7, 14, … large on every rank
+    std::mt19937_64 generator(seed + uint64_t(r));
+    std::uniform_real_distribution<float> uniform(-1, 1);
+    std::vector<float> x(static_cast<std::size_t>(psi));
+    for (float& v : x) v = uniform(generator);
+    for (int64_t i = 0; i < psi; i += 7) x[std::size_t(i)] += float(4 + r);
+    return x;
+  };
+  std::vector<double> mean(static_cast<std::size_t>(psi), 0);
+  for (int r = 0; r < comm.size(); ++r) {
+    const std::vector<float> x = vector_of(r);
+    std::vector<int64_t> order(x.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return std::fabs(x[std::size_t(a)]) > std::fabs(x[std::size_t(b)]); });
+    for (int64_t j = 0; j < k; ++j) mean[std::size_t(order[std::size_t(j)])] += double(x[std::size_t(order[std::size_t(j)])]) / comm.size();
+  }
+  std::vector<float> x = vector_of(comm.rank()), delivered;
+  try {
+    make_compressor("topk:" + std::to_string(k), {{psi}}, seed)->reduce(comm, x, delivered);  // the hole decodes
+  } catch (const NotImplemented&) {
+    return std::nan("");
+  }
+  double gap = 0, largest = 0;
+  for (std::size_t i = 0; i < mean.size(); ++i) {
+    const double d = std::fabs(double(x[i]) - mean[i]);
+    gap = std::isnan(d) || std::isnan(gap) ? std::nan("") : std::max(gap, d);
+    largest = std::max(largest, std::fabs(mean[i]));
+  }
+  return gap / largest;
+}
+
 void write_accuracy_plot(const std::string& path, const std::string& title, const std::vector<PlotPoint>& points) {
   if (path.empty() || points.empty()) return;
   double low = 1e300, high = 0, worst = 1, best = 0;

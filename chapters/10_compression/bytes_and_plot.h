@@ -44,6 +44,12 @@ double wire_bytes(const TrafficLog& traffic, int rank, int64_t steps);
 /// hole is not written.
 double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& shapes, uint64_t seed);
 
+/// Collective: top-k's decode on random per-rank vectors of Ψ entries whose
+/// largest entries overlap between ranks (rank r's from seed + r): the
+/// largest |decoded − the serial mean of every rank's top-k| relative to the
+/// largest entry, the top-k found here by a full sort. NaN when a hole is not written.
+double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t seed);
+
 /// One point of the plot.
 struct PlotPoint {
   std::string label;   ///< "topk:2035 +EF"

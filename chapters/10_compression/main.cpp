@@ -54,6 +54,10 @@ struct Ch10Flags {
 /// Q not averaged, is off by O(1).
 constexpr double kFullRankTolerance = 1e-4;
 
+/// Top-k's decode against its serial mean, relative: the same float sums in
+/// another order, ~1e-7; a misplaced, overwritten or undivided pair is O(1).
+constexpr double kDecodeTolerance = 1e-5;
+
 // ----------------------------------------------------------------------------
 // the lecture, run by every rank; rank 0 narrates
 
@@ -114,8 +118,10 @@ void lecture(Lecture& lec, const Ch10Flags& f) {
   }
 
   // --------------------------------------------------------------------------
-  // 3. PowerSGD at full rank loses nothing (random matrices of the model's shapes)
+  // 3. The holes on known inputs: PowerSGD at full rank loses nothing (random
+  // matrices of the model's shapes); top-k's decode is the serial mean
   const double full_rank = powersgd_full_rank_error(ctx.comm, shapes, o.seed + 7);
+  const double decode = topk_decode_error(ctx.comm, 1000, 50, o.seed + 11);
   if (!ctx.is_root()) return;
 
   // --------------------------------------------------------------------------
@@ -162,6 +168,8 @@ void lecture(Lecture& lec, const Ch10Flags& f) {
   }
   v.holds("every setting ran (holes written)", unwritten.empty(), unwritten.empty() ? "" : "not yet: " + unwritten);
   v.holds("every loss stayed finite", diverged.empty(), diverged.empty() ? "" : "not in " + diverged);
+  v.at_most("top-k: decoded mean = the serial mean of every rank's top-k (random vectors, shared indices), max |diff| / max",
+            decode, kDecodeTolerance, "a pair's value belongs at its index; pairs that share an index add up");
   v.at_most("PowerSGD at full rank = the uncompressed mean, max |approx - M| / max |M|", full_rank, kFullRankTolerance,
             "P spans M's columns: P P^T M = M");
 }
