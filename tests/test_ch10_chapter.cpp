@@ -41,3 +41,18 @@ TEST_CASE("chapter: a bad --compress is one sentence and exit 2", "[ch10]") {
     CHECK(run.output.find(bad.says) != std::string::npos);
   }
 }
+
+TEST_CASE("chapter: ch10 --mode diloco passes its verdicts, with the H=1 law for momentum", "[ch10]") {
+  auto run = dpt_test::run_program("ch10_compression", "--ranks 3 --mode diloco --inner-steps 5 " + dpt_test::small_problem(8));
+  INFO(dpt_test::summary_line(run.output));
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("H=1, outer lr 1, momentum 0, inner momentum = data parallel") != std::string::npos);
+  CHECK(run.output.find("\u2718") == std::string::npos);
+}
+
+TEST_CASE("chapter: --inner-steps that does not divide --steps is one sentence and exit 2", "[ch10]") {
+  auto run = dpt_test::run_program("ch10_compression", "--mode diloco --inner-steps 7 " + dpt_test::small_problem(8));
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK(run.output.find("7 does not divide --steps 30") != std::string::npos);
+}

@@ -1,7 +1,7 @@
 /// @file ch10.h
 /// @brief Chapter 10's holes, specified here once: error feedback around any
-/// compressor, top-k's reconstruction from the all-gathered pairs, and one
-/// round of PowerSGD.
+/// compressor, top-k's reconstruction from the all-gathered pairs, one
+/// round of PowerSGD, and DiLoCo's outer step.
 ///
 /// Fill them in `exercises/10_compression/`; tiered hints are in \ref ch10_hints.
 /// `ctest --preset student -L ch10` checks them against serial sums written
@@ -63,5 +63,24 @@ void topk_reconstruct(const std::vector<float>& gathered, int world, int64_t k, 
 /// (Hole: exercises/10_compression/powersgd.cpp.)
 void powersgd_round(Communicator& comm, const std::vector<float>& m, int64_t rows, int64_t cols,
                     std::vector<float>& q, int64_t rank, std::vector<float>& approx);
+
+/// Collective (every rank calls it after the same inner step): DiLoCo's
+/// outer step. On entry `params` (Ψ,) is this rank's parameters after its H
+/// inner steps, θ_r; `before` (Ψ,) is what every rank started those steps
+/// from, θ₀ (the same bits on every rank); `momentum` (Ψ,) is the outer
+/// optimizer's buffer (zeros before the first outer step; the same bits on
+/// every rank). The pseudo-gradient is Δ = θ₀ − mean_r θ_r.
+///
+/// Postconditions:
+///  - `params` and `momentum` are what one step of SGD with Nesterov momentum
+///    (PyTorch's torch.optim.SGD(lr = outer_lr, momentum = outer_momentum,
+///    nesterov = True), whose buffer is `momentum`) makes of parameters θ₀
+///    with gradient Δ; the same bits on every rank;
+///  - exactly one library all_reduce of Ψ floats is made; nothing else is sent;
+///  - with outer_lr = 1 and outer_momentum = 0, params = mean_r θ_r to float
+///    rounding: parameter averaging (chapter 06).
+/// (Hole: exercises/10_compression/diloco.cpp.)
+void diloco_outer_step(Communicator& comm, std::vector<float>& params, const std::vector<float>& before,
+                       std::vector<float>& momentum, float outer_lr, float outer_momentum);
 
 }  // namespace dpt::ch10

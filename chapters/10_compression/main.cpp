@@ -16,18 +16,22 @@
 // checks PowerSGD at full rank against the uncompressed mean, draws held-out
 // accuracy against bytes (--plot), and ends with verdicts.
 //
+// --mode diloco sends as much per message but H times fewer messages: each
+// rank takes H inner steps alone, then one outer Nesterov step on the
+// averaged pseudo-gradient θ₀ − mean θ_r (DiLoCo), against data parallelism.
+//
 // What it leaves out: compressing on a GPU, bucketed or overlapped
-// compression, majority-vote signSGD, local steps (DiLoCo): a rank that talks
-// every H steps instead of sending less each step is chapter 06's idea.
+// compression, majority-vote signSGD, compressing DiLoCo's pseudo-gradient.
 // Theory: docs/ch10_compression.md.
 //
 // Run it:
 //     build/reference/bin/ch10_compression --ranks 4 --plot ch10.svg
 //     build/reference/bin/ch10_compression --ranks 4 --no-compare --compress topk:500 --error-feedback
+//     build/reference/bin/ch10_compression --ranks 4 --mode diloco --inner-steps 10 --optimizer adamw --lr 0.001
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch10_compression --comm mpi
 //
 // Your holes (chapters/10_compression/ch10.h): ch10::error_feedback_step,
-// ch10::topk_reconstruct, ch10::powersgd_round. Exit code: 0 all verdicts ✔,
+// ch10::topk_reconstruct, ch10::powersgd_round, ch10::diloco_outer_step. Exit code: 0 all verdicts ✔,
 // 3 one ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -36,6 +40,7 @@
 #include "bytes_and_plot.h"
 #include "ch10.h"
 #include "compressed_training.h"
+#include "diloco.h"
 #include "dpt/lecture.h"
 
 using namespace dpt;
@@ -46,6 +51,9 @@ struct Ch10Flags {
   bool compare = true;
   int64_t tour_rank = 2;
   std::string plot;
+  std::string mode = "compress";
+  Diloco diloco;
+  int64_t equivalence_steps = 10;
 };
 
 /// PowerSGD at full rank must reproduce the mean to this, relative to its
@@ -57,6 +65,64 @@ constexpr double kFullRankTolerance = 1e-4;
 /// Top-k's decode against its serial mean, relative: the same float sums in
 /// another order, ~1e-7; a misplaced, overwritten or undivided pair is O(1).
 constexpr double kDecodeTolerance = 1e-5;
+
+// ----------------------------------------------------------------------------
+// --mode diloco: H inner steps, one outer step, against data parallelism
+
+void diloco_lecture(Lecture& lec, const Ch10Flags& f, MLP& kept) {
+  Context& ctx = lec.ctx();
+  const Options& o = lec.o;
+  const Diloco& d = f.diloco;
+  lec.say.section("1. DiLoCo: " + std::to_string(d.inner_steps) + " inner " + o.optimizer + " steps per rank, then " +
+                  "one outer Nesterov step (lr " + fmt(d.outer_lr, 3) + ", momentum " + fmt(d.outer_momentum, 3) + ")");
+  GradientSync average = [](Context& c, std::vector<Tensor>& grads) {  // chapters 04-09's sync, the baseline
+    Tensor flat = flatten_on(grads, c.device);
+    c.comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
+    unflatten(flat, grads);
+  };
+  MLP dp = make_replica(ctx, o);
+  DataParallelRun base = train_data_parallel(ctx, o, lec.data, dp, average, "data parallel", strided_shard,
+                                             lec.verify ? &lec.recorder : nullptr);
+  DilocoRun run = train_diloco(ctx, o, lec.data, kept, d);
+  // The law: one inner step, outer lr 1, no momentum = the mean of the ranks'
+  // steps; equal to data parallelism when the inner step is linear in g.
+  Options e = o;
+  e.steps = std::min(o.steps, f.equivalence_steps);
+  MLP law_dp = make_replica(ctx, e), law = make_replica(ctx, e);
+  train_data_parallel(ctx, e, lec.data, law_dp, average, "data parallel, " + std::to_string(e.steps) + " steps");
+  DilocoRun law_run = train_diloco(ctx, e, lec.data, law, Diloco{1, 1.0f, 0.0f});
+  if (!ctx.is_root()) return;
+  const HeldOut& held_out = lec.held_out();
+  const int64_t psi = kept.num_parameters(), steps = int64_t(base.losses.size());
+  auto messages = [&](const TrafficLog& t, int64_t ran) { return t.collective_calls("all_reduce", 0) - ran; };  // less the loss's
+  auto bytes = [&](const TrafficLog& t, int64_t ran) { return double(t.collective_bytes("all_reduce", 0) - 4 * ran); };
+  Table table("ch10 diloco: " + std::to_string(ctx.world) + " ranks, " + std::to_string(o.steps) + " steps",
+              {"setting", "final loss", "held-out acc.", "all-reduces/rank", "bytes/rank"});
+  auto score = [&](const MLP& m) { return held_out.enabled() ? fixed(100 * evaluate(m, held_out.data).accuracy, 1) + "%" : "-"; };
+  table.add_row({"data parallel", fixed(base.losses.back(), 4), score(dp), std::to_string(messages(base.traffic, steps)),
+                 format_bytes(bytes(base.traffic, steps))});
+  if (run.written)
+    table.add_row({"diloco H=" + std::to_string(d.inner_steps), fixed(run.run.losses.back(), 4), score(kept),
+                   std::to_string(messages(run.run.traffic, o.steps)), format_bytes(bytes(run.run.traffic, o.steps))});
+  table.print(std::cout);
+  Verdicts& v = lec.verdicts;
+  v.holds("diloco ran (hole written)", run.written && law_run.written);
+  if (!run.written || !law_run.written) return;
+  v.near("diloco: all-reduce bytes per rank = 4 Psi per outer step (traffic log, the loss's 4 B/step aside)",
+         bytes(run.run.traffic, o.steps), 4.0 * double(psi) * double(o.steps / d.inner_steps), 0,
+         std::to_string(o.steps / d.inner_steps) + " outer steps, none between them");
+  v.at_most("diloco: replicas identical after the last outer step, max |w_r - w_0|", run.replica_spread, 0,
+            "every rank steps from the same theta_0 on the same mean");
+  const double gap = max_weight_difference(law, law_dp);
+  const bool linear = o.optimizer == "sgd" || o.optimizer == "momentum";
+  if (linear)
+    v.at_most("H=1, outer lr 1, momentum 0, inner " + o.optimizer + " = data parallel: max |w - w_dp| over " +
+                  std::to_string(e.steps) + " steps", gap, kSingleDeviceTolerance,
+              "the mean of the ranks' steps is the step on the mean gradient when the step is linear in g");
+  else if (ctx.world > 1)
+    v.at_least("H=1, outer lr 1, momentum 0, inner " + o.optimizer + " differs from data parallel: max |w - w_dp|", gap,
+               10 * kSingleDeviceTolerance, "m/sqrt(v) is not linear in g: the mean of steps is not the step of the mean");
+}
 
 // ----------------------------------------------------------------------------
 // the lecture, run by every rank; rank 0 narrates
@@ -71,6 +137,7 @@ void lecture(Lecture& lec, const Ch10Flags& f) {
   const int64_t psi = kept.num_parameters();
   make_compressor(f.mine.compress, shapes, o.seed);  // a bad spec stops here, on every rank, with its sentence
   if (o.steps == 0) return;
+  if (f.mode == "diloco") return diloco_lecture(lec, f, kept);
 
   // --------------------------------------------------------------------------
   // 1. What each compressor sends: the formulas, before any training
@@ -187,7 +254,19 @@ int main(int argc, char** argv) {
                  "Also train every compressor with and without error feedback (default on)")->capture_default_str();
     app.add_option("--tour-rank", flags.tour_rank, "R of the tour's PowerSGD")->check(positive_integer())->capture_default_str();
     app.add_option("--plot", flags.plot, "SVG: held-out accuracy against bytes per step")->check(output_path());
+    app.add_option("--mode", flags.mode, "compress: compressed gradients every step; diloco: H local steps, then an outer step")
+        ->check(CLI::IsMember({"compress", "diloco"}))->capture_default_str();
+    app.add_option("--inner-steps", flags.diloco.inner_steps, "DiLoCo's H: inner steps per outer step (divides --steps)")
+        ->check(positive_integer())->capture_default_str();
+    app.add_option("--outer-lr", flags.diloco.outer_lr, "DiLoCo's outer learning rate")->check(positive_number())->capture_default_str();
+    app.add_option("--outer-momentum", flags.diloco.outer_momentum, "DiLoCo's outer Nesterov momentum, 0 <= mu < 1")
+        ->check(CLI::Range(0.0, 0.999))->capture_default_str();
+    app.add_option("--equivalence-steps", flags.equivalence_steps, "Steps of DiLoCo's H=1 comparison with data parallelism")
+        ->check(positive_integer())->capture_default_str();
     app.final_callback([&flags, &options] {  // once --model is known: a spec the model cannot take, exit 2
+      if (flags.mode == "diloco" && options.steps % flags.diloco.inner_steps != 0)
+        throw CLI::ValidationError("--inner-steps", std::to_string(flags.diloco.inner_steps) + " does not divide --steps " +
+                                                        std::to_string(options.steps) + ": a run ends with an outer step");
       std::vector<Shape> shapes;
       const std::vector<int64_t> widths = options.widths();
       for (std::size_t i = 0; i + 1 < widths.size(); ++i) shapes.push_back({widths[i + 1], widths[i]}), shapes.push_back({widths[i + 1]});
