@@ -91,6 +91,7 @@ void diloco_lecture(Lecture& lec, const Ch10Flags& f, MLP& kept) {
   MLP law_dp = make_replica(ctx, e), law = make_replica(ctx, e);
   train_data_parallel(ctx, e, lec.data, law_dp, average, "data parallel, " + std::to_string(e.steps) + " steps");
   DilocoRun law_run = train_diloco(ctx, e, lec.data, law, Diloco{1, 1.0f, 0.0f});
+  const double outer = diloco_outer_error(ctx.comm, d, o.seed + 13);  // the hole on known inputs
   if (!ctx.is_root()) return;
   const HeldOut& held_out = lec.held_out();
   const int64_t psi = kept.num_parameters(), steps = int64_t(base.losses.size());
@@ -113,6 +114,8 @@ void diloco_lecture(Lecture& lec, const Ch10Flags& f, MLP& kept) {
          std::to_string(o.steps / d.inner_steps) + " outer steps, none between them");
   v.at_most("diloco: replicas identical after the last outer step, max |w_r - w_0|", run.replica_spread, 0,
             "every rank steps from the same theta_0 on the same mean");
+  v.at_most("diloco: the outer step = SGD with Nesterov momentum on theta_0 - mean theta_r (3 steps, serial), max |diff| / max",
+            outer, 1e-5, "float rounding of a few operations per entry; from the mean, or without Nesterov, is O(lr)");
   const double gap = max_weight_difference(law, law_dp);
   const bool linear = o.optimizer == "sgd" || o.optimizer == "momentum";
   if (linear)
