@@ -151,10 +151,11 @@ void write_accuracy_plot(const std::string& path, const std::string& title, cons
       << "\" text-anchor=\"middle\">bytes on the wire per rank per step (log)</text>\n"
       << "<text x=\"18\" y=\"" << top + height / 2 << "\" transform=\"rotate(-90 18 " << top + height / 2
       << ")\" text-anchor=\"middle\">held-out accuracy</text>\n";
-  for (const PlotPoint& p : points) {
-    const double x = x_of(p.bytes), y = y_of(p.accuracy);
+  for (std::size_t i = 0; i < points.size(); ++i) {  // labels above and below in turn: close points stay legible
+    const PlotPoint& p = points[i];
+    const double x = x_of(p.bytes), y = y_of(p.accuracy), label_y = i % 2 ? y + 16 : y - 6;
     svg << "<circle cx=\"" << x << "\" cy=\"" << y << "\" r=\"5\" stroke=\"#1f77b4\" stroke-width=\"2\" fill=\""
-        << (p.error_feedback ? "#1f77b4" : "white") << "\"/>\n<text x=\"" << x + 8 << "\" y=\"" << y - 6 << "\">"
+        << (p.error_feedback ? "#1f77b4" : "white") << "\"/>\n<text x=\"" << x + 8 << "\" y=\"" << label_y << "\">"
         << p.label << "</text>\n";
   }
   svg << "<text x=\"" << left + 8 << "\" y=\"" << top + 16 << "\">filled: with error feedback; hollow: without</text>\n"
