@@ -198,20 +198,21 @@ void lecture(Lecture& lec, const Ch10Flags& f) {
   // 4. What each setting sent, reached and kept
   say.section("3. What each setting sent, reached and kept");
   Table table("ch10: " + std::to_string(ctx.world) + " ranks, " + std::to_string(o.steps) + " steps",
-              {"setting", "final loss", "held-out acc.", "payload/step", "formula", "wire/step", "|sum delivered + e - sum g|"});
+              {"setting", "final loss", "held-out acc.", "payload/step", "formula", "wire/step", "comm/step", "|sum delivered + e - sum g|"});
   std::vector<PlotPoint> points;
   for (const CompressedRun& r : runs) {
     const std::string name = r.setting.name();
-    if (!r.written) { table.add_row({name, "not written yet", "-", "-", "-", "-", "-"}); continue; }
+    if (!r.written) { table.add_row({name, "not written yet", "-", "-", "-", "-", "-", "-"}); continue; }
     const double wire = wire_bytes(r.run.traffic, 0, r.steps);
     table.add_row({name, fixed(r.run.losses.back(), 4), held_out.enabled() ? fixed(100 * r.test.accuracy, 1) + "%" : "-",
                    format_bytes(measured_payload(r.run.traffic, 0, r.steps)),
                    format_bytes(payload_formula(r.setting.compress, shapes, ctx.world)), format_bytes(wire),
-                   fmt(r.invariant_gap, 2)});
+                   fmt(1e3 * r.run.sync_seconds / double(std::max<int64_t>(1, r.steps)), 3) + " ms", fmt(r.invariant_gap, 2)});
     if (held_out.enabled()) points.push_back({name, wire, r.test.accuracy, r.setting.error_feedback});
   }
   table.print(std::cout);
-  say.say("wire/step: what a rank puts on the wire when the library collectives are rings. The last column is\n"
+  say.say("wire/step: what a rank puts on the wire when the library collectives are rings; comm/step: rank 0's\n"
+          "seconds in the gradient sync (compression included; with --link ethernet, a 10 GbE link's). The last column is\n"
           "error feedback's invariant on each rank (largest over ranks): with it, float rounding; without it\n"
           "(residual 0), what the compressor lost for good.");
   write_accuracy_plot(f.plot, "ch10: held-out accuracy against bytes, " + std::to_string(ctx.world) + " ranks, " +
