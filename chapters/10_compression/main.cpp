@@ -219,6 +219,12 @@ void lecture(Lecture& lec, const Ch10Flags& f) {
                                   std::to_string(o.steps) + " steps", points);
   if (!f.plot.empty()) say.say("plot: " + f.plot);
   lec.summary.add_row({"the flags' own setting", f.mine.name()});
+  for (const CompressedRun& with : runs)  // accuracy at equal steps, without -> with error feedback
+    for (const CompressedRun& without : runs)
+      if (held_out.enabled() && with.setting.error_feedback && !without.setting.error_feedback &&
+          with.setting.compress == without.setting.compress && with.written && without.written)
+        lec.summary.add_row({"held-out acc. " + with.setting.compress + ": without -> with error feedback",
+                             fixed(100 * without.test.accuracy, 1) + "% -> " + fixed(100 * with.test.accuracy, 1) + "%"});
 
   // --------------------------------------------------------------------------
   // 5. Verdicts, each computed from the numbers above
