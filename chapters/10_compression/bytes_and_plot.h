@@ -55,7 +55,7 @@ struct PlotPoint {
   std::string label;   ///< "topk:2035 +EF"
   double bytes = 0;    ///< wire bytes per rank per step
   double accuracy = 0; ///< held-out accuracy, 0…1
-  bool error_feedback = false;
+  bool error_feedback = false;  ///< drawn filled
 };
 /// Writes an SVG: held-out accuracy against wire bytes per step (log axis),
 /// one point per setting, filled with error feedback, hollow without.

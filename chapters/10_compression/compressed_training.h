@@ -26,7 +26,7 @@ struct Setting {
 
 /// What one compressed run measured (the same on every rank unless said).
 struct CompressedRun {
-  Setting setting;
+  Setting setting;            ///< what ran
   bool written = true;        ///< false: a hole threw NotImplemented
   DataParallelRun run;        ///< losses, and every rank's traffic during the loop
   Evaluation test;            ///< rank 0: held-out score of rank 0's replica
