@@ -10,7 +10,7 @@
 #                        docs/data.md). On synthetic data the chapters' defaults.
 # shellcheck shell=bash disable=SC2034  # the variables are read where this is sourced
 tour_chapters=(ch01_sgd ch02_batching ch03_naive_dp ch04_ring_allreduce ch05_bucketing ch06_averaging
-               ch07_zero ch08_collectives ch09_parameter_server)
+               ch07_zero ch08_collectives ch09_parameter_server ch10_compression)
 declare -A tour_ranks=(
   [ch03_naive_dp]="--ranks 4"
   [ch04_ring_allreduce]="--ranks 4"
@@ -19,6 +19,7 @@ declare -A tour_ranks=(
   [ch07_zero]="--ranks 4"
   [ch08_collectives]="--ranks 8 --nodes 2"
   [ch09_parameter_server]="--ranks 5 --servers 1"
+  [ch10_compression]="--ranks 4 --plot build/ch10_accuracy_bytes.svg"   # the accuracy-vs-bytes picture
 )
 declare -A tour_fashion=(
   [ch01_sgd]="--steps 1000 --batch 64 --lr 0.1"                      # test ~86 %
@@ -30,4 +31,5 @@ declare -A tour_fashion=(
   [ch07_zero]="--model 784-256-256-256-10 --steps 300 --lr 0.001"    # Adam, stage 3: test ~83 %
   [ch08_collectives]="--steps 300 --lr 0.1"
   [ch09_parameter_server]="--steps 300 --lr 0.1"
+  [ch10_compression]="--steps 300 --lr 0.1"
 )

@@ -1,0 +1,166 @@
+// bytes_and_plot.cpp — bytes per step by formula and by the traffic log, the
+// PowerSGD full-rank check, the SVG plot (bytes_and_plot.h).
+#include "bytes_and_plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "ch10.h"
+#include "dpt/output_file.h"
+
+namespace dpt::ch10 {
+
+double payload_formula(const std::string& spec, const std::vector<Shape>& shapes, int world) {
+  const double n = world;
+  double psi = 0, sign = 0, matrices = 0, vectors = 0;
+  const std::size_t colon = spec.find(':');
+  const double r = colon == std::string::npos ? 0 : std::stod(spec.substr(colon + 1));
+  for (const Shape& s : shapes) {
+    const double size = double(shape_numel(s));
+    psi += size;
+    sign += 4 * (std::ceil(size / 32) + 1);
+    if (s.size() == 2) matrices += 4 * r * double(s[0] + s[1]);
+    else vectors += 4 * size;
+  }
+  if (spec == "none") return 4 * psi;
+  if (spec == "fp16" || spec == "bf16") return 2 * (n - 1) * std::ceil(std::ceil(psi / 2) / n) * 4;
+  if (spec.rfind("topk:", 0) == 0) return 8 * r;
+  if (spec == "sign") return sign;
+  return matrices + vectors;  // powersgd:R
+}
+
+double wire_formula(const std::string& spec, const std::vector<Shape>& shapes, int world) {
+  const double n = world, payload = payload_formula(spec, shapes, world);
+  if (spec == "fp16" || spec == "bf16") return payload;
+  if (spec == "sign" || spec.rfind("topk:", 0) == 0) return (n - 1) * payload;
+  return 2 * (n - 1) / n * payload;
+}
+
+double measured_payload(const TrafficLog& t, int rank, int64_t steps) {
+  if (steps <= 0) return 0;
+  const double all = double(t.bytes_sent(rank) + t.collective_bytes("all_reduce", rank) +
+                            t.collective_bytes("all_gather", rank));
+  return all / double(steps) - 4;  // the loop's loss: one float all-reduced per step
+}
+
+double wire_bytes(const TrafficLog& t, int rank, int64_t steps) {
+  if (steps <= 0) return 0;
+  const double n = t.world();
+  const double reduce = double(t.collective_bytes("all_reduce", rank)) / double(steps) - 4;
+  const double gather = double(t.collective_bytes("all_gather", rank)) / double(steps);
+  return 2 * (n - 1) / n * reduce + (n - 1) * gather + double(t.bytes_sent(rank)) / double(steps);
+}
+
+double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& shapes, uint64_t seed) {
+  double worst = 0;
+  for (const Shape& s : shapes) {
+    if (s.size() != 2) continue;
+    const int64_t rows = s[0], cols = s[1], rank = std::min(rows, cols);
+    auto matrix_of = [&](int r) {  // rank r's matrix, entries N(0, 1)
+      std::mt19937_64 generator(seed + uint64_t(r));
+      std::normal_distribution<float> normal;
+      std::vector<float> m(std::size_t(rows * cols));
+      for (float& v : m) v = normal(generator);
+      return m;
+    };
+    std::vector<double> mean(std::size_t(rows * cols), 0);
+    for (int r = 0; r < comm.size(); ++r) {
+      const std::vector<float> m = matrix_of(r);
+      for (std::size_t i = 0; i < m.size(); ++i) mean[i] += double(m[i]) / comm.size();
+    }
+    std::mt19937_64 generator(seed + 1000003);
+    std::normal_distribution<float> normal;
+    std::vector<float> q(std::size_t(cols * rank)), approx;
+    for (float& v : q) v = normal(generator);
+    try {
+      powersgd_round(comm, matrix_of(comm.rank()), rows, cols, q, rank, approx);  // the hole
+    } catch (const NotImplemented&) {
+      return std::nan("");
+    }
+    double largest = 0, gap = 0;
+    for (std::size_t i = 0; i < mean.size(); ++i) {
+      largest = std::max(largest, std::fabs(mean[i]));
+      const double d = i < approx.size() ? std::fabs(double(approx[i]) - mean[i]) : std::nan("");
+      gap = std::isnan(d) || std::isnan(gap) ? std::nan("") : std::max(gap, d);
+    }
+    if (approx.size() != mean.size()) gap = std::nan("");
+    worst = std::isnan(gap) || std::isnan(worst) ? std::nan("") : std::max(worst, gap / largest);
+  }
+  return worst;
+}
+
+double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t seed) {
+  auto vector_of = [&](int r) {  // distinct magnitudes; entries 0, 7, 14, … large on every rank
+    std::mt19937_64 generator(seed + uint64_t(r));
+    std::uniform_real_distribution<float> uniform(-1, 1);
+    std::vector<float> x(static_cast<std::size_t>(psi));
+    for (float& v : x) v = uniform(generator);
+    for (int64_t i = 0; i < psi; i += 7) x[std::size_t(i)] += float(4 + r);
+    return x;
+  };
+  std::vector<double> mean(static_cast<std::size_t>(psi), 0);
+  for (int r = 0; r < comm.size(); ++r) {
+    const std::vector<float> x = vector_of(r);
+    std::vector<int64_t> order(x.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return std::fabs(x[std::size_t(a)]) > std::fabs(x[std::size_t(b)]); });
+    for (int64_t j = 0; j < k; ++j) mean[std::size_t(order[std::size_t(j)])] += double(x[std::size_t(order[std::size_t(j)])]) / comm.size();
+  }
+  std::vector<float> x = vector_of(comm.rank()), delivered;
+  try {
+    make_compressor("topk:" + std::to_string(k), {{psi}}, seed)->reduce(comm, x, delivered);  // the hole decodes
+  } catch (const NotImplemented&) {
+    return std::nan("");
+  }
+  double gap = 0, largest = 0;
+  for (std::size_t i = 0; i < mean.size(); ++i) {
+    const double d = std::fabs(double(x[i]) - mean[i]);
+    gap = std::isnan(d) || std::isnan(gap) ? std::nan("") : std::max(gap, d);
+    largest = std::max(largest, std::fabs(mean[i]));
+  }
+  return gap / largest;
+}
+
+void write_accuracy_plot(const std::string& path, const std::string& title, const std::vector<PlotPoint>& points) {
+  if (path.empty() || points.empty()) return;
+  double low = 1e300, high = 0, worst = 1, best = 0;
+  for (const PlotPoint& p : points) {
+    low = std::min(low, std::max(p.bytes, 1.0)), high = std::max(high, std::max(p.bytes, 1.0));
+    worst = std::min(worst, p.accuracy), best = std::max(best, p.accuracy);
+  }
+  const double lo = std::floor(std::log10(low)), hi = std::max(lo + 1, std::ceil(std::log10(high)));
+  const double acc_lo = std::floor(worst * 20) / 20, acc_hi = std::max(acc_lo + 0.05, std::ceil(best * 20) / 20);
+  const double left = 70, top = 40, width = 560, height = 300;
+  auto x_of = [&](double b) { return left + width * (std::log10(std::max(b, 1.0)) - lo) / (hi - lo); };
+  auto y_of = [&](double a) { return top + height - height * (a - acc_lo) / (acc_hi - acc_lo); };
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"400\" font-family=\"sans-serif\" "
+         "font-size=\"12\">\n<rect width=\"720\" height=\"400\" fill=\"white\"/>\n"
+      << "<text x=\"360\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" << title << "</text>\n"
+      << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << width << "\" height=\"" << height
+      << "\" fill=\"none\" stroke=\"black\"/>\n";
+  for (double e = lo; e <= hi; ++e)
+    svg << "<text x=\"" << x_of(std::pow(10, e)) << "\" y=\"" << top + height + 16 << "\" text-anchor=\"middle\">1e"
+        << int(e) << "</text>\n";
+  for (double a = acc_lo; a <= acc_hi + 1e-9; a += 0.05)
+    svg << "<text x=\"" << left - 6 << "\" y=\"" << y_of(a) + 4 << "\" text-anchor=\"end\">" << int(std::lround(100 * a))
+        << "%</text>\n";
+  svg << "<text x=\"" << left + width / 2 << "\" y=\"" << top + height + 34
+      << "\" text-anchor=\"middle\">bytes on the wire per rank per step (log)</text>\n"
+      << "<text x=\"18\" y=\"" << top + height / 2 << "\" transform=\"rotate(-90 18 " << top + height / 2
+      << ")\" text-anchor=\"middle\">held-out accuracy</text>\n";
+  for (std::size_t i = 0; i < points.size(); ++i) {  // labels above and below in turn: close points stay legible
+    const PlotPoint& p = points[i];
+    const double x = x_of(p.bytes), y = y_of(p.accuracy), label_y = i % 2 ? y + 16 : y - 6;
+    svg << "<circle cx=\"" << x << "\" cy=\"" << y << "\" r=\"5\" stroke=\"#1f77b4\" stroke-width=\"2\" fill=\""
+        << (p.error_feedback ? "#1f77b4" : "white") << "\"/>\n<text x=\"" << x + 8 << "\" y=\"" << label_y << "\">"
+        << p.label << "</text>\n";
+  }
+  svg << "<text x=\"" << left + 8 << "\" y=\"" << top + 16 << "\">filled: with error feedback; hollow: without</text>\n"
+      << "</svg>\n";
+  write_output_file(path, svg.str());
+}
+
+}  // namespace dpt::ch10

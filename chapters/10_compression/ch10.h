@@ -1,0 +1,86 @@
+/// @file ch10.h
+/// @brief Chapter 10's holes, specified here once: error feedback around any
+/// compressor, top-k's reconstruction from the all-gathered pairs, one
+/// round of PowerSGD, and DiLoCo's outer step.
+///
+/// Fill them in `exercises/10_compression/`; tiered hints are in \ref ch10_hints.
+/// `ctest --preset student -L ch10` checks them against serial sums written
+/// out in the tests, the bits of known matrices, and the traffic log.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compressor.h"
+#include "dpt/comm.h"
+
+namespace dpt::ch10 {
+
+/// Collective (every rank calls it once per step with the same compressor
+/// spec): one step of error feedback around `compressor`. On entry `grad`
+/// (Ψ,) is this rank's gradient g of this step and `residual` (Ψ,) is what
+/// this rank carried out of its last call (zeros before the first).
+///
+/// Postconditions:
+///  - `grad` is the update every rank applies: the same bits on every rank,
+///    the result of exactly one compressor.reduce call; nothing else is sent.
+///  - `residual` is what this rank's part of that update left out: with the
+///    compressor `none` it is 0, and in general, summed over steps t = 1…T,
+///        Σ_t grad_t  +  mean_r residual_T  =  Σ_t mean_r g_t
+///    to float rounding (to the 16-bit sums' rounding for fp16/bf16): nothing
+///    a rank computed is lost, only delayed.
+/// (Hole: exercises/10_compression/error_feedback.cpp.)
+void error_feedback_step(Communicator& comm, Compressor& compressor, std::vector<float>& grad,
+                         std::vector<float>& residual);
+
+/// Top-k's decode (not collective). `gathered` is what an all_gather of every
+/// rank's top-k message returns: (world, 2k) floats, row r from rank r, each
+/// row k index words (index_word) then the k values, value j belonging to
+/// index j. Writes into `mean` (Ψ,) the mean over ranks of the dense vectors
+/// the rows stand for (zero where no rank sent anything).
+///
+/// Postconditions: mean[i] = (1/world) · Σ over all pairs (i, v) in all rows
+/// of v, for every i in 0…Ψ−1; the sum runs in row order, so every rank that
+/// decodes the same `gathered` gets the same bits. An index outside 0…Ψ−1
+/// throws dpt::Error.
+/// (Hole: exercises/10_compression/topk.cpp.)
+void topk_reconstruct(const std::vector<float>& gathered, int world, int64_t k, std::vector<float>& mean);
+
+/// Collective: one round of PowerSGD on one weight matrix. `m` (rows, cols)
+/// row-major is this rank's matrix M_r; `q` (cols, rank) row-major is the
+/// warm start, the same bits on every rank. Let M = mean_r M_r.
+///
+/// Postconditions:
+///  - there is a P (rows, rank) with orthonormal columns (PᵀP = I to float
+///    rounding) spanning the columns of M · q_in, and on return
+///    q = Mᵀ P (cols, rank) and `approx` (rows, cols) = P qᵀ, the same bits
+///    on every rank;
+///  - exactly two library all_reduce calls (ReduceOp::Avg) are made, one of
+///    rows·rank floats, then one of cols·rank floats; nothing else is sent;
+///  - at rank = min(rows, cols) with M and q_in of full rank, approx = M to
+///    float rounding (the compression loses nothing).
+/// Requires 1 <= rank <= min(rows, cols).
+/// (Hole: exercises/10_compression/powersgd.cpp.)
+void powersgd_round(Communicator& comm, const std::vector<float>& m, int64_t rows, int64_t cols,
+                    std::vector<float>& q, int64_t rank, std::vector<float>& approx);
+
+/// Collective (every rank calls it after the same inner step): DiLoCo's
+/// outer step. On entry `params` (Ψ,) is this rank's parameters after its H
+/// inner steps, θ_r; `before` (Ψ,) is what every rank started those steps
+/// from, θ₀ (the same bits on every rank); `momentum` (Ψ,) is the outer
+/// optimizer's buffer (zeros before the first outer step; the same bits on
+/// every rank). The pseudo-gradient is Δ = θ₀ − mean_r θ_r.
+///
+/// Postconditions:
+///  - `params` and `momentum` are what one step of SGD with Nesterov momentum
+///    (PyTorch's torch.optim.SGD(lr = outer_lr, momentum = outer_momentum,
+///    nesterov = True), whose buffer is `momentum`) makes of parameters θ₀
+///    with gradient Δ; the same bits on every rank;
+///  - exactly one library all_reduce of Ψ floats is made; nothing else is sent;
+///  - with outer_lr = 1 and outer_momentum = 0, params = mean_r θ_r to float
+///    rounding: parameter averaging (chapter 06).
+/// (Hole: exercises/10_compression/diloco.cpp.)
+void diloco_outer_step(Communicator& comm, std::vector<float>& params, const std::vector<float>& before,
+                       std::vector<float>& momentum, float outer_lr, float outer_momentum);
+
+}  // namespace dpt::ch10

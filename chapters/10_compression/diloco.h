@@ -1,0 +1,44 @@
+/// @file diloco.h
+/// @brief DiLoCo's training loop (provided, not a hole): each rank takes H
+/// inner optimizer steps (--optimizer, on its own shard, sending nothing),
+/// then every rank calls ch10::diloco_outer_step, which averages the
+/// parameters once and steps from where the round began. H times fewer
+/// messages than data parallelism, each as large as its all-reduce.
+/// The core's loop (dpt/data_parallel.h, run_data_parallel) does the
+/// bookkeeping; its loss all-reduce (4 bytes a step) is the only other message.
+#pragma once
+
+#include <cstdint>
+
+#include "dpt/data_parallel.h"
+
+namespace dpt::ch10 {
+
+/// --inner-steps, --outer-lr, --outer-momentum.
+struct Diloco {
+  int64_t inner_steps = 10;    ///< H >= 1
+  float outer_lr = 0.7f;       ///< the outer SGD's learning rate (DiLoCo's paper: 0.7)
+  float outer_momentum = 0.9f; ///< its Nesterov momentum (the paper: 0.9)
+};
+
+/// What a DiLoCo run measured.
+struct DilocoRun {
+  bool written = true;          ///< false: the hole threw NotImplemented
+  DataParallelRun run;          ///< losses; every rank's traffic during the loop
+  int64_t outer_steps = 0;      ///< outer steps taken (options.steps / H)
+  double replica_spread = 0;    ///< max |w_r − w_0| at the end (0 after an outer step)
+};
+
+/// Collective: trains `replica` (fresh from make_replica) for options.steps
+/// inner steps, an outer step after every H-th. options.steps must be a
+/// multiple of H (the chapter's flags check it).
+DilocoRun train_diloco(Context& ctx, const Options& options, const Dataset& data, MLP& replica, const Diloco& diloco);
+
+/// Collective: three outer steps at `diloco`'s lr and momentum on random
+/// per-rank parameters around a θ₀ of 64 entries (rank r's from seed + r),
+/// against PyTorch's SGD(nesterov=True) on θ₀ − mean θ_r simulated here in
+/// double: the largest |difference| relative to the largest parameter. NaN
+/// when the hole is not written.
+double diloco_outer_error(Communicator& comm, const Diloco& diloco, uint64_t seed);
+
+}  // namespace dpt::ch10

@@ -1,0 +1,164 @@
+// test_ch10_diloco.cpp — DiLoCo's outer step against a serial simulation of
+// SGD with Nesterov momentum written out here in double (PyTorch's rule),
+// over several outer steps on 1-4 ranks; the same bits on every rank and one
+// all-reduce of Ψ floats per step; outer lr 1 without momentum = the mean of
+// the ranks' parameters; and training: H = 1, lr 1, momentum 0 with inner
+// SGD = one device on the global batch, with Adam not.
+#include "support/catch.h"
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <random>
+
+#include "ch10.h"
+#include "diloco.h"
+#include "support/ranks.h"
+#include "support/single_device.h"
+
+using namespace dpt;
+using namespace dpt::ch10;
+
+namespace {
+// Rank r's parameters after its inner steps of outer step t, around θ₀.
+std::vector<float> after_inner(int r, int t, const std::vector<float>& theta0) {
+  std::mt19937 generator(uint32_t(77 * t + r));
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  std::vector<float> theta = theta0;
+  for (float& v : theta) v += normal(generator);
+  return theta;
+}
+
+struct Outer {
+  std::vector<std::vector<std::vector<float>>> params, momentum;  // [rank][step]
+  int64_t calls = -1, bytes = -1;
+};
+
+Outer run_outer(int world, int steps, int64_t psi, float lr, float mu) {
+  Outer out;
+  out.params.resize(std::size_t(world)), out.momentum.resize(std::size_t(world));
+  std::mutex mutex;
+  dpt_test::run_ranks(world, [&](Context& ctx) {
+    std::vector<float> before(static_cast<std::size_t>(psi), 0.5f), momentum(static_cast<std::size_t>(psi), 0.0f);
+    std::vector<std::vector<float>> ps, ms;
+    ctx.comm.barrier();
+    for (int t = 0; t < steps; ++t) {
+      std::vector<float> params = after_inner(ctx.rank, t, before);
+      diloco_outer_step(ctx.comm, params, before, momentum, lr, mu);
+      ps.push_back(params), ms.push_back(momentum);
+      before = params;
+    }
+    ctx.comm.barrier();
+    std::lock_guard<std::mutex> lock(mutex);
+    out.params[std::size_t(ctx.rank)] = ps, out.momentum[std::size_t(ctx.rank)] = ms;
+    if (ctx.is_root()) out.calls = ctx.comm.traffic().collective_calls("all_reduce", 0), out.bytes = ctx.comm.traffic().collective_bytes("all_reduce", 0);
+  });
+  return out;
+}
+}  // namespace
+
+TEST_CASE("diloco_outer_step: SGD with Nesterov momentum on theta_0 - mean theta_r, from theta_0, on 1-4 ranks", "[ch10]") {
+  const int steps = 3;
+  const int64_t psi = 10;
+  const float lr = 0.7f, mu = 0.9f;
+  for (int world : {1, 2, 3, 4}) {
+    Outer got = run_outer(world, steps, psi, lr, mu);
+    // The serial simulation: PyTorch's SGD(nesterov=True) on Δ, in double.
+    std::vector<double> theta(static_cast<std::size_t>(psi), 0.5), buffer(static_cast<std::size_t>(psi), 0.0);
+    std::vector<float> before(static_cast<std::size_t>(psi), 0.5f);
+    for (int t = 0; t < steps; ++t) {
+      for (int64_t i = 0; i < psi; ++i) {
+        double mean = 0;
+        for (int r = 0; r < world; ++r) mean += double(after_inner(r, t, before)[std::size_t(i)]) / world;
+        const double delta = theta[std::size_t(i)] - mean;  // the pseudo-gradient
+        buffer[std::size_t(i)] = mu * buffer[std::size_t(i)] + delta;
+        theta[std::size_t(i)] -= lr * (delta + mu * buffer[std::size_t(i)]);
+      }
+      for (int r = 0; r < world; ++r) {
+        INFO(world << " ranks, outer step " << t << ": rank " << r << " holds other bits than rank 0 — every rank must "
+                   "end the outer step with the same parameters and momentum");
+        CHECK(got.params[std::size_t(r)][std::size_t(t)] == got.params[0][std::size_t(t)]);
+        CHECK(got.momentum[std::size_t(r)][std::size_t(t)] == got.momentum[0][std::size_t(t)]);
+      }
+      for (int64_t i = 0; i < psi; ++i) {
+        INFO(world << " ranks, outer step " << t << ", entry " << i << ": expected parameter " << theta[std::size_t(i)]
+                   << " and momentum " << buffer[std::size_t(i)] << ", got " << got.params[0][std::size_t(t)][std::size_t(i)]
+                   << " and " << got.momentum[0][std::size_t(t)][std::size_t(i)]
+                   << " — one Nesterov SGD step from theta_0 (not from the mean) on the gradient theta_0 − mean theta_r");
+        CHECK(got.params[0][std::size_t(t)][std::size_t(i)] == Approx(theta[std::size_t(i)]).epsilon(1e-5).margin(1e-6));
+        CHECK(got.momentum[0][std::size_t(t)][std::size_t(i)] == Approx(buffer[std::size_t(i)]).epsilon(1e-5).margin(1e-6));
+      }
+      for (int64_t i = 0; i < psi; ++i) before[std::size_t(i)] = got.params[0][std::size_t(t)][std::size_t(i)];
+    }
+    INFO(world << " ranks: " << steps << " outer steps must make " << steps << " all-reduces of " << psi
+               << " floats; saw " << got.calls << " calls of " << got.bytes << " bytes in all");
+    CHECK(got.calls == steps);
+    CHECK(got.bytes == steps * psi * 4);
+  }
+}
+
+TEST_CASE("diloco_outer_step with outer lr 1 and no momentum is parameter averaging", "[ch10]") {
+  const int world = 3;
+  const int64_t psi = 8;
+  Outer got = run_outer(world, 1, psi, 1.0f, 0.0f);
+  const std::vector<float> theta0(static_cast<std::size_t>(psi), 0.5f);
+  for (int64_t i = 0; i < psi; ++i) {
+    double mean = 0;
+    for (int r = 0; r < world; ++r) mean += double(after_inner(r, 0, theta0)[std::size_t(i)]) / world;
+    INFO("entry " << i << ": the mean of the ranks' parameters is " << mean << ", got " << got.params[0][0][std::size_t(i)]);
+    CHECK(got.params[0][0][std::size_t(i)] == Approx(mean).epsilon(1e-6).margin(1e-7));
+  }
+}
+
+namespace {
+Options problem(const std::string& optimizer) {
+  Options o;
+  CLI::App app;
+  add_common_flags(app, o);
+  app.parse(dpt_test::small_problem(8));
+  o.optimizer = optimizer;
+  o.steps = 10;
+  if (optimizer == "adam") o.lr = 1e-3f;
+  return o;
+}
+
+// DiLoCo on 3 ranks; returns rank 0's model, which was kept alive by the run.
+double gap_to_one_device(const Options& o, const Diloco& d, DilocoRun* seen = nullptr) {
+  Dataset data = load_dataset(o);
+  std::vector<float> weights;
+  std::mutex mutex;
+  dpt_test::run_ranks(3, [&](Context& ctx) {
+    MLP replica = make_replica(ctx, o);
+    DilocoRun run = train_diloco(ctx, o, data, replica, d);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (ctx.is_root()) weights = flatten(replica.parameters()), seen ? (void)(*seen = run) : (void)0;
+  });
+  MLP single = train_single_device(o, data, 3 * o.batch);
+  return max_abs_difference(weights, flatten(single.parameters()));
+}
+}  // namespace
+
+TEST_CASE("DiLoCo with H=1, outer lr 1, momentum 0: inner SGD and momentum = one device, Adam not", "[ch10]") {
+  for (const char* opt : {"sgd", "momentum"}) {
+    const double gap = gap_to_one_device(problem(opt), Diloco{1, 1.0f, 0.0f});
+    INFO(opt << ": max |w − w_one-device| = " << gap << " after 10 steps on 3 ranks — outer lr 1 without momentum "
+             "makes the ranks' mean the new parameters, and the mean of SGD steps is the SGD step on the mean gradient");
+    CHECK(gap <= kSingleDeviceTolerance);
+  }
+  const double adam = gap_to_one_device(problem("adam"), Diloco{1, 1.0f, 0.0f});
+  INFO("adam: max |w − w_one-device| = " << adam << ": Adam's step is not linear in the gradient");
+  CHECK(adam >= 10 * kSingleDeviceTolerance);
+}
+
+TEST_CASE("DiLoCo with H=5: one all-reduce of Psi floats per outer step, replicas identical after it", "[ch10]") {
+  DilocoRun run;
+  gap_to_one_device(problem("sgd"), Diloco{5, 0.7f, 0.9f}, &run);
+  REQUIRE(run.written);
+  const int64_t psi = 32 * 16 + 16 + 16 * 4 + 4;
+  INFO("10 steps at H=5: 2 outer steps of one all-reduce of " << psi << " floats each, plus the loop's loss (1 float a step); saw "
+       << run.run.traffic.collective_calls("all_reduce", 0) << " calls, " << run.run.traffic.collective_bytes("all_reduce", 0) << " bytes");
+  CHECK(run.outer_steps == 2);
+  CHECK(run.run.traffic.collective_calls("all_reduce", 0) == 2 + 10);
+  CHECK(run.run.traffic.collective_bytes("all_reduce", 0) == 2 * psi * 4 + 10 * 4);
+  CHECK(run.replica_spread == 0);
+}
