@@ -1,0 +1,281 @@
+// ch11_mixed_precision — fewer bytes per parameter: bf16 and fp16 storage
+// with fp32 master weights and loss scaling.
+//
+// What it teaches: storing weights, activations and gradients in 16 bits
+// halves their bytes; bf16 (float32's range, 8 bits of precision) trains
+// like fp32, fp16 (5 exponent bits) loses small gradients to underflow unless
+// the loss is scaled up before backward and the gradients scaled down after;
+// the update must happen on an fp32 master copy, because an update smaller
+// than half a 16-bit step rounds away. Model states then cost 2 + 2 + 12
+// bytes per parameter with Adam (ZeRO's K = 12), as chapter 07's ledger shows.
+//
+// What it leaves out: activation recomputation, fp8, GPU tensor cores (here
+// 16-bit values are float32 rounded to the format: the same numbers, not the
+// same speed), ZeRO stages on top (chapter 07). Theory: docs/ch11_mixed_precision.md.
+//
+// Run it:
+//     build/reference/bin/ch11_mixed_precision                       # fp32, bf16, fp16 with and without scaling
+//     build/reference/bin/ch11_mixed_precision --precision fp16 --loss-scale static:1024
+//     build/reference/bin/ch11_mixed_precision --no-compare --precision bf16 --loss-scale none
+//
+// Your holes (chapters/11_mixed_precision/ch11.h): ch11::update_loss_scale
+// and ch11::master_step. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 bad flag.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+
+#include "ch11.h"
+#include "dpt/lecture.h"
+#include "dpt/ops.h"
+#include "mixed_training.h"
+
+using namespace dpt;
+using namespace dpt::ch11;
+
+struct Ch11Flags {
+  std::string precision = "fp16", loss_scale = "dynamic";
+  int64_t growth_interval = 2000;
+  bool compare = true;
+};
+
+/// bf16 and fp16 with scaling must end within this many points of fp32's
+/// held-out accuracy. 10,000 test images put one run's score within ±0.7
+/// points (2σ, σ = √(0.85·0.15/10⁴)) of its expectation; a run rounded
+/// differently is a different run, like another seed, whose spread at these
+/// settings was measured at ±0.6 points (seeds 1–5). Twice that is 1.5.
+constexpr double kAccuracyMargin = 1.5;
+/// fp16 without scaling flushes at least this fraction of its non-zero
+/// gradient entries to 0 (measured 3.3e-4 at the defaults), and leaves at
+/// least kTinyShown below its smallest normal; with scaling, ten times fewer.
+constexpr double kFlushedShown = 1e-4;
+constexpr double kTinyShown = 0.01;
+
+// The lecture's helpers, below it in the order it calls them.
+void show_formats(const Narrator& say, Verdicts& v);
+void small_updates(const Narrator& say, Verdicts& v);
+void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v);
+bool scale_followed_the_rule(const Setting& s, const MixedRun& run);
+
+// ----------------------------------------------------------------------------
+// the lecture. Flags, data, the held-out score of the flags' own setting and
+// printing the summary and verdicts are the harness's (lecture.h).
+
+void lecture(Lecture& lec, const Ch11Flags& f) {
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
+  Verdicts& v = lec.verdicts;
+  Device& device = lec.device();
+  DPT_CHECK(device.is_host_memory(), "ch11 rounds to 16 bits on the CPU: run it with --device cpu");
+  Setting mine{parse_precision(f.precision), parse_loss_scale(f.loss_scale, f.growth_interval), f.loss_scale};
+  if (o.steps == 0) return lec.keep(build_model(o, device));
+
+  // --------------------------------------------------------------------------
+  // 1. Two 16-bit formats
+  say.section("1. Two 16-bit formats: bf16 keeps the range, fp16 the digits");
+  show_formats(say, v);
+
+  // --------------------------------------------------------------------------
+  // 2. Where the update must happen: your master_step on one weight
+  say.section("2. An update smaller than half a 16-bit step");
+  small_updates(say, v);
+
+  // --------------------------------------------------------------------------
+  // 3. A step whose gradients overflowed
+  say.section("3. A step whose gradients overflowed");
+  overflowed_step(o, device, say, v);
+
+  // --------------------------------------------------------------------------
+  // 4. Training side by side
+  std::vector<Setting> settings;
+  if (f.compare) {
+    settings.push_back({Precision::FP32, parse_loss_scale("none", f.growth_interval), "none"});
+    settings.push_back({Precision::BF16, parse_loss_scale("none", f.growth_interval), "none"});
+    settings.push_back({Precision::FP16, parse_loss_scale("dynamic", f.growth_interval), "dynamic"});
+    settings.push_back({Precision::FP16, parse_loss_scale("none", f.growth_interval), "none"});
+  }
+  int mine_at = -1;
+  for (std::size_t i = 0; i < settings.size(); ++i)
+    if (settings[i].name() == mine.name()) mine_at = int(i);
+  if (mine_at < 0) mine_at = int(settings.size()), settings.push_back(mine);
+  say.section("4. Training " + std::to_string(settings.size()) + " settings (" + std::to_string(o.steps) +
+              " steps of " + std::to_string(o.batch) + ", " + o.optimizer + " lr " + fmt(o.lr) + ")");
+  std::vector<MixedRun> runs;
+  std::vector<double> accuracy;
+  for (const Setting& s : settings) {
+    runs.push_back(train_mixed(o, lec.data, device, s, say.enabled()));
+    accuracy.push_back(lec.held_out().enabled() ? 100 * evaluate(runs.back().model, lec.held_out().data).accuracy : 0);
+  }
+  lec.keep(runs[std::size_t(mine_at)].model);  // the flags' own setting: saved and scored at the end
+  lec.summary.add_row({"the flags' own setting", mine.name()});
+
+  // --------------------------------------------------------------------------
+  // 5. What each setting reached, lost and held
+  say.section("5. What each setting reached, lost and held");
+  Table table("ch11: " + o.model + ", Psi = " + std::to_string(runs[0].model.num_parameters()) + " parameters",
+              {"setting", "last loss", "held-out acc.", "skipped steps", "last scale", "grads flushed to 0", "grads < normal",
+               "bytes/param (formula)", "time"});
+  for (std::size_t i = 0; i < settings.size(); ++i) {
+    const MixedRun& r = runs[i];
+    const BytesPerParam want = formula_bytes(settings[i].precision, o.optimizer), got = r.measured;
+    table.add_row({settings[i].name(), fixed(r.losses.back(), 4), lec.held_out().enabled() ? fixed(accuracy[i], 1) + "%" : "-",
+                   std::to_string(r.skipped()), fmt(r.scales.back(), 6), fixed(100 * r.underflow(), 3) + "%",
+                   fixed(100 * r.flushes.tiny_fraction(), 1) + "%",
+                   fmt(got.params, 3) + "+" + fmt(got.grads, 3) + "+" + fmt(got.state, 3) + " (" + fmt(want.params, 3) +
+                       "+" + fmt(want.grads, 3) + "+" + fmt(want.state, 3) + ")",
+                   fixed(r.seconds, 2) + " s"});
+  }
+  table.print(std::cout);
+  say.say("bytes/param: parameters + gradients + optimizer state (the fp32 master copy and the moments),\n"
+          "the ledger's elements per category at the format's width (16-bit values sit in float32 storage here).\n"
+          "grads flushed: of the non-zero gradient entries the run stored (activations' and weights'), those rounded\n"
+          "to 0; grads < normal: those below the format's smallest normal (fp16: 2^-14), 0 or subnormal (bits lost).");
+
+  // --------------------------------------------------------------------------
+  // 6. Verdicts from those numbers
+  const std::size_t fp32 = 0, bf16 = 1, fp16 = 2, fp16_none = 3;
+  for (std::size_t i = 0; i < settings.size(); ++i) {
+    const Setting& s = settings[i];
+    const MixedRun& r = runs[i];
+    const BytesPerParam want = formula_bytes(s.precision, o.optimizer);
+    v.near(s.name() + ": model-state bytes per parameter = " + fmt(want.params, 3) + " + " + fmt(want.grads, 3) + " + " +
+               fmt(want.state, 3), r.measured.total(), want.total(), 1e-9,
+           "weights and gradients at the format's width, master copy and moments in fp32");
+    if (s.precision == Precision::FP32) continue;
+    bool representable = true;
+    for (const Tensor& w : r.model.parameters())
+      for (int64_t k = 0; k < w.numel(); ++k) representable = representable && round_to(w.data()[k], s.precision) == w.data()[k];
+    v.holds(s.name() + ": the weights forward reads are " + precision_name(s.precision) + " values", representable,
+            representable ? "" : "a weight is not representable: cast the master back after the step");
+    v.holds(s.name() + ": a skipped step left weights, masters and optimizer state bit-identical", r.skipped_changed == 0,
+            std::to_string(r.skipped_changed) + " of " + std::to_string(r.skipped()) + " skipped steps changed a bit");
+    v.at_most(s.name() + ": fraction of steps skipped for overflow", double(r.skipped()) / double(o.steps), 0.05,
+              "a dynamic scaler skips a few steps while it finds its scale; more: the scale or the format overflows");
+    if (s.scaler.dynamic)
+      v.holds(s.name() + ": the scale followed GradScaler's rule at every step", scale_followed_the_rule(s, r),
+              "x" + fmt(s.scaler.backoff_factor) + " after an overflow, x" + fmt(s.scaler.growth_factor) + " after " +
+                  std::to_string(s.scaler.growth_interval) + " clean steps in a row");
+  }
+  if (f.compare && lec.held_out().enabled()) {
+    for (std::size_t i : {bf16, fp16})
+      v.at_least(settings[i].name() + ": held-out accuracy minus fp32's (points)", accuracy[i] - accuracy[fp32],
+                 -kAccuracyMargin, "test-set noise and seed-to-seed spread, argued in main.cpp");
+  }
+  if (f.compare) {
+    const Flushes& none = runs[fp16_none].flushes;
+    v.at_least("fp16, no scaling: gradient entries flushed to 0 (flagged: underflow)", none.fraction(), kFlushedShown,
+               "fp16 flushes |g| <= 2^-25 to 0; the lost entries are the lesson");
+    v.at_least("fp16, no scaling: gradient entries below fp16's smallest normal (flagged)", none.tiny_fraction(),
+               kTinyShown, "below 2^-14 fp16 keeps fewer than 11 bits of a gradient, down to none");
+    v.at_most("fp16 + dynamic scaling: entries below normal, as a fraction of the unscaled run's",
+              runs[fp16].flushes.tiny_fraction(), none.tiny_fraction() / 10,
+              "scaling by S lifts gradients out of fp16's underflow range");
+  }
+}
+
+// ----------------------------------------------------------------------------
+// 1. the formats: a few numbers, rounded, and the rounding's own check
+
+void show_formats(const Narrator& say, Verdicts& v) {
+  Table t("float32 rounded to 16 bits", {"x", "bf16", "fp16"});
+  for (float x : {1.0f / 3, 1.00390625f, 65504.0f, 65520.0f, 1e-5f, 3e-8f, 1e-30f})
+    t.add_row({fmt(x, 8), fmt(round_to(x, Precision::BF16), 8), fmt(round_to(x, Precision::FP16), 8)});
+  if (say.enabled()) t.print(std::cout);
+  say.say("bf16 keeps float32's 8 exponent bits (1e-30 survives) and 8 significant bits (1/3 -> 0.333984);\n"
+          "fp16 keeps 11 significant bits but tops out at 65504 and flushes below 2^-25 (3e-8) to 0.");
+  // Ties to even, fp16's subnormal and overflow boundaries, from the formats' definitions.
+  const bool ok = round_to(1.00390625f, Precision::BF16) == 1.0f && round_to(1.01171875f, Precision::BF16) == 1.015625f &&
+                  round_to(65504.0f, Precision::FP16) == 65504.0f && std::isinf(round_to(65520.0f, Precision::FP16)) &&
+                  round_to(0x1p-25f, Precision::FP16) == 0.0f && round_to(0x1.8p-25f, Precision::FP16) == 0x1p-24f &&
+                  std::isnan(round_to(NAN, Precision::BF16)) && std::isnan(round_to(NAN, Precision::FP16));
+  v.holds("rounding to bf16/fp16: ties to even, fp16 subnormals, 65520 -> inf, NaN stays NaN", ok);
+}
+
+// ----------------------------------------------------------------------------
+// 2. one bf16 weight of 1.0, gradient 1 stored at scale 1024, SGD lr 1e-3:
+// ten updates of 0.001 each, every one below half of bf16's step at 1.0 (2^-8)
+
+void small_updates(const Narrator& say, Verdicts& v) {
+  Tensor w = Tensor::full({1}, 1.0f, Device::host()), master = w.clone();
+  w.set_requires_grad(true), master.set_requires_grad(true);
+  std::vector<Tensor> params{w}, masters{master};
+  SGD sgd(masters, 1e-3f);
+  for (int k = 0; k < 10; ++k) {
+    w.set_grad(Tensor::full({1}, 1024.0f, Device::host()));  // d(1024 · loss)/dw, stored exactly in 16 bits
+    master_step(params, masters, sgd, 1024.0f, Precision::BF16);
+  }
+  say.say("w = 1.0 in bf16 (next values 0.99609375 and 1.0078125), 10 SGD steps of lr 1e-3 x gradient 1:\n"
+          "  fp32 master: " + fmt(master.data()[0], 8) + ", bf16 weight: " + fmt(w.data()[0], 8) +
+          ". Made in bf16, each update would round back to 1.0.");
+  v.near("your master_step: the fp32 master after 10 updates of 1e-3 (unscaled by 1024)", master.data()[0], 0.99,
+         1e-6, "fp32 rounding of ten steps; in 16 bits they round away (1.0), without unscaling they are 1024x");
+  v.holds("your master_step: the bf16 weight is the master rounded to bf16",
+          w.data()[0] == round_to(master.data()[0], Precision::BF16), "weight " + fmt(w.data()[0], 8));
+}
+
+// ----------------------------------------------------------------------------
+// 3. a gradient of inf: master_step must skip, touching nothing
+
+void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v) {
+  MLP model = build_model(o, device);
+  std::vector<Tensor> params = model.parameters(), masters;
+  for (Tensor& w : params) round_(w, Precision::FP16), masters.push_back(w.clone().set_requires_grad(true));
+  std::unique_ptr<Optimizer> opt = make_optimizer(o.optimizer, masters, o.lr);
+  for (int step = 0; step < 2; ++step) {  // one good step first, so the optimizer holds state to keep
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      Tensor g = Tensor::full(params[i].shape(), 1.0f, device);
+      if (step == 1) g.data()[g.numel() / 2] = INFINITY;  // what 70000 becomes in fp16
+      params[i].set_grad(g);
+    }
+    std::vector<float> before;
+    for (const auto& group : {params, masters, opt->state_tensors()})
+      for (const Tensor& t : group) before.insert(before.end(), t.data(), t.data() + t.numel());
+    const bool stepped = master_step(params, masters, *opt, 1.0f, Precision::FP16);
+    if (step == 0) continue;
+    std::vector<float> after;
+    for (const auto& group : {params, masters, opt->state_tensors()})
+      for (const Tensor& t : group) after.insert(after.end(), t.data(), t.data() + t.numel());
+    const bool same = !stepped && before.size() == after.size() &&
+                      std::memcmp(before.data(), after.data(), before.size() * sizeof(float)) == 0;
+    say.say("one gradient entry is inf: master_step returned " + std::string(stepped ? "true (stepped)" : "false (skipped)") +
+            "; weights, masters and " + o.optimizer + "'s state " + (same ? "kept every bit." : "CHANGED."));
+    v.holds("your master_step skips a step with an inf gradient, every bit kept", same,
+            stepped ? "it stepped" : (same ? "" : "it returned false but changed bits"));
+  }
+}
+
+// The scale sequence against GradScaler's rule, recomputed from the overflows.
+bool scale_followed_the_rule(const Setting& s, const MixedRun& run) {
+  float scale = s.scaler.scale;
+  int64_t good = 0;
+  for (std::size_t t = 0; t < run.scales.size(); ++t) {
+    if (run.scales[t] != scale) return false;
+    if (run.overflowed[t]) scale *= s.scaler.backoff_factor, good = 0;
+    else if (++good == s.scaler.growth_interval) scale = std::isfinite(scale * s.scaler.growth_factor) ? scale * s.scaler.growth_factor : scale, good = 0;
+  }
+  return true;
+}
+
+// ----------------------------------------------------------------------------
+// flags, then the lecture
+
+int main(int argc, char** argv) {
+  Ch11Flags flags;
+  auto add_flags = [&flags](CLI::App& app, Options&) {
+    app.add_option("--precision", flags.precision, "Where weights, activations and gradients live: fp32, bf16 or fp16")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
+    app.add_option("--loss-scale", flags.loss_scale, "dynamic (GradScaler's rule), static:S (S > 0) or none")
+        ->check([](const std::string& text) -> std::string {
+          try { parse_loss_scale(text, 1); } catch (const Error& e) { return e.what(); }
+          return "";
+        })->capture_default_str();
+    app.add_option("--growth-interval", flags.growth_interval, "Dynamic scaling: clean steps before the scale doubles")
+        ->check(positive_integer())->capture_default_str();
+    app.add_flag("--compare,!--no-compare", flags.compare, "Also train fp32, bf16, fp16 with and without scaling (default on)")
+        ->capture_default_str();
+  };
+  Options defaults;
+  defaults.optimizer = "adam", defaults.lr = 1e-3f;
+  return run_one_device_chapter(argc, argv, {"ch11_mixed_precision", "mixed precision: fewer bytes per parameter", {}, defaults},
+                                add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
+}
