@@ -9,9 +9,13 @@
 // than half a 16-bit step rounds away. Model states then cost 2 + 2 + 12
 // bytes per parameter with Adam (ZeRO's K = 12), as chapter 07's ledger shows.
 //
-// What it leaves out: activation recomputation, fp8, GPU tensor cores (here
-// 16-bit values are float32 rounded to the format: the same numbers, not the
-// same speed), ZeRO stages on top (chapter 07). Theory: docs/ch11_mixed_precision.md.
+// Then activation recomputation (--recompute): forward keeps only checkpoints,
+// backward recomputes the rest — the same gradients, bit for bit, for less
+// peak memory and about a third more compute.
+//
+// What it leaves out: fp8, GPU tensor cores (here 16-bit values are float32
+// rounded to the format: the same numbers, not the same speed), ZeRO stages
+// on top (chapter 07). Theory: docs/ch11_mixed_precision.md.
 //
 // Run it:
 //     build/reference/bin/ch11_mixed_precision                       # fp32, bf16, fp16 with and without scaling
@@ -29,13 +33,15 @@
 #include "dpt/lecture.h"
 #include "dpt/ops.h"
 #include "mixed_training.h"
+#include "sections.h"
 
 using namespace dpt;
 using namespace dpt::ch11;
 
 struct Ch11Flags {
-  std::string precision = "fp16", loss_scale = "dynamic";
-  int64_t growth_interval = 2000;
+  std::string precision = "fp16", loss_scale = "dynamic", recompute = "none";
+  std::string recompute_model = "784-256-256-256-256-256-256-256-256-10";
+  int64_t growth_interval = 50;  // PyTorch: 2000, for runs of 10^5 steps; here the scale is seen to grow and back off
   bool compare = true;
 };
 
@@ -51,12 +57,6 @@ constexpr double kAccuracyMargin = 1.5;
 /// times fewer. Some of them are flushed to 0 (measured 7e-6 to 3e-4).
 constexpr double kTinyShown = 0.005;
 
-// The lecture's helpers, below it in the order it calls them.
-void show_formats(const Narrator& say, Verdicts& v);
-void small_updates(const Narrator& say, Verdicts& v);
-void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v);
-bool scale_followed_the_rule(const Setting& s, const MixedRun& run);
-
 // ----------------------------------------------------------------------------
 // the lecture. Flags, data, the held-out score of the flags' own setting and
 // printing the summary and verdicts are the harness's (lecture.h).
@@ -67,7 +67,8 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
   Verdicts& v = lec.verdicts;
   Device& device = lec.device();
   DPT_CHECK(device.is_host_memory(), "ch11 rounds to 16 bits on the CPU: run it with --device cpu");
-  Setting mine{parse_precision(f.precision), parse_loss_scale(f.loss_scale, f.growth_interval), f.loss_scale};
+  Setting mine{parse_precision(f.precision), parse_loss_scale(f.loss_scale, f.growth_interval), f.loss_scale,
+               parse_recompute(f.recompute)};
   if (o.steps == 0) return lec.keep(build_model(o, device));
 
   // --------------------------------------------------------------------------
@@ -132,7 +133,12 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
           "to 0; grads < normal: those below the format's smallest normal (fp16: 2^-14), 0 or subnormal (bits lost).");
 
   // --------------------------------------------------------------------------
-  // 6. Verdicts from those numbers
+  // 6. Recomputing activations: memory for compute
+  say.section("6. Recomputing activations: one step of a deeper model per --recompute");
+  recompute_section(o, device, mine.precision, f.recompute_model, say, v);
+
+  // --------------------------------------------------------------------------
+  // 7. Verdicts from the training runs
   const std::size_t fp32 = 0, bf16 = 1, fp16 = 2, fp16_none = 3;
   for (std::size_t i = 0; i < settings.size(); ++i) {
     const Setting& s = settings[i];
@@ -175,89 +181,6 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
 }
 
 // ----------------------------------------------------------------------------
-// 1. the formats: a few numbers, rounded, and the rounding's own check
-
-void show_formats(const Narrator& say, Verdicts& v) {
-  Table t("float32 rounded to 16 bits", {"x", "bf16", "fp16"});
-  for (float x : {1.0f / 3, 1.00390625f, 65504.0f, 65520.0f, 1e-5f, 3e-8f, 1e-30f})
-    t.add_row({fmt(x, 8), fmt(round_to(x, Precision::BF16), 8), fmt(round_to(x, Precision::FP16), 8)});
-  if (say.enabled()) t.print(std::cout);
-  say.say("bf16 keeps float32's 8 exponent bits (1e-30 survives) and 8 significant bits (1/3 -> 0.333984);\n"
-          "fp16 keeps 11 significant bits but tops out at 65504 and flushes below 2^-25 (3e-8) to 0.");
-  // Ties to even, fp16's subnormal and overflow boundaries, from the formats' definitions.
-  const bool ok = round_to(1.00390625f, Precision::BF16) == 1.0f && round_to(1.01171875f, Precision::BF16) == 1.015625f &&
-                  round_to(65504.0f, Precision::FP16) == 65504.0f && std::isinf(round_to(65520.0f, Precision::FP16)) &&
-                  round_to(0x1p-25f, Precision::FP16) == 0.0f && round_to(0x1.8p-25f, Precision::FP16) == 0x1p-24f &&
-                  std::isnan(round_to(NAN, Precision::BF16)) && std::isnan(round_to(NAN, Precision::FP16));
-  v.holds("rounding to bf16/fp16: ties to even, fp16 subnormals, 65520 -> inf, NaN stays NaN", ok);
-}
-
-// ----------------------------------------------------------------------------
-// 2. one bf16 weight of 1.0, gradient 1 stored at scale 1024, SGD lr 1e-3:
-// ten updates of 0.001 each, every one below half of bf16's step at 1.0 (2^-8)
-
-void small_updates(const Narrator& say, Verdicts& v) {
-  Tensor w = Tensor::full({1}, 1.0f, Device::host()), master = w.clone();
-  w.set_requires_grad(true), master.set_requires_grad(true);
-  std::vector<Tensor> params{w}, masters{master};
-  SGD sgd(masters, 1e-3f);
-  for (int k = 0; k < 10; ++k) {
-    w.set_grad(Tensor::full({1}, 1024.0f, Device::host()));  // d(1024 · loss)/dw, stored exactly in 16 bits
-    master_step(params, masters, sgd, 1024.0f, Precision::BF16);
-  }
-  say.say("w = 1.0 in bf16 (next values 0.99609375 and 1.0078125), 10 SGD steps of lr 1e-3 x gradient 1:\n"
-          "  fp32 master: " + fmt(master.data()[0], 8) + ", bf16 weight: " + fmt(w.data()[0], 8) +
-          ". Made in bf16, each update would round back to 1.0.");
-  v.near("your master_step: the fp32 master after 10 updates of 1e-3 (unscaled by 1024)", master.data()[0], 0.99,
-         1e-6, "fp32 rounding of ten steps; in 16 bits they round away (1.0), without unscaling they are 1024x");
-  v.holds("your master_step: the bf16 weight is the master rounded to bf16",
-          w.data()[0] == round_to(master.data()[0], Precision::BF16), "weight " + fmt(w.data()[0], 8));
-}
-
-// ----------------------------------------------------------------------------
-// 3. a gradient of inf: master_step must skip, touching nothing
-
-void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v) {
-  MLP model = build_model(o, device);
-  std::vector<Tensor> params = model.parameters(), masters;
-  for (Tensor& w : params) round_(w, Precision::FP16), masters.push_back(w.clone().set_requires_grad(true));
-  std::unique_ptr<Optimizer> opt = make_optimizer(o.optimizer, masters, o.lr);
-  for (int step = 0; step < 2; ++step) {  // one good step first, so the optimizer holds state to keep
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      Tensor g = Tensor::full(params[i].shape(), 1.0f, device);
-      if (step == 1) g.data()[g.numel() / 2] = INFINITY;  // what 70000 becomes in fp16
-      params[i].set_grad(g);
-    }
-    std::vector<float> before;
-    for (const auto& group : {params, masters, opt->state_tensors()})
-      for (const Tensor& t : group) before.insert(before.end(), t.data(), t.data() + t.numel());
-    const bool stepped = master_step(params, masters, *opt, 1.0f, Precision::FP16);
-    if (step == 0) continue;
-    std::vector<float> after;
-    for (const auto& group : {params, masters, opt->state_tensors()})
-      for (const Tensor& t : group) after.insert(after.end(), t.data(), t.data() + t.numel());
-    const bool same = !stepped && before.size() == after.size() &&
-                      std::memcmp(before.data(), after.data(), before.size() * sizeof(float)) == 0;
-    say.say("one gradient entry is inf: master_step returned " + std::string(stepped ? "true (stepped)" : "false (skipped)") +
-            "; weights, masters and " + o.optimizer + "'s state " + (same ? "kept every bit." : "CHANGED."));
-    v.holds("your master_step skips a step with an inf gradient, every bit kept", same,
-            stepped ? "it stepped" : (same ? "" : "it returned false but changed bits"));
-  }
-}
-
-// The scale sequence against GradScaler's rule, recomputed from the overflows.
-bool scale_followed_the_rule(const Setting& s, const MixedRun& run) {
-  float scale = s.scaler.scale;
-  int64_t good = 0;
-  for (std::size_t t = 0; t < run.scales.size(); ++t) {
-    if (run.scales[t] != scale) return false;
-    if (run.overflowed[t]) scale *= s.scaler.backoff_factor, good = 0;
-    else if (++good == s.scaler.growth_interval) scale = std::isfinite(scale * s.scaler.growth_factor) ? scale * s.scaler.growth_factor : scale, good = 0;
-  }
-  return true;
-}
-
-// ----------------------------------------------------------------------------
 // flags, then the lecture
 
 int main(int argc, char** argv) {
@@ -270,7 +193,14 @@ int main(int argc, char** argv) {
           try { parse_loss_scale(text, 1); } catch (const Error& e) { return e.what(); }
           return "";
         })->capture_default_str();
-    app.add_option("--growth-interval", flags.growth_interval, "Dynamic scaling: clean steps before the scale doubles")
+    app.add_option("--recompute", flags.recompute, "The flags' own run: none, every-layer or sqrt (checkpoints)")
+        ->check(CLI::IsMember({"none", "every-layer", "sqrt"}))->capture_default_str();
+    app.add_option("--recompute-model", flags.recompute_model, "The deeper model section 6 recomputes")
+        ->check([](const std::string& spec) -> std::string {
+          try { parse_widths(spec); } catch (const Error& e) { return e.what(); }
+          return "";
+        })->capture_default_str();
+    app.add_option("--growth-interval", flags.growth_interval, "Dynamic scaling: clean steps before the scale doubles (PyTorch: 2000)")
         ->check(positive_integer())->capture_default_str();
     app.add_flag("--compare,!--no-compare", flags.compare, "Also train fp32, bf16, fp16 with and without scaling (default on)")
         ->capture_default_str();

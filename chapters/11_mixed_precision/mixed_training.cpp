@@ -16,11 +16,11 @@
 namespace dpt::ch11 {
 
 std::string Setting::name() const {
-  if (precision == Precision::FP32) return "fp32";
-  std::string p = precision_name(precision);
-  if (loss_scale == "none") return p + ", no scaling";
-  if (loss_scale == "dynamic") return p + " + dynamic scaling";
-  return p + " + static " + fmt(scaler.scale, 6);
+  const std::string p = precision_name(precision);
+  const std::string r = recompute == Recompute::None ? "" : std::string(", recompute ") + recompute_name(recompute);
+  if (precision == Precision::FP32 || loss_scale == "none") return p + (precision == Precision::FP32 ? "" : ", no scaling") + r;
+  if (loss_scale == "dynamic") return p + " + dynamic scaling" + r;
+  return p + " + static " + fmt(scaler.scale, 6) + r;
 }
 
 LossScaler parse_loss_scale(const std::string& text, int64_t growth_interval) {
@@ -37,11 +37,11 @@ LossScaler parse_loss_scale(const std::string& text, int64_t growth_interval) {
     char* end = nullptr;
     const double v = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
     DPT_CHECK(end && *end == '\0' && std::isfinite(float(v)) && v > 0,
-              "--loss-scale static:S needs a finite number S > 0 (as a float), got '" << number << "'");
+              "static:S needs a finite number S > 0 (as a float), got '" << number << "'");
     s.scale = float(v);
     return s;
   }
-  throw Error("--loss-scale expects dynamic, static:S or none, got '" + text + "'");
+  throw Error("expected dynamic, static:S or none, got '" + text + "'");
 }
 
 BytesPerParam formula_bytes(Precision p, const std::string& optimizer) {
@@ -54,16 +54,6 @@ int64_t MixedRun::skipped() const {
   int64_t n = 0;
   for (bool o : overflowed) n += o;
   return n;
-}
-
-Tensor forward_stored(const MLP& model, const Tensor& x, Precision p, Flushes* flushes) {
-  const std::vector<Linear>& layers = model.layers();
-  Tensor h = store(x, p);  // x needs no gradient: nothing to count
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    h = store(layers[i].forward(h), p, flushes);       // 16-bit inputs, products summed in fp32, the output stored
-    if (i + 1 < layers.size()) h = relu(h);   // max(h, 0) of a 16-bit value is one: nothing to round
-  }
-  return h;  // logits; softmax and the loss run in fp32, as autocast runs them
 }
 
 namespace {
@@ -107,26 +97,18 @@ MixedRun train_mixed(const Options& o, const Dataset& data, Device& device, cons
   for (int64_t step = 0; step < o.steps; ++step) {
     Batch batch = gather_batch(data, sampler.indices(step), device);
     for (Tensor& w : params) w.zero_grad();
-    Tensor loss;
-    {
-      MemoryScope scope(MemoryCategory::Activations);
-      loss = softmax_cross_entropy(forward_stored(run.model, batch.x, p, &run.flushes), batch.y);
-    }
-    run.losses.push_back(loss.item());
+    const bool half = p != Precision::FP32;
+    run.losses.push_back(forward_backward(run.model, batch, p, half ? scaler.scale : 1.0f, setting.recompute,
+                                          half ? &run.flushes : nullptr));
     run.scales.push_back(scaler.scale);
-    if (p == Precision::FP32) {  // the plain step of chapter 01
+    if (!half) {  // the plain step of chapter 01
       require_finite_loss(run.losses.back(), step, o.lr);
-      {
-        MemoryScope scope(MemoryCategory::Grads);
-        backward(loss);
-      }
       MemoryScope scope(MemoryCategory::OptimizerState);
       optimizer->step();
       run.overflowed.push_back(false);
     } else {
       {
         MemoryScope scope(MemoryCategory::Grads);
-        backward(scale(loss, scaler.scale));            // the gradient of S · loss
         for (Tensor& w : params) round_(w.grad(), p, &run.flushes);  // weight gradients stored in 16 bits
       }
       const std::vector<float> before = bits_of(params), masters_before = bits_of(masters),

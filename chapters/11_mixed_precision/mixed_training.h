@@ -21,6 +21,7 @@
 #include "dpt/data.h"
 #include "dpt/nn.h"
 #include "dpt/options.h"
+#include "recompute.h"
 
 namespace dpt::ch11 {
 
@@ -29,6 +30,7 @@ struct Setting {
   Precision precision = Precision::FP32;
   LossScaler scaler;         ///< its settings and initial state
   std::string loss_scale;    ///< "dynamic", "static:S", "none" (as given)
+  Recompute recompute = Recompute::None;  ///< --recompute
   /// "fp32", "bf16", "fp16 + dynamic scaling", "fp16, no scaling", "fp16 + static 1024".
   std::string name() const;
 };
@@ -65,11 +67,6 @@ struct MixedRun {
   /// Steps skipped because their gradients overflowed.
   int64_t skipped() const;
 };
-
-/// Forward through `model` storing x, every layer's output and the logits in
-/// `p` (store; their gradients' flushes counted in `*flushes` when given):
-/// x (B, in) → logits (B, out).
-Tensor forward_stored(const MLP& model, const Tensor& x, Precision p, Flushes* flushes = nullptr);
 
 /// Trains `setting` from the model the flags give (--seed, --load-weights),
 /// its weights rounded to the format, for o.steps steps of o.batch on
