@@ -1,7 +1,7 @@
 /// @file ch11.h
-/// @brief Chapter 11's holes, each specified once: the dynamic loss scaler
-/// and the step that turns a 16-bit gradient into an update of the fp32
-/// master weights.
+/// @brief Chapter 11's holes, each specified once: the dynamic loss scaler,
+/// the step that turns a 16-bit gradient into an update of the fp32 master
+/// weights, and backward through a forward that kept only checkpoints.
 ///
 /// Fill them in `exercises/11_mixed_precision/`; tiered hints are in
 /// \ref ch11_hints. `ctest --preset student -L ch11` checks them against
@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dpt/optim.h"
@@ -70,5 +71,30 @@ void update_loss_scale(LossScaler& scaler, bool overflowed);
 /// (Hole: exercises/11_mixed_precision/master_step.cpp.)
 bool master_step(std::vector<Tensor>& params, std::vector<Tensor>& masters, Optimizer& optimizer, float scale,
                  Precision precision);
+
+/// Recomputes segment k's forward, graph on, from `input` (its checkpoint, or
+/// a handle to it) and returns the segment's output.
+using SegmentForward = std::function<Tensor(std::size_t k, const Tensor& input)>;
+/// Turns the last segment's output into the scalar backward starts from.
+using LossOf = std::function<Tensor(const Tensor& output)>;
+
+/// Backward through a forward that kept only checkpoints (recompute.h).
+///
+/// On entry: checkpoints[k], k = 0 … K−1 (K ≥ 1), is the input of segment
+/// k, computed with no graph (no tensor in it requires grad); segment k's
+/// output is segment k+1's input; loss_of(forward(K−1, …)) is the scalar to
+/// differentiate. The segments' parameters are leaves with no gradient yet.
+///
+/// Postconditions:
+///  - every parameter the segments use holds in grad() the same bits that
+///    backward(loss_of(segments 0 … K−1 run in a row with the graph on))
+///    would leave there;
+///  - at most one segment's graph is alive at any moment, and
+///    checkpoints[k] is released (left undefined) no later than the end of
+///    segment k's backward: the activations alive at once never exceed the
+///    checkpoints still needed plus one segment's graph;
+///  - forward is called once per segment.
+/// (Hole: exercises/11_mixed_precision/recompute.cpp.)
+void recompute_backward(std::vector<Tensor>& checkpoints, const SegmentForward& forward, const LossOf& loss_of);
 
 }  // namespace dpt::ch11

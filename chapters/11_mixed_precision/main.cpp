@@ -22,8 +22,8 @@
 //     build/reference/bin/ch11_mixed_precision --precision fp16 --loss-scale static:1024
 //     build/reference/bin/ch11_mixed_precision --no-compare --precision bf16 --loss-scale none
 //
-// Your holes (chapters/11_mixed_precision/ch11.h): ch11::update_loss_scale
-// and ch11::master_step. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 bad flag.
+// Your holes (chapters/11_mixed_precision/ch11.h): ch11::update_loss_scale,
+// ch11::master_step and ch11::recompute_backward. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 bad flag.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstring>
@@ -154,7 +154,15 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
   // --------------------------------------------------------------------------
   // 6. Recomputing activations: memory for compute
   say.section("6. Recomputing activations: one step of a deeper model per --recompute");
-  recompute_section(o, device, mine.precision, f.recompute_model, say, v);
+  attempt([&] {
+    try {
+      recompute_section(o, device, mine.precision, f.recompute_model, say, v);
+    } catch (const NotImplemented&) {
+      throw;
+    } catch (const Error& e) {  // a recompute_backward that stops: a ✘ naming what it said
+      v.holds("section 6 ran: your recompute_backward on every-layer and sqrt", false, e.what());
+    }
+  });
 
   // --------------------------------------------------------------------------
   // 7. Verdicts from the training runs

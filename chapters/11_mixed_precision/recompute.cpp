@@ -8,6 +8,7 @@
 #include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/memory_ledger.h"
+#include "ch11.h"
 #include "dpt/ops.h"
 
 namespace dpt::ch11 {
@@ -70,26 +71,18 @@ double forward_backward(const MLP& model, const Batch& batch, Precision p, float
     }
     loss_value = softmax_cross_entropy(h, batch.y).item();
   }
-  // Backward, last segment first: recompute it from its checkpoint with the
-  // graph on, then backpropagate the gradient its output received.
-  Tensor dout;
-  for (std::size_t k = segments; k-- > 0;) {
-    Tensor in = checkpoints[k];
-    checkpoints[k] = Tensor();        // the segment's own input lives only as long as `in`
-    if (k > 0) in.set_requires_grad(true);  // a leaf: its grad() is the previous segment's dout
-    Tensor out, target;
-    {
-      MemoryScope scope(MemoryCategory::Activations);
-      out = forward_layers(model, in, bounds[k], bounds[k + 1], p, flushes);
-      if (k + 1 == segments) target = scale(softmax_cross_entropy(out, batch.y), scale_by);
-    }
-    if (k + 1 < segments) target = sum(mul(out, dout));  // out ⊙ dout is the method's, not an activation: Other
-    {
-      MemoryScope scope(MemoryCategory::Grads);
-      backward(target);
-    }
-    if (k > 0) dout = in.grad();
-  }
+  // Backward: your recompute_backward, segment forwards charged to Activations.
+  MemoryScope scope(MemoryCategory::Grads);
+  recompute_backward(
+      checkpoints,
+      [&](std::size_t k, const Tensor& in) {
+        MemoryScope activations(MemoryCategory::Activations);
+        return forward_layers(model, in, bounds[k], bounds[k + 1], p, flushes);
+      },
+      [&](const Tensor& logits) {
+        MemoryScope activations(MemoryCategory::Activations);
+        return scale(softmax_cross_entropy(logits, batch.y), scale_by);
+      });
   return loss_value;
 }
 

@@ -1,18 +1,17 @@
 /// @file recompute.h
-/// @brief Activation recomputation (provided, not a hole): forward keeps only
-/// the inputs of a few segments of layers (checkpoints) and drops the rest;
-/// backward runs each segment's forward again, last segment first, and
-/// backpropagates through it — compute traded for memory.
+/// @brief Activation recomputation: forward keeps only the inputs of a few
+/// segments of layers (checkpoints) and drops the rest; backward runs each
+/// segment's forward again, last segment first, and backpropagates through
+/// it — compute traded for memory. The segments and the forward are here;
+/// the backward schedule is your hole, ch11::recompute_backward (ch11.h).
 ///
 ///     none         every activation kept (plain autograd)          peak ∝ L layers
 ///     every-layer  a checkpoint before every layer                 peak ∝ L inputs + 1 layer
 ///     sqrt         a checkpoint every ⌈√L⌉ layers                  peak ∝ √L inputs + √L layers
 ///
-/// The segment's backward starts from the gradient its output received:
-/// backward(sum(out ⊙ dout)) delivers exactly dout to out (the gradient of a
-/// sum is 1, and 1 · dout is dout), so the gradients are the same bits as
-/// without recomputation. Extra cost: one more forward of every segment but
-/// the ones nothing is dropped from (about a third more compute).
+/// Recomputed, each segment runs the very ops it ran the first time, so the
+/// gradients can be the same bits as without recomputation. Extra cost: one
+/// more forward of every segment (about a third more compute).
 ///
 /// Left out: recomputing inside a layer, offloading checkpoints to the host.
 #pragma once
@@ -43,7 +42,8 @@ std::vector<int64_t> segment_bounds(int64_t layers, Recompute r);
 /// last. Gradients' flushes counted in `*flushes` when given.
 Tensor forward_layers(const MLP& model, Tensor h, int64_t begin, int64_t end, Precision p, Flushes* flushes);
 
-/// One forward and backward of scale · loss on `batch`, recomputing by `r`:
+/// One forward and backward of scale · loss on `batch`, recomputing by `r`
+/// (every-layer and sqrt call your recompute_backward):
 /// leaves d(scale · loss)/dw in every parameter's grad() (as they were: the
 /// caller rounds them) and returns the loss. Forward's allocations are
 /// charged to Activations, backward's gradients to Grads (memory_ledger.h).
