@@ -1,7 +1,7 @@
 // test_ch11_chapter.cpp — chapter 11's program, ch11_mixed_precision: every
 // verdict on the default comparison, an fp16 overflow with --loss-scale none
 // that ends in a failed verdict (exit 3) rather than a crash, and bad flags
-// (one sentence, exit 2).
+// (one sentence, exit 2), and a run that recomputes.
 #include "support/catch.h"
 #include <string>
 
@@ -27,10 +27,20 @@ TEST_CASE("chapter: fp16 overflowing with --loss-scale none is a failed verdict,
 
 TEST_CASE("chapter: bad precision or loss-scale flags get one sentence and exit 2", "[ch11]") {
   for (const char* args : {"--precision fp8", "--loss-scale static:0", "--loss-scale static:-4", "--loss-scale static:1e39",
-                           "--loss-scale static:abc", "--loss-scale sometimes"}) {
+                           "--loss-scale static:abc", "--loss-scale sometimes", "--recompute always",
+                           "--recompute-model 784-0-10"}) {
     auto run = dpt_test::run_program("ch11_mixed_precision", std::string("--quiet ") + args);
     INFO(args << ": " << run.output);
     CHECK(run.exit_code == 2);
     CHECK(run.output.find('\n') == run.output.size() - 1);  // one line
   }
+}
+
+TEST_CASE("chapter: training with --recompute sqrt passes every verdict", "[ch11]") {
+  auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet --no-compare --precision bf16 --loss-scale none "
+                                                           "--recompute sqrt --model 784-128-128-128-10 --steps 50 "
+                                                           "--samples 2000 --eval-samples 500");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("bf16, no scaling, recompute sqrt") != std::string::npos);
 }
