@@ -10,7 +10,7 @@
 #                        docs/data.md). On synthetic data the chapters' defaults.
 # shellcheck shell=bash disable=SC2034  # the variables are read where this is sourced
 tour_chapters=(ch01_sgd ch02_batching ch03_naive_dp ch04_ring_allreduce ch05_bucketing ch06_averaging
-               ch07_zero ch08_collectives ch09_parameter_server ch10_compression)
+               ch07_zero ch08_collectives ch09_parameter_server ch10_compression ch11_mixed_precision)
 declare -A tour_ranks=(
   [ch03_naive_dp]="--ranks 4"
   [ch04_ring_allreduce]="--ranks 4"
@@ -32,4 +32,5 @@ declare -A tour_fashion=(
   [ch08_collectives]="--steps 300 --lr 0.1"
   [ch09_parameter_server]="--steps 300 --lr 0.1"
   [ch10_compression]="--steps 300 --lr 0.1"
+  [ch11_mixed_precision]="--steps 300"                              # Adam lr 1e-3, 4 settings: test ~81 %
 )

@@ -1,0 +1,155 @@
+// sections.cpp — the lecture's checks besides training (sections.h).
+#include "sections.h"
+
+#include <chrono>
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+
+#include "ch11.h"
+#include "dpt/ops.h"
+#include "dpt/optim.h"
+#include "recompute.h"
+
+namespace dpt::ch11 {
+
+// ----------------------------------------------------------------------------
+// 1. the formats: a few numbers, rounded, and the rounding's own check
+
+void show_formats(const Narrator& say, Verdicts& v) {
+  Table t("float32 rounded to 16 bits", {"x", "bf16", "fp16"});
+  for (float x : {1.0f / 3, 1.00390625f, 65504.0f, 65520.0f, 1e-5f, 3e-8f, 1e-30f})
+    t.add_row({fmt(x, 8), fmt(round_to(x, Precision::BF16), 8), fmt(round_to(x, Precision::FP16), 8)});
+  if (say.enabled()) t.print(std::cout);
+  say.say("bf16 keeps float32's 8 exponent bits (1e-30 survives) and 8 significant bits (1/3 -> 0.333984);\n"
+          "fp16 keeps 11 significant bits but tops out at 65504 and flushes below 2^-25 (3e-8) to 0.");
+  // Ties to even, fp16's subnormal and overflow boundaries, from the formats' definitions.
+  const bool ok = round_to(1.00390625f, Precision::BF16) == 1.0f && round_to(1.01171875f, Precision::BF16) == 1.015625f &&
+                  round_to(65504.0f, Precision::FP16) == 65504.0f && std::isinf(round_to(65520.0f, Precision::FP16)) &&
+                  round_to(0x1p-25f, Precision::FP16) == 0.0f && round_to(0x1.8p-25f, Precision::FP16) == 0x1p-24f &&
+                  std::isnan(round_to(NAN, Precision::BF16)) && std::isnan(round_to(NAN, Precision::FP16));
+  v.holds("rounding to bf16/fp16: ties to even, fp16 subnormals, 65520 -> inf, NaN stays NaN", ok);
+}
+
+// ----------------------------------------------------------------------------
+// 2. one bf16 weight of 1.0, gradient 1 stored at scale 1024, SGD lr 1e-3:
+// ten updates of 0.001 each, every one below half of bf16's step at 1.0 (2^-8)
+
+void small_updates(const Narrator& say, Verdicts& v) {
+  Tensor w = Tensor::full({1}, 1.0f, Device::host()), master = w.clone();
+  w.set_requires_grad(true), master.set_requires_grad(true);
+  std::vector<Tensor> params{w}, masters{master};
+  SGD sgd(masters, 1e-3f);
+  for (int k = 0; k < 10; ++k) {
+    w.set_grad(Tensor::full({1}, 1024.0f, Device::host()));  // d(1024 · loss)/dw, stored exactly in 16 bits
+    master_step(params, masters, sgd, 1024.0f, Precision::BF16);
+  }
+  say.say("w = 1.0 in bf16 (next values 0.99609375 and 1.0078125), 10 SGD steps of lr 1e-3 x gradient 1:\n"
+          "  fp32 master: " + fmt(master.data()[0], 8) + ", bf16 weight: " + fmt(w.data()[0], 8) +
+          ". Made in bf16, each update would round back to 1.0.");
+  v.near("your master_step: the fp32 master after 10 updates of 1e-3 (unscaled by 1024)", master.data()[0], 0.99,
+         1e-6, "fp32 rounding of ten steps; in 16 bits they round away (1.0), without unscaling they are 1024x");
+  v.holds("your master_step: the bf16 weight is the master rounded to bf16",
+          w.data()[0] == round_to(master.data()[0], Precision::BF16), "weight " + fmt(w.data()[0], 8));
+}
+
+// ----------------------------------------------------------------------------
+// 3. a gradient of inf: master_step must skip, touching nothing
+
+void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v) {
+  MLP model = build_model(o, device);
+  std::vector<Tensor> params = model.parameters(), masters;
+  for (Tensor& w : params) round_(w, Precision::FP16), masters.push_back(w.clone().set_requires_grad(true));
+  std::unique_ptr<Optimizer> opt = make_optimizer(o.optimizer, masters, o.lr);
+  for (int step = 0; step < 2; ++step) {  // one good step first, so the optimizer holds state to keep
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      Tensor g = Tensor::full(params[i].shape(), 1.0f, device);
+      if (step == 1) g.data()[g.numel() / 2] = INFINITY;  // what 70000 becomes in fp16
+      params[i].set_grad(g);
+    }
+    std::vector<float> before;
+    for (const auto& group : {params, masters, opt->state_tensors()})
+      for (const Tensor& t : group) before.insert(before.end(), t.data(), t.data() + t.numel());
+    const bool stepped = master_step(params, masters, *opt, 1.0f, Precision::FP16);
+    if (step == 0) continue;
+    std::vector<float> after;
+    for (const auto& group : {params, masters, opt->state_tensors()})
+      for (const Tensor& t : group) after.insert(after.end(), t.data(), t.data() + t.numel());
+    const bool same = !stepped && before.size() == after.size() &&
+                      std::memcmp(before.data(), after.data(), before.size() * sizeof(float)) == 0;
+    say.say("one gradient entry is inf: master_step returned " + std::string(stepped ? "true (stepped)" : "false (skipped)") +
+            "; weights, masters and " + o.optimizer + "'s state " + (same ? "kept every bit." : "CHANGED."));
+    v.holds("your master_step skips a step with an inf gradient, every bit kept", same,
+            stepped ? "it stepped" : (same ? "" : "it returned false but changed bits"));
+  }
+}
+
+// The scale sequence against GradScaler's rule, recomputed from the overflows.
+bool scale_followed_the_rule(const Setting& s, const MixedRun& run) {
+  float scale = s.scaler.scale;
+  int64_t good = 0;
+  for (std::size_t t = 0; t < run.scales.size(); ++t) {
+    if (run.scales[t] != scale) return false;
+    if (run.overflowed[t]) scale *= s.scaler.backoff_factor, good = 0;
+    else if (++good == s.scaler.growth_interval) scale = std::isfinite(scale * s.scaler.growth_factor) ? scale * s.scaler.growth_factor : scale, good = 0;
+  }
+  return true;
+}
+
+// ----------------------------------------------------------------------------
+// 6. recomputation: one step per policy on the same weights and batch
+
+void recompute_section(const Options& o, Device& device, Precision p, const std::string& model, const Narrator& say,
+                       Verdicts& v) {
+  Options deep = o;
+  deep.model = model;
+  deep.load_weights.clear();
+  const MLP net = build_model(deep, device);
+  std::vector<Tensor> params = net.parameters();
+  for (Tensor& w : params) round_(w, p);
+  const Dataset data = make_synthetic(std::min<int64_t>(deep.batch, 4096), net.widths().front(), net.widths().back(), deep.seed);
+  const Batch batch = gather_batch(data, BatchSampler(data.size(), data.size(), false, 0).indices(0), device);
+  Table t("one step of " + model + " (" + std::to_string(net.layers().size()) + " layers), batch " +
+              std::to_string(batch.y.size()) + ", " + precision_name(p),
+          {"--recompute", "segments", "peak activations", "predicted", "step time (median of 7)", "predicted", "grads = none's"});
+  std::vector<float> reference;
+  double none_seconds = 0;
+  for (Recompute r : {Recompute::None, Recompute::EveryLayer, Recompute::Sqrt}) {
+    for (Tensor& w : params) w.zero_grad();
+    device.reset_peak();
+    const double before = double(device.ledger().current(MemoryCategory::Activations));
+    forward_backward(net, batch, p, 1.0f, r, nullptr);
+    const double peak = double(device.ledger().peak(MemoryCategory::Activations)) - before;
+    std::vector<float> grads;
+    for (const Tensor& w : params) grads.insert(grads.end(), w.grad().data(), w.grad().data() + w.numel());
+    std::vector<double> times;  // the same step again, for its time only
+    for (int rep = 0; rep < 7; ++rep) {
+      for (Tensor& w : params) w.zero_grad();
+      auto start = std::chrono::steady_clock::now();
+      forward_backward(net, batch, p, 1.0f, r, nullptr);
+      times.push_back(seconds_since(start));
+    }
+    std::nth_element(times.begin(), times.begin() + 3, times.end());
+    const double seconds = times[3];
+    const double predicted = predicted_activation_bytes(net, int64_t(batch.y.size()), p, r);
+    if (r == Recompute::None) reference = grads, none_seconds = seconds;
+    const bool same = grads.size() == reference.size() &&
+                      std::memcmp(grads.data(), reference.data(), grads.size() * sizeof(float)) == 0;
+    t.add_row({recompute_name(r), std::to_string(segment_bounds(int64_t(net.layers().size()), r).size() - 1),
+               format_bytes(peak), format_bytes(predicted),
+               fixed(1e3 * seconds, 1) + " ms (" + fixed(seconds / none_seconds, 2) + "x)",
+               r == Recompute::None ? "1x" : "4/3 = 1.33x", r == Recompute::None ? "-" : same ? "bit for bit" : "NO"});
+    v.near(std::string("--recompute ") + recompute_name(r) + ": peak activation bytes = what the ops keep", peak, predicted,
+           1e-3, "counted per op (recompute.h); a few scalars besides");
+    if (r != Recompute::None)
+      v.holds(std::string("--recompute ") + recompute_name(r) + ": the gradients are no recomputation's, bit for bit",
+              same, same ? "" : "a recomputed segment gave other gradients");
+  }
+  if (say.enabled()) t.print(std::cout);
+  say.say("Predicted time: forward F, backward 2F (two GEMMs per layer for one); recomputing runs every\n"
+          "segment's forward twice, 4F instead of 3F. Measured on a shared CPU, with rounding (16-bit) and\n"
+          "bookkeeping that are not GEMMs: no verdict on time, the bytes are exact.");
+}
+
+}  // namespace dpt::ch11

@@ -1,0 +1,31 @@
+/// @file sections.h
+/// @brief The checks chapter 11's lecture runs besides training (provided):
+/// the rounding against the formats' definitions, your master_step on one
+/// weight and on an overflowed step, the scale sequence against GradScaler's
+/// rule, and recomputation's memory, time and gradients.
+#pragma once
+
+#include <string>
+
+#include "dpt/options.h"
+#include "dpt/report.h"
+#include "dpt/verdict.h"
+#include "mixed_training.h"
+
+namespace dpt::ch11 {
+
+/// Section 1: a few numbers in both formats, and a verdict on known patterns.
+void show_formats(const Narrator& say, Verdicts& v);
+/// Section 2: ten updates below half a bf16 step through your master_step.
+void small_updates(const Narrator& say, Verdicts& v);
+/// Section 3: an inf gradient through your master_step, every bit compared.
+void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v);
+/// True when run.scales follow GradScaler's rule from s.scaler, given run.overflowed.
+bool scale_followed_the_rule(const Setting& s, const MixedRun& run);
+/// Section 6: one step of `model` (widths) in `p` with each --recompute
+/// policy: peak activation bytes predicted and measured, time, and the
+/// gradients against no recomputation, bit for bit.
+void recompute_section(const Options& o, Device& device, Precision p, const std::string& model, const Narrator& say,
+                       Verdicts& v);
+
+}  // namespace dpt::ch11

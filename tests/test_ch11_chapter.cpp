@@ -1,0 +1,46 @@
+// test_ch11_chapter.cpp — chapter 11's program, ch11_mixed_precision: every
+// verdict on the default comparison, an fp16 overflow with --loss-scale none
+// that ends in a failed verdict (exit 3) rather than a crash, and bad flags
+// (one sentence, exit 2), and a run that recomputes.
+#include "support/catch.h"
+#include <string>
+
+#include "support/run_program.h"
+
+TEST_CASE("chapter: ch11's verdicts pass comparing fp32, bf16 and fp16 with and without scaling", "[ch11]") {
+  auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet --steps 100 --samples 2000 --eval-samples 2000");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("fp16, no scaling: gradient entries flushed to 0") != std::string::npos);
+  CHECK(run.output.find("2 + 2 + 12") != std::string::npos);
+  CHECK(run.output.find("\u2718") == std::string::npos);
+}
+
+TEST_CASE("chapter: fp16 overflowing with --loss-scale none is a failed verdict, not a crash", "[ch11]") {
+  // lr 30 with plain SGD drives the logits past 65504: their fp16 copies are inf.
+  auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet --no-compare --precision fp16 --loss-scale none "
+                                                           "--optimizer sgd --lr 30 --steps 60 --samples 2000 --eval-samples 500");
+  INFO(run.output);
+  CHECK(run.exit_code == 3);
+  CHECK(run.output.find("\u2718 fp16, no scaling: fraction of steps skipped for overflow") != std::string::npos);
+}
+
+TEST_CASE("chapter: bad precision or loss-scale flags get one sentence and exit 2", "[ch11]") {
+  for (const char* args : {"--precision fp8", "--loss-scale static:0", "--loss-scale static:-4", "--loss-scale static:1e39",
+                           "--loss-scale static:abc", "--loss-scale sometimes", "--recompute always",
+                           "--recompute-model 784-0-10"}) {
+    auto run = dpt_test::run_program("ch11_mixed_precision", std::string("--quiet ") + args);
+    INFO(args << ": " << run.output);
+    CHECK(run.exit_code == 2);
+    CHECK(run.output.find('\n') == run.output.size() - 1);  // one line
+  }
+}
+
+TEST_CASE("chapter: training with --recompute sqrt passes every verdict", "[ch11]") {
+  auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet --no-compare --precision bf16 --loss-scale none "
+                                                           "--recompute sqrt --model 784-128-128-128-10 --steps 50 "
+                                                           "--samples 2000 --eval-samples 500");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("bf16, no scaling, recompute sqrt") != std::string::npos);
+}
