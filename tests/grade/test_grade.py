@@ -21,12 +21,33 @@ HERE = Path(__file__).resolve().parent
 GRADE = HERE.parent.parent / "scripts" / "grade"
 
 
-def grade(fixture, *args):
+def grade(fixture, *args, columns=None):
+    env = {"PYTHONIOENCODING": "utf-8", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
+    if columns:
+        env["COLUMNS"] = str(columns)
     done = subprocess.run([sys.executable, str(GRADE), "--json", str(HERE / fixture),
                            "--root", str(HERE / "repo")] + list(args),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          env={"PYTHONIOENCODING": "utf-8", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"})
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env)
     return done.returncode, done.stdout
+
+
+def records_of(fixture):
+    return [json.loads(l) for l in (HERE / fixture).read_text().splitlines() if l.strip()]
+
+
+def grade_records(records, *args, columns=None):
+    """scripts/grade over these records (a list of dicts), written to a temporary file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "records.jsonl"
+        path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n")
+        return grade(str(path), *args, columns=columns)
+
+
+def failed_check(record, info):
+    """record, failing at a check whose INFO is `info`."""
+    return dict(record, outcome="fail", failure={"file": "../../../tests/test_ch03.cpp", "line": 40,
+                                                  "expression": "CHECK( mean == expected )",
+                                                  "expansion": "0.5 == 0.25", "message": "", "info": [info]})
 
 
 def row(output, name):
@@ -60,11 +81,12 @@ class Scoreboard(unittest.TestCase):
 
     def test_dependencies_are_named(self):
         code, out = grade("student.jsonl")
-        self.assertIn("needs ring_scatter_reduce, ring_all_gather", row(out, "ring_all_reduce"))
+        # the hole it stopped at (NotImplemented) first, then its tags still failing
+        self.assertIn("needs ring_all_gather, ring_scatter_reduce", row(out, "ring_all_reduce"))
         self.assertIn("needs ch03's shard_indices", row(out, "chapter"))
 
     def test_a_row_never_needs_itself_or_a_hole_already_done(self):
-        records = [json.loads(l) for l in (HERE / "reference.jsonl").read_text().splitlines() if l.strip()]
+        records = records_of("reference.jsonl")
         for r in records:  # ring_all_gather fails again, tagged as needing itself and a done hole
             if r.get("subject") == "ring_all_gather":
                 r.update(outcome="fail", needs=["ring_all_gather", "ring_scatter_reduce"],
@@ -77,6 +99,72 @@ class Scoreboard(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertIn("✘", row(out, "ring_all_gather"))
         self.assertNotIn("needs", row(out, "ring_all_gather"))
+
+    def test_a_needed_hole_that_passes_is_not_named(self):
+        # ch03's hole fails on its own check; the ch04 ring it is tagged as needing is done
+        records = records_of("reference.jsonl")
+        for r in records:
+            if r["subject"] == "host_average_gradients":
+                r.update(failed_check(r, "rank 1"), needs=["ring_scatter_reduce", "ring_all_gather", "ch04"])
+        code, out = grade_records(records)
+        self.assertEqual(code, 1, out)
+        self.assertIn("✘", row(out, "host_average_gradients"))
+        self.assertNotIn("needs", out)
+        # once ch04's all-gather throws NotImplemented, only it is named: the scatter-reduce passes
+        for r in records:
+            if r["subject"] == "ring_all_gather":
+                r.update(outcome="fail", not_implemented="ch04 ring_all_gather — see exercises/04_ring/ring.cpp")
+        code, out = grade_records(records)
+        self.assertIn("needs ch04's ring_all_gather", row(out, "host_average_gradients"))
+        self.assertNotIn("ring_scatter_reduce", row(out, "host_average_gradients"))
+        self.assertEqual(out.count("needs"), 1, out)  # and not on ch04's own rows
+
+    def test_a_needed_hole_whose_tests_did_not_run_is_not_named(self):
+        records = [r for r in records_of("reference.jsonl") if r["chapter"] == "ch03"]
+        for r in records:
+            if r["subject"] == "host_average_gradients":
+                r.update(failed_check(r, "rank 1"), needs=["ring_all_gather", "ch04"])
+        code, out = grade_records(records)
+        self.assertEqual(code, 1, out)
+        self.assertNotIn("needs", out)
+
+    def test_needs_is_said_of_the_test_that_needs_it(self):
+        # two failing tests of shard_indices; only the second uses the missing all-gather
+        records = records_of("reference.jsonl")
+        first = next(i for i, r in enumerate(records) if r["subject"] == "shard_indices")
+        records[first] = failed_check(records[first], "slice of rank 0")
+        records[first + 1] = dict(failed_check(records[first + 1], "rank 2's slice"), needs=["ring_all_gather"])
+        for r in records:
+            if r["subject"] == "ring_all_gather":
+                r.update(failed_check(r, "chunk 1"))
+        code, out = grade_records(records)
+        self.assertNotIn("needs", row(out, "shard_indices"))
+        lines = out.splitlines()
+        second = next(l for l in lines if "shards cover the global batch exactly once" in l)
+        self.assertIn("needs ch04's ring_all_gather", second)
+        first_line = next(l for l in lines if "rank r gets the r-th contiguous slice" in l)
+        self.assertNotIn("needs", first_line)
+
+    def test_a_long_message_is_shown_whole_wrapped_at_words(self):
+        explanation = ("parameter 0, element 3: the mean over the N = 7 lists (their sum is 1.7412; "
+                       "a sum is not a mean) " * 4 + "and the caller's lists must be left unchanged: "
+                       "per_sample is only read")
+        records = records_of("reference.jsonl")
+        records[2] = failed_check(records[2], explanation)
+        for columns in (60, 100):
+            code, out = grade_records(records, columns=columns)
+            lines = out.splitlines()
+            at = next(i for i, l in enumerate(lines) if "tests/test_ch03.cpp:40:" in l)
+            shown = []
+            for line in lines[at:]:
+                if not line.startswith(" " * 10):
+                    break
+                self.assertLessEqual(len(line), columns, line)
+                shown.append(line.strip())
+            text = " ".join(shown)
+            self.assertIn(explanation, text)  # all of it, every word whole
+            self.assertTrue(text.endswith("per_sample is only read)"), text)
+            self.assertNotIn("...", text)
 
     def test_all_passing_is_all_done_and_exit_0(self):
         code, out = grade("reference.jsonl")
