@@ -52,15 +52,16 @@ void check_shard_bounds(const Partition& part, Range range, const std::string& w
   for (std::size_t r = 1; r < want.size(); ++r) want[r] += want[r - 1];
   std::vector<int64_t> got = shard_bounds(part, range);
   if (got == want) return;
-  auto listed = [](const std::vector<int64_t>& v) {
-    std::string text = "{";
-    for (std::size_t i = 0; i < v.size() && i < 9; ++i) text += (i ? ", " : "") + std::to_string(v[i]);
-    return text + (v.size() > 9 ? ", …}" : "}");
-  };
-  DPT_FAIL("shard_bounds (exercises/07_zero/partition.cpp) returned " << listed(got) << " for " << what << " ["
+  std::string text = "{", broken;  // the bounds returned; the first property they break
+  for (std::size_t i = 0; i < got.size() && i < 9; ++i) text += (i ? ", " : "") + std::to_string(got[i]);
+  text += got.size() > 9 ? ", …}" : "}";
+  if (got.size() != want.size()) broken = "N+1 bounds, rank r owning [b[r], b[r+1])";
+  else if (got.front() != 0) broken = "b[0] = 0: the bounds are offsets relative to range.begin";
+  else if (got.back() != range.size()) broken = "b[N] = the range's size, each element owned by one rank";
+  else broken = "rank r owns exactly the range's elements that lie in its shard [r·S, (r+1)·S), in rank order";
+  DPT_FAIL("shard_bounds (exercises/07_zero/partition.cpp) returned " << text << " for " << what << " ["
            << range.begin << ", " << range.end << ") with N = " << part.world << ", S = " << part.shard
-           << "; rank r owns the range's elements in its shard [r·S, (r+1)·S), which makes them " << listed(want)
-           << " (tests/test_ch07.cpp's shard_bounds test says which property fails)");
+           << "; broken: " << broken << " (its test in tests/test_ch07.cpp says more)");
 }
 
 // Layers in reverse order (backward finishes the last first), closed when the
