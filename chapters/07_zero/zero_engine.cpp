@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <typeinfo>
 
 #include "dpt/check.h"
 #include "dpt/data_parallel.h"
@@ -64,6 +65,22 @@ void check_shard_bounds(const Partition& part, Range range, const std::string& w
            << "; broken: " << broken << " (its test in tests/test_ch07.cpp says more)");
 }
 
+// A plain dpt::Error raised inside a stage hole (a slice out of range, a
+// count mismatch) names the hole; NotImplemented, timeouts, failed peers and
+// out-of-memory pass as they are (the harness reads their type).
+template <class Call>
+void in_hole(const char* hole, int stage, Call&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    if (typeid(e) != typeid(Error)) throw;
+    throw Error(std::string(e.what()) + " — raised inside " + hole + " (exercises/07_zero/stages.cpp) at stage " +
+                    std::to_string(stage) + "; ch07.h's ZeroState table says which tensors are full (N·S floats) " +
+                    "and which this rank's shard (S) at each stage",
+                e.where());
+  }
+}
+
 // Layers in reverse order (backward finishes the last first), closed when the
 // next layer would push the bucket past the cap; a layer larger than the cap
 // sits alone.
@@ -113,12 +130,14 @@ struct ZeroTrainer::Impl {
     if (--missing[std::size_t(b)] > 0) return;
     const Range& range = buckets[std::size_t(b)].range;
     auto span = ctx.trace.span("bucket " + std::to_string(b) + " ready", "comm");
-    if (full_grads()) {
-      Tensor view = state.grads.slice(range.begin, range.size());
-      on_bucket_ready(state, range, view);
-    } else {
-      on_bucket_ready(state, range, open[std::size_t(b)]);
-    }
+    in_hole("on_bucket_ready", plan.stage, [&] {
+      if (full_grads()) {
+        Tensor view = state.grads.slice(range.begin, range.size());
+        on_bucket_ready(state, range, view);
+      } else {
+        on_bucket_ready(state, range, open[std::size_t(b)]);
+      }
+    });
   }
 
   // The recorder reads host memory: on a GPU it gets copies of the Ψ floats,
@@ -195,7 +214,7 @@ float ZeroTrainer::step(const Batch& batch, int64_t steps) {
   ++t_;
   if (s.plan.stage == 0 && s.plan.recorder) s.record(t_ - 1, steps);  // the averaged gradient, before Adam
   auto span = s.ctx.trace.span("update", "compute");
-  update_parameters(s.state, t_);
+  in_hole("update_parameters", s.plan.stage, [&] { update_parameters(s.state, t_); });
   return loss_value;
 }
 
