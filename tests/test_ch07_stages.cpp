@@ -100,9 +100,10 @@ TEST_CASE("on_bucket_ready: each stage leaves the mean where it keeps gradients,
           const int64_t sent = log.bytes_sent(r), needed = 4 * (range.size() - own);
           RANK_CHECK(checks, ctx, log.bytes(r, (r + 1) % world) == sent);  // the ring: to the right neighbour only
           if (stage >= 1 && world > 1 && sent != needed)
-            checks.check(false, "rank " + std::to_string(r) + " sent " + std::to_string(sent) + " bytes; a reduce-"
-                                    "scatter of the bucket needs " + std::to_string(needed) + " (all of it but its "
-                                    "own part): from stage 1 on no rank needs the other ranks' means");
+            checks.check(false, "rank " + std::to_string(r) + " sent " + std::to_string(sent) + " bytes at stage " +
+                                    std::to_string(stage) + "; leaving each rank only its own part's mean needs " +
+                                    std::to_string(needed) + " from it: from stage 1 on no rank needs the other "
+                                    "ranks' means");
           ctx.comm.barrier();
         });
         INFO(checks.text());

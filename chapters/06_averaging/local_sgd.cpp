@@ -13,14 +13,6 @@ namespace dpt::ch06 {
 namespace {
 double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
 
-// Gradient averaging, as chapters 04–05 do it, on the rank's device, for
-// --average grads (not the hole: the baseline runs before the holes are written).
-void average_gradients(Context& ctx, std::vector<Tensor>& grads) {
-  Tensor flat = flatten_on(grads, ctx.device);  // (Ψ,)
-  ctx.comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
-  unflatten(flat, grads);
-}
-
 // The mean over ranks of one float, without all_reduce (kept for averaging).
 double mean_over_ranks(Context& ctx, float value) {
   std::vector<float> all(std::size_t(ctx.world));

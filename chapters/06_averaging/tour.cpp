@@ -101,6 +101,12 @@ void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi) {
   double expected = 4.0 * double(psi) * (double(expected_gradient_steps(s)) + double(want.size()) * (1 + state_floats));
   v.near(s.name + ": all-reduce bytes per rank (traffic log)", double(r.traffic.collective_bytes("all_reduce", 0)),
          expected, 0, "4*Psi per averaging (and per optimizer state float); nothing else goes through all_reduce");
+  int64_t calls = r.traffic.collective_calls("all_reduce", 0), payloads = expected_gradient_steps(s) + int64_t(want.size());
+  v.holds(s.name + ": all-reduce calls per rank, every tensor of an averaging in one call (" +
+              std::to_string(payloads) + (s.schedule.average_state ? ", or one more per averaging for the state" : "") +
+              ")",
+          calls == payloads || (s.schedule.average_state && calls == payloads + int64_t(want.size())),
+          "saw " + std::to_string(calls));
   if (!want.empty())
     v.at_most(s.name + ": replicas identical right after each averaging, max |w_r - w_0|", r.spread_after_averaging, 0,
               "every rank receives the same mean: the same bits");

@@ -151,8 +151,8 @@ void update_parameters(ZeroState& s, int64_t t);
 /// `use` exactly once, with the layer's full parameters: s.layers[l].size()
 /// floats on s.device, flat elements [begin, end) of the parameters as they
 /// are now (weight then bias). `use` keeps no handle to them, except the
-/// trainer's gather ahead (--prefetch), a use that keeps them for the layer's
-/// next use and puts them in s.gathered[l].
+/// trainer's gather ahead (--prefetch): a use that keeps them, which the
+/// trainer stores in s.gathered[l] for the next use after this call returns.
 /// Postconditions:
 ///  - a rank whose stage keeps the layer's parameters (table above) sends
 ///    nothing and allocates nothing for them;
@@ -162,9 +162,9 @@ void update_parameters(ZeroState& s, int64_t t);
 ///    this call (collective);
 ///  - s.gathered[l], when defined on entry, already holds the parameters for
 ///    this use (gathered ahead, --prefetch): no byte of them is sent again;
-///  - on return s.gathered[l] is undefined, every other layer's slot is as
-///    it was, and the layer's parameters take no memory beyond what the
-///    stage keeps anyway.
+///  - on return s.gathered[l] is undefined (a gather ahead is stored after),
+///    every other layer's slot is as it was, and the layer's parameters take
+///    no memory beyond what the stage keeps anyway.
 /// (Hole.)
 void use_layer(ZeroState& s, int l, const std::function<void(const Tensor& params)>& use);
 

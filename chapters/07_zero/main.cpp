@@ -86,7 +86,7 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
                            (part.shard - 1) * ctx.world < part.psi,
                        "N·S - Ψ = " + std::to_string(part.padded - part.psi) + " with N = " + std::to_string(ctx.world));
   if (f.compare) {
-    compare_stages(ctx, o, data, f);
+    compare_stages(ctx, o, data, f, lec.verdicts);
     return;
   }
 

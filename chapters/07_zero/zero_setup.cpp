@@ -104,7 +104,7 @@ std::vector<float> initial_parameters(Context& ctx, const Options& o) {
   return flat;
 }
 
-void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f) {
+void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f, Verdicts& verdicts) {
   Options quiet = o;
   quiet.quiet = true, quiet.metrics.clear();
   std::vector<float> initial = initial_parameters(ctx, o);
@@ -113,6 +113,7 @@ void compare_stages(Context& ctx, const Options& o, const Dataset& data, const C
               {"stage", "step time / stage 0", "sent per rank per step", "theory", "peak per rank (worst)",
                "formula"});
   double base = 0;
+  std::vector<float> stage0;
   nlohmann::json report = {{"world", ctx.world}, {"psi", part.psi}, {"stages", nlohmann::json::array()}};
   for (int stage = 0; stage <= 3; ++stage) {
     Ch07Flags g = f;
@@ -122,11 +123,23 @@ void compare_stages(Context& ctx, const Options& o, const Dataset& data, const C
     double t = max_over_ranks(ctx.comm, median(run.step_seconds));
     double peak = max_over_ranks(ctx.comm, run.memory.peak_total);
     if (stage == 0) base = t;
-    double sent = 0;
-    for (int r = 0; r < ctx.world; ++r) sent = std::max(sent, double(run.traffic.bytes_sent(r)));
-    sent /= double(std::max<std::size_t>(1, run.losses.size()));
+    double sent = 0, worst = 0, steps = double(std::max<std::size_t>(1, run.losses.size()));
+    const double theory = theory_bytes_per_step(stage, double(part.psi), ctx.world);
+    for (int r = 0; r < ctx.world; ++r) {
+      sent = std::max(sent, double(run.traffic.bytes_sent(r)) / steps);
+      worst = std::max(worst, std::fabs(double(run.traffic.bytes_sent(r)) / steps - theory));
+    }
+    if (stage == 0) stage0 = run.weights;
+    const std::string name = "stage " + std::to_string(stage) + ": ";
+    if (ctx.is_root()) {  // the same checks as a run at that --stage (zero_report.cpp, main.cpp)
+      verdicts.at_most(name + "bytes sent per rank per step: max |measured - theory| (bytes)", worst,
+                       12.0 * double(part.padded - part.psi), "at most 3 collectives × 4 bytes × the padding");
+      if (stage > 0)
+        verdicts.at_most(name + "max |w_stage - w_stage0|", max_abs_difference(run.weights, stage0), 0,
+                         "every stage sums each gradient in the same ring order and runs the same Adam");
+    }
     table.add_row({std::to_string(stage), fixed(t / base, 2), format_bytes(sent),
-                   format_bytes(theory_bytes_per_step(stage, double(part.psi), ctx.world)), format_bytes(peak),
+                   format_bytes(theory), format_bytes(peak),
                    formula_text(stage) + " = " + format_bytes(formula_bytes(stage, double(part.psi), ctx.world))});
     report["stages"].push_back(run_json(ctx, run, part, stage, plan.prefetch));
   }

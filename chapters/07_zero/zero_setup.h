@@ -11,6 +11,7 @@
 #include "dpt/cli_fwd.h"
 #include "dpt/launch.h"
 #include "dpt/options.h"
+#include "dpt/verdict.h"
 #include "zero_engine.h"
 
 namespace dpt::ch07 {
@@ -44,7 +45,8 @@ int64_t parse_size(const std::string& text);
 /// broadcasts it; every rank returns the Ψ floats.
 std::vector<float> initial_parameters(Context& ctx, const Options& o);
 
-/// Collective: stages 0–3 side by side (step time, bytes, peak memory).
-void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f);
+/// Collective: stages 0–3 side by side (step time, bytes, peak memory), with
+/// a verdict per stage on its bytes and on its weights against stage 0's.
+void compare_stages(Context& ctx, const Options& o, const Dataset& data, const Ch07Flags& f, Verdicts& verdicts);
 
 }  // namespace dpt::ch07

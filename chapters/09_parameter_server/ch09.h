@@ -77,8 +77,8 @@ constexpr int kPullTag = 92;
 
 /// One server's state. The server loop (parameter_server.cpp) receives each
 /// push in the arrival order, calls apply_push, and, when apply_push returns
-/// true, answers every worker whose push is waiting for an answer, setting
-/// read_version[w] = version as it sends worker w the shard. (In sync it
+/// true, answers every worker whose push is waiting for an answer (and
+/// keeps read_version, below, up to date as it does). (In sync it
 /// also answers whoever still waits at the end of each round of W pushes, so
 /// that a round that never closed is a ✘ verdict rather than a hang.)
 struct ServerShard {
@@ -87,7 +87,7 @@ struct ServerShard {
   float lr = 0.05f;                     ///< SGD's learning rate
   std::vector<float> params;            ///< this server's shard of w (roles.shard(s).size() floats)
   int64_t version = 0;                  ///< updates applied to params so far (0 at the start)
-  std::vector<int64_t> read_version;    ///< per worker: version of the shard last sent to it
+  std::vector<int64_t> read_version;    ///< per worker: the version its parameters came from
   std::vector<float> scratch;           ///< the size of params, zeros at the start: yours to use
   int tally = 0;                        ///< 0 at the start: yours to use
   std::vector<int64_t> staleness;       ///< one entry per push, in arrival order: yours to fill

@@ -39,9 +39,9 @@ inline void require_shard_bounds(const dpt::ch07::Partition& part, dpt::ch07::Ra
     return text + "}";
   };
   FAIL("shard_bounds (exercises/07_zero/partition.cpp) returned " << listed(got) << " for range [" << range.begin
-       << ", " << range.end << ") with N = " << part.world << ", S = " << part.shard << "; rank r owns the range's "
-       << "elements in [r*S, (r+1)*S): " << listed(want) << ". This test needs it: its own test (\"shard_bounds: …\") "
-       << "says which property fails");
+       << ", " << range.end << ") with N = " << part.world << ", S = " << part.shard << ", which are not offsets "
+       << "from range.begin of each rank's part [r*S, (r+1)*S). This test needs them: their own test (\"shard_bounds: "
+       << "…\") says which property fails");
 }
 
 struct RankChecks {

@@ -2,9 +2,9 @@
 /// @brief Many tensors as one flat buffer and back: one all-reduce payload
 /// for all of a model's gradients, a host vector or a tensor on a device.
 ///
-///     Tensor flat = dpt::flatten_on(grads, device);   // (Σ numel,), on `device`
-///     comm.all_reduce(flat, ReduceOp::Avg);
-///     dpt::unflatten(flat, grads);                     // back into each gradient
+///     std::vector<float> saved = dpt::flatten(params);  // (Σ numel,), on the host
+///     ...                                                // train on; params change
+///     dpt::unflatten(saved, params);                     // each back as it was
 ///
 /// Order is the vector's order; tensors may live on any devices. Left out:
 /// padding and alignment (a slice starts where the previous one ended).
