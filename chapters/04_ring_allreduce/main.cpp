@@ -129,7 +129,7 @@ double ring_error(Context& ctx, int64_t count, ReduceOp op, double* misplaced = 
     ch04::ring_scatter_reduce(ctx.comm, alone.data(), count);
     reduced = alone.to_vector();
   }
-  const ch04::Chunk own = ch04::ring_chunk(count, n, (ctx.rank + 1) % n);
+  const Range own = ch04::ring_chunk(count, n, (ctx.rank + 1) % n);
   std::vector<float> at_send;  // the whole vector as the first all-gather message left
   int sends = 0;
   auto watched = watch_messages(ctx.comm, [&](const Message& m) {

@@ -9,11 +9,11 @@
 
 #include "dpt/check.h"
 #include "dpt/floats.h"
+#include "dpt/range.h"
 
 namespace dpt::ch07 {
 
 namespace {
-int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // ch07's chunk bounds are always shard_bounds's result: a broken one is
 // named here, at its first use, rather than as a fault of the hole that passed it on.
