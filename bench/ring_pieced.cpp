@@ -14,11 +14,11 @@
 
 namespace dpt_bench {
 
-using dpt::ch04::Chunk;
+using dpt::mod;
+using dpt::Range;
 using dpt::ch04::ring_chunk;
 
 namespace {
-int mod(int a, int n) { return ((a % n) + n) % n; }
 
 void pieced_scatter_reduce(dpt::Communicator& comm, float* data, int64_t count) {
   const int n = comm.size(), r = comm.rank();
@@ -29,10 +29,10 @@ void pieced_scatter_reduce(dpt::Communicator& comm, float* data, int64_t count) 
   const int pieces = int(std::max<int64_t>(1, (largest + kPieceFloats - 1) / kPieceFloats));
   std::vector<float> scratch(std::size_t(ring_chunk(largest, pieces, 0).size()));
   for (int s = 0; s + 1 < n; ++s) {
-    Chunk out = ring_chunk(count, n, mod(r - s, n));
-    Chunk in = ring_chunk(count, n, mod(r - s - 1, n));
+    Range out = ring_chunk(count, n, mod(r - s, n));
+    Range in = ring_chunk(count, n, mod(r - s - 1, n));
     for (int p = 0; p < pieces; ++p) {
-      Chunk piece_out = ring_chunk(out.size(), pieces, p), piece_in = ring_chunk(in.size(), pieces, p);
+      Range piece_out = ring_chunk(out.size(), pieces, p), piece_in = ring_chunk(in.size(), pieces, p);
       comm.sendrecv(data + out.begin + piece_out.begin, piece_out.size(), right, scratch.data(), piece_in.size(), left);
       float* sum = data + in.begin + piece_in.begin;
       for (int64_t i = 0; i < piece_in.size(); ++i) sum[i] += scratch[std::size_t(i)];
@@ -44,7 +44,7 @@ void pieced_scatter_reduce(dpt::Communicator& comm, float* data, int64_t count) 
 void whole_all_gather(dpt::Communicator& comm, float* data, int64_t count) {
   const int n = comm.size(), r = comm.rank();
   for (int s = 0; s + 1 < n; ++s) {
-    Chunk out = ring_chunk(count, n, mod(r + 1 - s, n)), in = ring_chunk(count, n, mod(r - s, n));
+    Range out = ring_chunk(count, n, mod(r + 1 - s, n)), in = ring_chunk(count, n, mod(r - s, n));
     comm.sendrecv(data + out.begin, out.size(), mod(r + 1, n), data + in.begin, in.size(), mod(r - 1, n));
   }
 }
@@ -53,7 +53,7 @@ void whole_all_gather(dpt::Communicator& comm, float* data, int64_t count) {
 void pieced_ring_all_reduce(dpt::Communicator& comm, float* data, int64_t count, dpt::ReduceOp op) {
   pieced_scatter_reduce(comm, data, count);
   if (op == dpt::ReduceOp::Avg) {  // divide only the chunk this rank owns, (r+1) mod n: one rounding, as ch04's
-    Chunk owned = ring_chunk(count, comm.size(), (comm.rank() + 1) % comm.size());
+    Range owned = ring_chunk(count, comm.size(), (comm.rank() + 1) % comm.size());
     for (int64_t i = owned.begin; i < owned.end; ++i) data[i] /= float(comm.size());
   }
   whole_all_gather(comm, data, count);

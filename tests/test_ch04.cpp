@@ -19,7 +19,7 @@ TEST_CASE("ring_chunk: the chunks tile the vector in order, no element lost or s
     for (int64_t count : {0, 1, 2, 3, 7, 10, 64, 1001}) {
       int64_t expected_begin = 0;  // where the next chunk must begin
       for (int i = 0; i < n; ++i) {
-        ch04::Chunk c = ch04::ring_chunk(count, n, i);
+        Range c = ch04::ring_chunk(count, n, i);
         INFO(count << " elements in " << n << " chunks: chunk " << i << " is [" << c.begin << ", " << c.end << ")");
         if (c.begin != expected_begin)
           FAIL((i == 0 ? "chunk 0 must begin at 0" : "chunk " + std::to_string(i) + " must begin where chunk " +
@@ -67,7 +67,7 @@ TEST_CASE("ring_chunk: a chunk of a huge vector comes at once (O(1), no walk ove
   auto start = std::chrono::steady_clock::now();
   for (int k = 0; k < 1000; ++k) {
     int i = n - 1 - k * 1000;
-    ch04::Chunk c = ch04::ring_chunk(count, n, i);
+    Range c = ch04::ring_chunk(count, n, i);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (seconds > 0.2)
       FAIL("ring_chunk took " << seconds << " s for " << k + 1 << " chunks of a vector of 2^62 floats in " << n

@@ -163,7 +163,7 @@ TEST_CASE("ring_scatter_reduce: rank r ends owning chunk (r+1) mod n, every cont
       });
       for (int r = 0; r < world; ++r) {
         int owned = (r + 1) % world;
-        ch04::Chunk chunk = dealt_chunk(count, world, owned);
+        Range chunk = dealt_chunk(count, world, owned);
         for (int64_t i = chunk.begin; i < chunk.end; ++i)
           if (run.data[r][i] != all_once(world))
             FAIL(world << " ranks, " << count << " floats: after scatter-reduce rank " << r << "'s chunk " << owned
@@ -182,13 +182,13 @@ TEST_CASE("ring_all_gather: every rank ends with a copy of every owner's finishe
     // rank holds 10000·(rank+1) + i, which no finished value equals.
     auto finished = [&](int64_t i) {
       for (int c = 0; c < world; ++c) {
-        ch04::Chunk ch = dealt_chunk(count, world, c);
+        Range ch = dealt_chunk(count, world, c);
         if (i >= ch.begin && i < ch.end) return float(100 * (c + 1) + i);
       }
       return -2.0f;
     };
     RingRun run = run_watched("all-gather", world, count, [&](Communicator& comm, std::vector<float>& d) {
-      ch04::Chunk mine = dealt_chunk(count, world, (comm.rank() + 1) % world);
+      Range mine = dealt_chunk(count, world, (comm.rank() + 1) % world);
       for (int64_t i = 0; i < count; ++i)
         d[i] = (i >= mine.begin && i < mine.end) ? finished(i) : float(10000 * (comm.rank() + 1) + i);
       ch04::ring_all_gather(comm, d.data(), count);

@@ -163,7 +163,7 @@ TEST_CASE("ring_all_reduce: with Avg, each element is divided once, on one rank 
     std::vector<std::vector<float>> reduced(static_cast<std::size_t>(world));  // what the scatter-reduce alone leaves
     std::vector<int> sends(static_cast<std::size_t>(world), 0);
     dpt_test::run_ranks(world, [&](Context& ctx) {
-      const ch04::Chunk own = dealt_chunk(count, world, (ctx.rank + 1) % world);
+      const Range own = dealt_chunk(count, world, (ctx.rank + 1) % world);
       std::vector<float> data(static_cast<std::size_t>(count));
       for (int64_t i = 0; i < count; ++i) data[std::size_t(i)] = input(ctx.rank, i);
       std::vector<float> alone = data;
@@ -183,7 +183,7 @@ TEST_CASE("ring_all_reduce: with Avg, each element is divided once, on one rank 
         FAIL(world << " ranks, Avg: rank " << r << " sent " << sends[std::size_t(r)] << " messages, not 2(n-1) = "
              << 2 * (world - 1) << " (the tests of each phase's steps say which phase is off)");
       const int owned = (r + 1) % world;
-      const ch04::Chunk own = dealt_chunk(count, world, owned);
+      const Range own = dealt_chunk(count, world, owned);
       for (int64_t i = own.begin; i < own.end; ++i) {
         const float sum = float(serial_sum(world, i)), mean = sum / float(world);
         const float sent = at_send[std::size_t(r)][std::size_t(i - own.begin)];
@@ -201,7 +201,7 @@ TEST_CASE("ring_all_reduce: with Avg, each element is divided once, on one rank 
       // inputs, the same deterministic ring), not that divided by n.
       for (int c = 0; c < world; ++c) {
         if (c == owned) continue;
-        const ch04::Chunk other = dealt_chunk(count, world, c);
+        const Range other = dealt_chunk(count, world, c);
         for (int64_t i = other.begin; i < other.end; ++i) {
           const float before = reduced[std::size_t(r)][std::size_t(i)], then = whole[std::size_t(r)][std::size_t(i)];
           if (before == then) continue;

@@ -64,11 +64,11 @@ void lecture(Lecture& lec) {
   std::optional<MLP> cpu_twin;
   if (on_gpu) cpu_twin.emplace(build_model(o, Device::cpu(0)));
   const MLP& checked = on_gpu ? *cpu_twin : model;
-  say.say("data: " + std::to_string(data.size()) + " samples of " + std::to_string(data.features()) +
-          " features, " + std::to_string(data.classes) + " classes (" + o.data + ")");
+  say.say(str("data: ", data.size(), " samples of ", data.features(), " features, ", data.classes, " classes (",
+              o.data, ")"));
   say.say("held-out: " + (lec.held_out().enabled() ? lec.held_out().description : "none (--eval-samples 0)"));
-  say.say("model: MLP " + o.model + ", " + std::to_string(model.num_parameters()) + " parameters (" +
-          format_bytes(double(model.num_parameters()) * 4) + ") on " + device.name());
+  say.say(str("model: MLP ", o.model, ", ", model.num_parameters(), " parameters (",
+              format_bytes(double(model.num_parameters()) * 4), ") on ", device.name()));
   if (o.steps == 0) return;
   Evaluation before = evaluate(model, data);
   int64_t probe_size = std::min<int64_t>(o.batch, data.size());  // the first batch, unshuffled
@@ -109,8 +109,7 @@ void lecture(Lecture& lec) {
   // --------------------------------------------------------------------------
   // 4. Training: forward, loss, backward, step
   say.section("4. Training: forward, loss, backward, step");
-  say.say(std::to_string(o.steps) + " steps of " + std::to_string(o.batch) + " samples, " + o.optimizer +
-          " with lr " + fmt(o.lr));
+  say.say(str(o.steps, " steps of ", o.batch, " samples, ", o.optimizer, " with lr ", fmt(o.lr)));
   auto start = std::chrono::steady_clock::now();
   std::vector<double> losses = train(o, model, data, say);
   double seconds = seconds_since(start);
@@ -123,7 +122,7 @@ void lecture(Lecture& lec) {
   Table& summary = lec.summary;  // the harness adds the held-out rows and prints it
   summary.add_row({"loss on the data set, before -> after", fixed(before.loss, 4) + " -> " + fixed(after.loss, 4)});
   summary.add_row({"accuracy, before -> after", fixed(100 * before.accuracy, 1) + "% -> " + fixed(100 * after.accuracy, 1) + "%"});
-  summary.add_row({"steps x batch", std::to_string(o.steps) + " x " + std::to_string(o.batch)});
+  summary.add_row({"steps x batch", str(o.steps, " x ", o.batch)});
   summary.add_row({"time", fixed(seconds, 2) + " s"});
   summary.add_row({"step GFLOP/s (3x forward convention)", fixed(flops / seconds / 1e9, 1)});
   summary.add_row({"peak memory on " + device.name(), format_bytes(double(device.peak_bytes()))});

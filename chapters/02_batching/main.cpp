@@ -68,8 +68,7 @@ void lecture(Lecture& lec) {
   MLP model = build_model(o, device);
   lec.keep(model);  // the batched run's model: saved and scored on the held-out set at the end
   const int64_t batch_size = o.batch;
-  say.say("data: " + std::to_string(data.size()) + " samples; model: MLP " + o.model + "; B = --batch " +
-          std::to_string(batch_size));
+  say.say(str("data: ", data.size(), " samples; model: MLP ", o.model, "; B = --batch ", batch_size));
   if (o.steps == 0) return;
   Evaluation before = evaluate(model, data);
 
@@ -84,7 +83,7 @@ void lecture(Lecture& lec) {
   GradientErrors grad_error = compare_gradients(model, first_batch, say);
   const int micro = int(std::min<int64_t>(3, batch_size));  // 3 pieces, of unequal size unless 3 divides B
   say.say("Gradient accumulation gets the same gradient from micro-batches, one pass at a\n"
-          "time (the memory of one piece): your accumulated_gradient, " + std::to_string(micro) + " micro-batches.");
+          "time (the memory of one piece): your accumulated_gradient, " + str(micro, " micro-batches."));
   double accumulation_error = compare_accumulation(model, first_batch, micro);
   say.say("max |accumulated - batch| / max |batch| = " + fmt(accumulation_error, 2));
 
@@ -125,8 +124,8 @@ void lecture(Lecture& lec) {
                    "gradient written into afterwards, is off by O(1)");
   verdicts.holds("your per_sample_gradients: one backward pass per sample, none over the whole batch",
                  grad_error.passes == first_batch.x.size(0),
-                 std::to_string(grad_error.passes) + " passes for " + std::to_string(first_batch.x.size(0)) +
-                     " samples: the mean is built from the per-sample gradients");
+                 str(grad_error.passes, " passes for ", first_batch.x.size(0),
+                     " samples: the mean is built from the per-sample gradients"));
   verdicts.at_most("your mean of the per-sample gradients vs the batch gradient, max |difference| / max |batch|",
                    grad_error.mean, 1e-4,
                    "float32 sums in another order: ~B*6e-8; a sum instead of a mean is off by B-1, a lost sample by 1/B");
@@ -137,7 +136,7 @@ void lecture(Lecture& lec) {
   const std::string b = std::to_string(batch_size);
   verdicts.holds(b + "x fewer optimizer steps (in chapter 03: syncs) with batches of " + b,
                  per_sample.updates == batch_size * batched.updates,
-                 std::to_string(per_sample.updates) + " per-sample steps vs " + std::to_string(batched.updates));
+                 str(per_sample.updates, " per-sample steps vs ", batched.updates));
   double drop = before.loss - batched.after.loss;  // no drop, no comparison: +inf fails
   if (o.optimizer == "sgd")
     verdicts.at_most("|per-sample run's loss - batched run's loss| / batched run's loss drop",

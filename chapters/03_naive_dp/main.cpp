@@ -47,7 +47,7 @@ void lecture(Lecture& lec) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   // ---- 1. Set-up: the data, the master copy, the replicas
-  say.section("1. Set-up: " + std::to_string(ctx.world) + " ranks (" + ctx.comm.backend() + ")");
+  say.section(str("1. Set-up: ", ctx.world, " ranks (", ctx.comm.backend(), ")"));
   std::optional<MLP> master;  // the master copy: only on rank 0, on its host
   if (ctx.is_root()) master.emplace(build_model(o, Device::host()));
   MLP replica = make_replica_apart(ctx, o);  // this rank's model on its device, from a seed of its own
@@ -55,12 +55,10 @@ void lecture(Lecture& lec) {
   lec.keep(replica);
   const double start_spread = replica_spread(ctx, replica);  // collective: 0 when every replica is the master
   const double gradient_bytes = double(replica.num_parameters()) * sizeof(float);  // S
-  say.say("master copy on the host of rank 0, copied to " + std::to_string(ctx.world) + " replicas on " +
-          ctx.device.name().substr(0, 3) + ":0.." + std::to_string(ctx.world - 1) + " (" +
-          format_bytes(gradient_bytes) + " each; each replica was initialised apart: only your\n"
-          "replicate_master makes them equal)");
-  say.say("global batch " + std::to_string(o.batch * ctx.world) + " = " + std::to_string(ctx.world) +
-          " shards of --batch " + std::to_string(o.batch));
+  say.say(str("master copy on the host of rank 0, copied to ", ctx.world, " replicas on ",
+              ctx.device.name().substr(0, 3), ":0..", ctx.world - 1, " (", format_bytes(gradient_bytes),
+              " each; each replica was initialised apart: only your\nreplicate_master makes them equal)"));
+  say.say(str("global batch ", o.batch * ctx.world, " = ", ctx.world, " shards of --batch ", o.batch));
   if (o.steps == 0) return;
 
   // ---- 2. Training: your step, every step, on every rank
@@ -81,10 +79,11 @@ void lecture(Lecture& lec) {
   if (lec.verify) {
     say.section("4. Is it really the same as one device?");
     const StepCheck& check = lec.step_check();
-    say.say("one device, batch " + std::to_string(o.batch * ctx.world) + ", given the run's weights before each of " +
-            std::to_string(check.checked.size()) + " steps,\ncomputed that step's gradient on the same samples: "
-            "max |g_dp - g_single| / max |g_single| = " + fmt(check.difference, 3) + "\n(step by step: whole runs "
-            "compared only at their end drift apart once a ReLU input\nsits within rounding of 0; see dpt/step_check.h)");
+    say.say(str("one device, batch ", o.batch * ctx.world, ", given the run's weights before each of ",
+                check.checked.size(), " steps,\ncomputed that step's gradient on the same samples: "
+                "max |g_dp - g_single| / max |g_single| = ", fmt(check.difference, 3), "\n(step by step: whole runs "
+                "compared only at their end drift apart once a ReLU input\nsits within rounding of 0; see "
+                "dpt/step_check.h)"));
   }
 
   // ---- 5. Summary and verdicts (the harness adds held-out accuracy and the step check, then prints)
@@ -122,7 +121,7 @@ void report_host_traffic(const Context& ctx, const Options& o, const Narrator& s
 // 5. the summary table and the verdicts
 
 void add_summary_rows(Table& summary, const Context& ctx, const Options& o, const DataParallelRun& run) {
-  summary.add_row({"ranks x batch per rank", std::to_string(ctx.world) + " x " + std::to_string(o.batch)});
+  summary.add_row({"ranks x batch per rank", str(ctx.world, " x ", o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
   summary.add_row({"time (compute / communication)", fixed(run.seconds, 2) + " s (" + fixed(run.compute_seconds, 2) +
                                                       " / " + fixed(run.sync_seconds, 2) + " s on rank 0)"});

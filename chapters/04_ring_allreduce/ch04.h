@@ -21,16 +21,9 @@
 #include <cstdint>
 
 #include "dpt/comm.h"
+#include "dpt/range.h"
 
 namespace dpt::ch04 {
-
-/// Elements [begin, end) of one chunk.
-struct Chunk {
-  int64_t begin = 0;  ///< first element of the chunk
-  int64_t end = 0;    ///< one past its last element
-  /// Number of elements (0 for an empty chunk).
-  int64_t size() const { return end - begin; }
-};
 
 /// Chunk `i` of `count` elements cut into `n` chunks, the ring's unit of work.
 ///
@@ -47,7 +40,7 @@ struct Chunk {
 ///    the chunks before it (the ring asks for 2(n−1) chunks per call, and n
 ///    may be in the thousands).
 /// (Hole: exercises/04_ring_allreduce/ring.cpp.)
-Chunk ring_chunk(int64_t count, int n, int i);
+Range ring_chunk(int64_t count, int n, int i);
 
 /// Scatter-reduce. On entry `data` holds this rank's own vector; every rank
 /// calls with the same `count`.

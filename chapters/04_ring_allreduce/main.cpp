@@ -95,7 +95,7 @@ void lecture(Lecture& lec, const Ch04Flags& f) {
 
   // ---- 6. Summary (the harness adds held-out accuracy, then prints it and the verdicts)
   Table& summary = lec.summary;
-  summary.add_row({"ranks x batch per rank", std::to_string(ctx.world) + " x " + std::to_string(o.batch)});
+  summary.add_row({"ranks x batch per rank", str(ctx.world, " x ", o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
   summary.add_row({"per rank per step, theory 2(n-1)/n*S", format_bytes(2.0 * (ctx.world - 1) / ctx.world * s)});
   summary.add_row({"ch03's host carried per step: 2(n-1)*S", format_bytes(2.0 * (ctx.world - 1) * s)});
@@ -129,7 +129,7 @@ double ring_error(Context& ctx, int64_t count, ReduceOp op, double* misplaced = 
     ch04::ring_scatter_reduce(ctx.comm, alone.data(), count);
     reduced = alone.to_vector();
   }
-  const ch04::Chunk own = ch04::ring_chunk(count, n, (ctx.rank + 1) % n);
+  const Range own = ch04::ring_chunk(count, n, (ctx.rank + 1) % n);
   std::vector<float> at_send;  // the whole vector as the first all-gather message left
   int sends = 0;
   auto watched = watch_messages(ctx.comm, [&](const Message& m) {

@@ -82,8 +82,8 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
           "yet every rank's ring must work on the same bucket at the same time. Your mark_ready, on this layout,\n"
           "with the hooks fired in 20 shuffled orders (as another rank's may fire):");
   ShuffledLaunches shuffled = launch_shuffled(layout, ctx.device, o.seed);
-  say.say("launches out of bucket order " + std::to_string(shuffled.out_of_order) + ", before their bucket was "
-          "complete " + std::to_string(shuffled.unready) + ", never launched " + std::to_string(shuffled.missing));
+  say.say(str("launches out of bucket order ", shuffled.out_of_order, ", before their bucket was complete ",
+              shuffled.unready, ", never launched ", shuffled.missing));
 
   // ---- 2. Training, buckets launched from backward's grad-ready hooks
   say.section(std::string("2. Training: ") + (f.overlap ? "each bucket all-reduced as soon as it is ready"
@@ -119,8 +119,7 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "every ring all-gather copies the same bits");
   Table& summary = lec.summary;
-  summary.add_row({"ranks x batch per rank x micro-batches", std::to_string(ctx.world) + " x " + std::to_string(o.batch) +
-                                                                 " x " + std::to_string(f.accumulate)});
+  summary.add_row({"ranks x batch per rank x micro-batches", str(ctx.world, " x ", o.batch, " x ", f.accumulate)});
   summary.add_row({"buckets (all-reduces per step)", std::to_string(nb)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
   summary.add_row({"bytes per step, all ranks", format_bytes(double(run.traffic.total_bytes()) / double(std::max<int64_t>(1, steps)))});
@@ -138,14 +137,13 @@ LayoutCheck check_layout(const std::vector<Bucket>& layout, const std::vector<in
     auto size_of = [&](int p) { return p >= 0 && std::size_t(p) < bytes.size() ? bytes[std::size_t(p)] : 0; };
     int64_t sum = 0;
     for (int p : layout[b].params) sum += size_of(p);
-    const std::string name = "bucket " + std::to_string(b) + ": " + format_bytes(double(sum)) + ", cap " +
-                             format_bytes(double(cap));
+    const std::string name = str("bucket ", b, ": ", format_bytes(double(sum)), ", cap ", format_bytes(double(cap)));
     if (layout[b].params.size() > 1 && sum > cap && c.over_cap++ == 0) c.first_over = name;
     if (b + 1 < layout.size() && !layout[b + 1].params.empty()) {
       const int64_t next = size_of(layout[b + 1].params.front());
       if (sum + next <= cap && c.not_full++ == 0)
-        c.first_not_full = name + ", and bucket " + std::to_string(b + 1) + "'s first parameter (" +
-                           format_bytes(double(next)) + ") fits";
+        c.first_not_full =
+            str(name, ", and bucket ", b + 1, "'s first parameter (", format_bytes(double(next)), ") fits");
     }
   }
   return c;

@@ -89,8 +89,8 @@ void lecture(Lecture& lec, const Ch06Flags& f) {
   if (lec.verify && !has(verified.name)) settings.push_back(verified);  // one device checks it over the same horizon
   if (params && !has(grads_mine.name)) settings.push_back(grads_mine);  // the bytes to compare with
   if (!has(mine.name)) settings.push_back(mine);
-  say.section("1. Training " + std::to_string(settings.size()) + " settings on " + std::to_string(ctx.world) +
-              " ranks (" + std::to_string(o.steps) + " steps, batch " + std::to_string(o.batch) + " per rank)");
+  say.section(str("1. Training ", settings.size(), " settings on ", ctx.world, " ranks (", o.steps, " steps, batch ",
+                  o.batch, " per rank)"));
   MLP last = make_replica(ctx, o);  // what --save-weights writes: the flags' own setting
   for (Setting& s : settings) {
     say.say("  " + s.name);
@@ -111,7 +111,7 @@ void lecture(Lecture& lec, const Ch06Flags& f) {
   // --------------------------------------------------------------------------
   // 2. What each setting computed and sent
   say.section("2. What each setting computed and sent");
-  Table table("ch06: " + std::to_string(ctx.world) + " ranks, Psi = " + std::to_string(psi) + " parameters",
+  Table table(str("ch06: ", ctx.world, " ranks, Psi = ", psi, " parameters"),
               {"setting", "final loss", "held-out acc.", "max |w - w_grads|", "averagings", "all-reduce/rank", "max drift"});
   for (const Setting& s : settings) {
     if (!s.written) { table.add_row({s.name, "not written yet", "-", "-", "-", "-", "-"}); continue; }
@@ -130,10 +130,10 @@ void lecture(Lecture& lec, const Ch06Flags& f) {
   if (local) {
     double saved = 1 - double(m.run.traffic.collective_bytes("all_reduce", 0)) /
                            double(grads_ref.run.traffic.collective_bytes("all_reduce", 0));
-    say.say("communication saved by " + m.name + ": " + fixed(100 * saved, 1) + " % (" +
-            std::to_string(m.run.averaged_at.size() + std::size_t(m.run.gradient_steps)) + " averagings in " +
-            std::to_string(o.steps) + " steps; (H-1)/H = " + fixed(100.0 * double(h.every - 1) / double(h.every), 1) +
-            " % when W = 0 and H divides the steps)");
+    say.say(str("communication saved by ", m.name, ": ", fixed(100 * saved, 1), " % (",
+                m.run.averaged_at.size() + std::size_t(m.run.gradient_steps), " averagings in ", o.steps,
+                " steps; (H-1)/H = ", fixed(100.0 * double(h.every - 1) / double(h.every), 1),
+                " % when W = 0 and H divides the steps)"));
   }
 
   // --------------------------------------------------------------------------

@@ -32,20 +32,13 @@
 #include <vector>
 
 #include "dpt/comm.h"
+#include "dpt/range.h"
 #include "dpt/tensor.h"
 
 namespace dpt::ch07 {
 
 // ----------------------------------------------------------------------------
 // the partition (partition.cpp)
-
-/// Elements [begin, end) of the flat parameter buffer.
-struct Range {
-  int64_t begin = 0;  ///< first element
-  int64_t end = 0;    ///< one past the last
-  /// Number of elements.
-  int64_t size() const { return end - begin; }
-};
 
 /// How Ψ parameters are cut into N equal shards of S floats.
 struct Partition {

@@ -75,16 +75,16 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
   }
 
   // ---- 1. The partition
-  say.section("1. One flat buffer of Ψ = " + std::to_string(part.psi) + " parameters, cut in N = " +
-              std::to_string(ctx.world) + " shards of S = " + std::to_string(part.shard));
-  say.say("Padded with " + std::to_string(part.padded - part.psi) + " zeros to N·S = " + std::to_string(part.padded) +
-          ". Rank r owns [r·S, (r+1)·S) of the parameters, gradients and Adam's m and v\n"
-          "(stage 1 shards m, v; stage 2 the gradients too; stage 3 the parameters too).");
+  say.section(str("1. One flat buffer of Ψ = ", part.psi, " parameters, cut in N = ", ctx.world, " shards of S = ",
+                  part.shard));
+  say.say(str("Padded with ", part.padded - part.psi, " zeros to N·S = ", part.padded,
+              ". Rank r owns [r·S, (r+1)·S) of the parameters, gradients and Adam's m and v\n"
+              "(stage 1 shards m, v; stage 2 the gradients too; stage 3 the parameters too)."));
   if (ctx.is_root())  // equal shards covering Ψ, and one float fewer per shard would not cover it
     lec.verdicts.holds("the partition covers all Ψ parameters in N equal shards, padded least (N·(S-1) < Ψ <= N·S)",
                        part.padded == part.shard * ctx.world && part.padded >= part.psi &&
                            (part.shard - 1) * ctx.world < part.psi,
-                       "N·S - Ψ = " + std::to_string(part.padded - part.psi) + " with N = " + std::to_string(ctx.world));
+                       str("N·S - Ψ = ", part.padded - part.psi, " with N = ", ctx.world));
   if (f.compare) {
     compare_stages(ctx, o, data, f, lec.verdicts);
     return;
@@ -139,8 +139,7 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
 
   // ---- 5. Summary (the harness adds held-out accuracy and the step check, then prints)
   Table& summary = lec.summary;
-  summary.add_row({"stage, ranks x batch per rank", std::to_string(f.stage) + ", " + std::to_string(ctx.world) + " x " +
-                                                        std::to_string(o.batch)});
+  summary.add_row({"stage, ranks x batch per rank", str(f.stage, ", ", ctx.world, " x ", o.batch)});
   summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
   summary.add_row({"peak memory, rank 0", format_bytes(run.memory.peak_total)});
   summary.add_row({"formula " + formula_text(f.stage), format_bytes(formula_bytes(f.stage, double(part.psi), ctx.world))});

@@ -9,11 +9,11 @@
 
 #include "dpt/check.h"
 #include "dpt/floats.h"
+#include "dpt/range.h"
 
 namespace dpt::ch07 {
 
 namespace {
-int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // ch07's chunk bounds are always shard_bounds's result: a broken one is
 // named here, at its first use, rather than as a fault of the hole that passed it on.
@@ -35,23 +35,26 @@ void check_bounds(const Communicator& comm, const std::vector<int64_t>& bounds) 
                                                    << "]; rank " << i - 1 << "'s part would end before it starts "
                                                       "(the bounds never decrease: shards come in rank order)");
 }
+
+// Chunk i of the ring: [bounds[i], bounds[i+1]) (checked by check_bounds).
+Range chunk(const std::vector<int64_t>& bounds, int i) {
+  return {bounds[std::size_t(i)], bounds[std::size_t(i) + 1]};
+}
 }  // namespace
 
 void ring_reduce_scatter(Communicator& comm, float* data, const std::vector<int64_t>& bounds) {
   check_bounds(comm, bounds);
   const int n = comm.size(), r = comm.rank(), right = mod(r + 1, n), left = mod(r - 1, n);
   int64_t largest = 0;
-  for (int c = 0; c < n; ++c) largest = std::max(largest, bounds[std::size_t(c) + 1] - bounds[std::size_t(c)]);
+  for (int c = 0; c < n; ++c) largest = std::max(largest, chunk(bounds, c).size());
   Floats scratch(data, n > 1 ? largest : 0);  // in data's memory: a received chunk is added where it lands
   for (int s = 0; s + 1 < n; ++s) {
     // Step s: chunk r−s−1 leaves for the right neighbour (which adds its own
     // values to it); the left neighbour's partial sum of chunk r−s−2 arrives.
     // At s = n−2 that is chunk r: complete, here, where it belongs.
-    int out = mod(r - s - 1, n), in = mod(r - s - 2, n);
-    int64_t out_begin = bounds[std::size_t(out)], in_begin = bounds[std::size_t(in)];
-    int64_t out_size = bounds[std::size_t(out) + 1] - out_begin, in_size = bounds[std::size_t(in) + 1] - in_begin;
-    comm.sendrecv(data + out_begin, out_size, right, scratch.data(), in_size, left);
-    add_floats(data + in_begin, scratch.data(), in_size);  // data[in_begin + i] += scratch[i]
+    Range out = chunk(bounds, mod(r - s - 1, n)), in = chunk(bounds, mod(r - s - 2, n));
+    comm.sendrecv(data + out.begin, out.size(), right, scratch.data(), in.size(), left);
+    add_floats(data + in.begin, scratch.data(), in.size());  // data[in.begin + i] += scratch[i]
   }
 }
 
@@ -61,10 +64,8 @@ void ring_all_gather(Communicator& comm, float* data, const std::vector<int64_t>
   for (int s = 0; s + 1 < n; ++s) {
     // Step s: we pass on chunk r−s (our own at s = 0), final, and store chunk
     // r−s−1 from the left in place.
-    int out = mod(r - s, n), in = mod(r - s - 1, n);
-    int64_t out_begin = bounds[std::size_t(out)], in_begin = bounds[std::size_t(in)];
-    comm.sendrecv(data + out_begin, bounds[std::size_t(out) + 1] - out_begin, right, data + in_begin,
-                  bounds[std::size_t(in) + 1] - in_begin, left);
+    Range out = chunk(bounds, mod(r - s, n)), in = chunk(bounds, mod(r - s - 1, n));
+    comm.sendrecv(data + out.begin, out.size(), right, data + in.begin, in.size(), left);
   }
 }
 

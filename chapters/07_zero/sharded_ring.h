@@ -3,7 +3,11 @@
 /// whatever range rank r owns (shard_bounds in ch07.h), possibly empty, and it
 /// ENDS on rank r. Chapter 04 cut a vector into near-equal chunks and let
 /// chunk (r+1) mod n finish on rank r; ZeRO's owner is fixed by the partition,
-/// so the ring starts one chunk later. Provided, not a hole.
+/// so the ring starts one chunk later. Provided, not a hole. Not chapter 04's
+/// phases under a rotation: those cut `count` into near-equal chunks, and a
+/// bucket's chunks here are the partition's (a bucket inside one shard has a
+/// single non-empty chunk); equal chunks padded to fit would send up to n−1
+/// times the bytes. Nor do chapter 07's tests need chapter 04's holes.
 ///
 /// Chunk r of `data` is [bounds[r], bounds[r+1]); bounds has comm.size()+1
 /// non-decreasing entries, bounds[0] = 0. Only sendrecv with the neighbours:

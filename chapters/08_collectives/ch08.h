@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dpt/comm.h"
+#include "dpt/range.h"
 
 namespace dpt::ch08 {
 
@@ -62,14 +63,6 @@ class Team {
   Communicator& comm_;
   std::vector<int> members_;
   int index_ = -1;
-};
-
-/// Elements [begin, end) of a vector.
-struct Range {
-  int64_t begin = 0;  ///< first element
-  int64_t end = 0;    ///< one past the last
-  /// Number of elements.
-  int64_t size() const { return end - begin; }
 };
 
 /// Blocks [first, last) of `count` elements cut into `blocks` near-equal

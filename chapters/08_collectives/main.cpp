@@ -65,8 +65,8 @@ void lecture(Lecture& lec, const Ch08Flags& f) {
   Verdicts& verdicts = lec.verdicts;
   const int g = ctx.world / f.nodes;
   // ---- 1. Does each one sum?
-  say.section("1. Does each one sum? " + std::to_string(ctx.world) + " ranks as " + std::to_string(f.nodes) +
-              " node(s) x " + std::to_string(g) + ", integer inputs, 1, 7 and 1001 floats");
+  say.section(str("1. Does each one sum? ", ctx.world, " ranks as ", f.nodes, " node(s) x ", g,
+                  ", integer inputs, 1, 7 and 1001 floats"));
   std::vector<SumCheck> sums = check_sums(ctx, f.nodes);
   sums_verdicts(say, sums, verdicts);
 
@@ -106,7 +106,7 @@ void lecture(Lecture& lec, const Ch08Flags& f) {
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   verdicts.at_most("training with " + pick + ": replicas identical, max |w_r - w_0|", spread, 0,
                    "every rank ends each all-reduce with the same bits (one owner per block, then copies)");
-  lec.summary.add_row({"ranks, nodes", std::to_string(ctx.world) + ", " + std::to_string(f.nodes)});
+  lec.summary.add_row({"ranks, nodes", str(ctx.world, ", ", f.nodes)});
   lec.summary.add_row({"all-reduce of the gradients (tuner)", pick});
   lec.summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
 }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "dpt/comm.h"
+#include "dpt/range.h"
 
 namespace dpt::ch09 {
 
@@ -47,14 +48,6 @@ enum class Mode { Sync, Async, Ssp };
 const char* mode_name(Mode mode);
 /// The Mode called `name`; throws dpt::Error on another name.
 Mode parse_mode(const std::string& name);
-
-/// Elements [begin, end) of the flat parameter vector.
-struct Range {
-  int64_t begin = 0;  ///< first element
-  int64_t end = 0;    ///< one past the last
-  /// Number of elements.
-  int64_t size() const { return end - begin; }
-};
 
 /// The roles of a world of servers + workers ranks, over Ψ = `count` parameters.
 struct Roles {

@@ -80,8 +80,7 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
 
   // ---- 1. Who is who
   const Roles roles{S, W, build_model(o, Device::host()).num_parameters()};
-  say.section("1. Who is who: " + std::to_string(S) + " server(s), " + std::to_string(W) + " worker(s), Psi = " +
-              std::to_string(roles.count) + " parameters");
+  say.section(str("1. Who is who: ", S, " server(s), ", W, " worker(s), Psi = ", roles.count, " parameters"));
   say.say(roles_text(roles));
   // Every server must get its own slice: with one server, that slice is the
   // whole gradient at offset 0 and any offset looks right, so the check runs
@@ -90,15 +89,14 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
   const std::string slices = check_slices(ctx, roles.count, probe);
   if (ctx.is_root())
     verdicts.holds("each server receives exactly its slice of a push, and each answer lands at its shard's place",
-                   slices.empty(), slices.empty() ? "one push_and_pull per worker through " + std::to_string(probe) +
-                   " server(s), every value naming its element" + (probe == 1 ? " (with 2 ranks one server can run, "
+                   slices.empty(), slices.empty() ? str("one push_and_pull per worker through ", probe,
+                   " server(s), every value naming its element", probe == 1 ? " (with 2 ranks one server can run, "
                    "whose slice starts at 0: --ranks 3 or more checks the offsets)" : "") : slices);
-  say.say("the slice check: one push_and_pull per worker through " + std::to_string(probe) + " server(s), each "
-          "value naming its element: " + (slices.empty() ? "every server got its slice, every answer its place"
-                                                          : "see the verdicts"));
+  say.say(str("the slice check: one push_and_pull per worker through ", probe, " server(s), each value naming its "
+              "element: ", slices.empty() ? "every server got its slice, every answer its place" : "see the verdicts"));
 
   // ---- 2. Synchronous: one device's step, taken by the servers
-  say.section("2. Synchronous: every step waits for all " + std::to_string(W) + " workers; the step check");
+  say.section(str("2. Synchronous: every step waits for all ", W, " workers; the step check"));
   PsConfig sync = ps_config(Mode::Sync, S, arrival_order(Mode::Sync, std::vector<double>(std::size_t(W), 1.0),
                                                          double(o.steps), 0, o.seed));  // rounds in any order
   StepRecorder recorder(lec.verify && ctx.rank == S);  // the first worker sees every step's weights
@@ -112,10 +110,9 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
     verdicts.holds("sync: each round closes on its W-th push, whatever the order (server 0's apply_push)",
                    closed_right, closes);
   }
-  say.say("the servers took " + std::to_string(synced.version) + " steps on " + std::to_string(W) + " x " +
-          std::to_string(o.batch) + " samples each in " + fixed(synced.seconds, 2) + " s" +
-          (lec.verify ? "; one device replayed " + std::to_string(check.checked.size()) + " of them (verdicts below)"
-                    : ""));
+  say.say(str("the servers took ", synced.version, " steps on ", W, " x ", o.batch, " samples each in ",
+              fixed(synced.seconds, 2), " s",
+              lec.verify ? str("; one device replayed ", check.checked.size(), " of them (verdicts below)") : ""));
 
   // ---- 3. Bytes through each server
   say.section("3. Bytes through each server per step, against W*Psi/S and the ring's 2(N-1)/N*Psi per rank");
@@ -124,16 +121,15 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
   // ---- 4. Staleness: the same number of pushes, applied on arrival
   PsConfig chosen = ps_config(mode, S, arrival_order(mode, step_time, double(o.steps), f.max_staleness, o.seed), slow,
                               f.slowdown);
-  say.section("4. " + std::string(mode_name(mode)) + (mode == Mode::Ssp ? " (max staleness " +
-              std::to_string(f.max_staleness) + ")" : "") + ": " + std::to_string(chosen.order.size()) +
-              " pushes, each an update; staleness per push" + (slow >= 0 ? ", worker " + std::to_string(slow) +
-              " " + fmt(f.slowdown) + "x slower" : ""));
+  say.section(str("4. ", mode_name(mode), mode == Mode::Ssp ? str(" (max staleness ", f.max_staleness, ")") : "",
+                  ": ", chosen.order.size(), " pushes, each an update; staleness per push",
+                  slow >= 0 ? str(", worker ", slow, " ", fmt(f.slowdown), "x slower") : ""));
   PsRun staled = run_parameter_server(ctx, o, data, chosen);
   if (ctx.is_root()) {
     std::vector<int64_t> implied = implied_staleness(mode, chosen.order);
     say.say(staleness_text(staled.staleness, implied));
-    write_staleness_plot(f.plot, std::string(mode_name(mode)) + ": pushes per staleness, " + std::to_string(W) +
-                             " workers", staled.staleness, implied);
+    write_staleness_plot(f.plot, str(mode_name(mode), ": pushes per staleness, ", W, " workers"), staled.staleness,
+                         implied);
     say.say(f.plot.empty() ? "(--plot FILE.svg draws this histogram)" : "plot: " + f.plot);
     verdicts.holds("every push's staleness = what the arrival order implies", staled.staleness == implied,
                    staleness_summary(staled.staleness) + " measured, " + staleness_summary(implied) + " implied");
@@ -141,19 +137,18 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
     plain.steps = int64_t(chosen.order.size());
     double one = accuracy(train_single_device(plain, data, o.batch), data, held_out);
     double stale = accuracy(model_of(o, staled.params), data, held_out);
-    say.say("held-out accuracy after " + std::to_string(chosen.order.size()) + " updates of " +
-            std::to_string(o.batch) + " samples: " + fixed(100 * stale, 2) + "% with this staleness, " +
-            fixed(100 * one, 2) + "% for plain SGD on one device (never stale)");
+    say.say(str("held-out accuracy after ", chosen.order.size(), " updates of ", o.batch, " samples: ",
+                fixed(100 * stale, 2), "% with this staleness, ", fixed(100 * one, 2),
+                "% for plain SGD on one device (never stale)"));
     summary.add_row({std::string(mode_name(mode)) + ": staleness mean / max", staleness_summary(staled.staleness)});
-    summary.add_row({std::string(mode_name(mode)) + " vs plain SGD, held-out acc. at " +
-                         std::to_string(chosen.order.size()) + " updates",
+    summary.add_row({str(mode_name(mode), " vs plain SGD, held-out acc. at ", chosen.order.size(), " updates"),
                      fixed(100 * stale, 2) + "% vs " + fixed(100 * one, 2) + "%"});
   }
 
   // ---- 5. A straggler: sync, async and ssp for the same time
   if (slow >= 0) {
-    say.section("5. A straggler: worker " + std::to_string(slow) + " takes " + fmt(f.slowdown) +
-                "x as long; sync, async and ssp (s = " + std::to_string(f.max_staleness) + ") for the same time");
+    say.section(str("5. A straggler: worker ", slow, " takes ", fmt(f.slowdown), "x as long; sync, async and ssp (s = ",
+                    f.max_staleness, ") for the same time"));
     std::vector<RaceLane> lanes;
     for (Mode m : {Mode::Sync, Mode::Async, Mode::Ssp}) {
       PsConfig c = ps_config(m, S, arrival_order(m, step_time, double(o.steps), f.max_staleness, o.seed), slow,
@@ -169,12 +164,12 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
     const double X = f.slowdown > 1 ? f.slowdown : 4;
     std::vector<double> times(std::size_t(W), 1.0);
     times.back() = X;
-    say.section("5. ssp's bound on the step-time clock: worker " + std::to_string(W - 1) + " " + fmt(X) +
-                "x slower, s = " + std::to_string(f.max_staleness) + " (--slow-rank runs it, beside sync and async)");
+    say.section(str("5. ssp's bound on the step-time clock: worker ", W - 1, " ", fmt(X), "x slower, s = ",
+                    f.max_staleness, " (--slow-rank runs it, beside sync and async)"));
     try {
       std::vector<int> order = arrival_order(Mode::Ssp, times, double(o.steps), f.max_staleness);
-      say.say("the fastest worker finished up to " + std::to_string(largest_lead(order, W)) + " steps more than "
-              "the slowest, in " + std::to_string(order.size()) + " pushes");
+      say.say(str("the fastest worker finished up to ", largest_lead(order, W), " steps more than the slowest, in ",
+                  order.size(), " pushes"));
       add_ssp_bound_verdict(verdicts, order, W, f.max_staleness, X, arrival_makespan(Mode::Ssp, times,
                             double(o.steps), f.max_staleness));
     } catch (const NotImplemented& e) {  // the other holes' verdicts still print
@@ -187,8 +182,7 @@ void lecture(Lecture& lec, const Ch09Flags& f) {
   // ---- 6. Summary (the harness adds the synchronous model's held-out rows, then prints)
   if (!ctx.is_root()) return;
   lec.keep(model_of(o, synced.params));
-  summary.add_row({"servers x workers x batch per worker", std::to_string(S) + " x " + std::to_string(W) + " x " +
-                                                               std::to_string(o.batch)});
+  summary.add_row({"servers x workers x batch per worker", str(S, " x ", W, " x ", o.batch)});
 }
 
 // ----------------------------------------------------------------------------

@@ -15,13 +15,12 @@ std::string roles_text(const Roles& roles) {
   std::string text;
   for (int s = 0; s < roles.servers; ++s) {
     Range r = roles.shard(s);
-    text += "server " + std::to_string(s) + " (rank " + std::to_string(roles.server_rank(s)) + "): elements [" +
-            std::to_string(r.begin) + ", " + std::to_string(r.end) + "), " + format_bytes(4.0 * double(r.size())) +
-            "; runs SGD on them\n";
+    text += str("server ", s, " (rank ", roles.server_rank(s), "): elements [", r.begin, ", ", r.end, "), ",
+                format_bytes(4.0 * double(r.size())), "; runs SGD on them\n");
   }
-  return text + "workers 0 … " + std::to_string(roles.workers - 1) + " (ranks " + std::to_string(roles.servers) +
-         " … " + std::to_string(roles.servers + roles.workers - 1) + "): each computes a gradient on its own "
-         "samples, pushes slice s to server s, pulls every shard back";
+  return text + str("workers 0 … ", roles.workers - 1, " (ranks ", roles.servers, " … ",
+                    roles.servers + roles.workers - 1, "): each computes a gradient on its own samples, pushes "
+                    "slice s to server s, pulls every shard back");
 }
 
 // ----------------------------------------------------------------------------
@@ -60,13 +59,13 @@ void add_ps_step_check_verdicts(Verdicts& v, const StepCheck& c, int workers) {
               c.start_difference == 0 ? "the servers hand out the model the flags ask for, bit for bit"
                                       : "the parameters the first worker pulled before step 0 are not the flags' model");
   const bool ok = std::isfinite(c.difference) && c.difference <= kStepGradientTolerance;
-  v.at_most("synced gradient = one device's on the global batch: max (|g - g_single| - kink allowance) / max |g_single| over " +
-                std::to_string(c.checked.size()) + " of " + std::to_string(c.steps_run) + " steps",
+  v.at_most(str("synced gradient = one device's on the global batch: max (|g - g_single| - kink allowance) / max "
+                "|g_single| over ", c.checked.size(), " of ", c.steps_run, " steps"),
             c.difference, kStepGradientTolerance,
             ok ? "g = (w_k - w_k+1)/lr read back on the first worker; float sums in another order (~1e-6 relative)" +
                      kink_note(c)
-               : "at step " + std::to_string(c.worst_step) + ", far above float rounding: the servers' step was not "
-                 "one device's SGD step on the " + std::to_string(workers) + " workers' batches as one");
+               : str("at step ", c.worst_step, ", far above float rounding: the servers' step was not one device's "
+                     "SGD step on the ", workers, " workers' batches as one"));
 }
 
 // ----------------------------------------------------------------------------
@@ -225,21 +224,19 @@ std::string round_closes_text(const std::vector<bool>& applied, const std::vecto
       if (!last) {
         std::string to_come;
         for (std::size_t k = j + 1; k < W; ++k) to_come += (k > j + 1 ? ", " : "") + std::to_string(order[r * W + k]);
-        return "round " + std::to_string(r) + " (pushes from workers " + who + ", in that order): apply_push "
-               "returned true on push " + std::to_string(j + 1) + " of " + std::to_string(W) + " (worker " +
-               std::to_string(order[r * W + j]) + "'s), with worker(s) " + to_come + " still to come. A round "
-               "closes when all W pushes are in, whatever their order";
+        return str("round ", r, " (pushes from workers ", who, ", in that order): apply_push returned true on "
+                   "push ", j + 1, " of ", W, " (worker ", order[r * W + j], "'s), with worker(s) ", to_come,
+                   " still to come. A round closes when all W pushes are in, whatever their order");
       }
-      return "round " + std::to_string(r) + " (pushes from workers " + who + ", in that order): apply_push "
-             "returned false on the round's last push (worker " + std::to_string(order[r * W + j]) + "'s): all " +
-             std::to_string(W) + " pushes were in, so the round had to close there, whatever their order";
+      return str("round ", r, " (pushes from workers ", who, ", in that order): apply_push returned false on the "
+                 "round's last push (worker ", order[r * W + j], "'s): all ", W,
+                 " pushes were in, so the round had to close there, whatever their order");
     }
   }
   ok = applied.size() == order.size();
-  if (!ok) return "apply_push ran " + std::to_string(applied.size()) + " times for " + std::to_string(order.size()) +
-                  " pushes";
-  return std::to_string(rounds) + " rounds, each closed on its last push; in " + std::to_string(last_not_highest) +
-         " of them the last was not worker " + std::to_string(workers - 1) + "'s";
+  if (!ok) return str("apply_push ran ", applied.size(), " times for ", order.size(), " pushes");
+  return str(rounds, " rounds, each closed on its last push; in ", last_not_highest,
+             " of them the last was not worker ", workers - 1, "'s");
 }
 
 // ----------------------------------------------------------------------------

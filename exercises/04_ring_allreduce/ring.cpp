@@ -12,7 +12,7 @@ namespace dpt::ch04 {
 
 // ring_chunk: the postconditions (tiling, sizes, order, cost) pin every chunk
 // down. Try count = 10 with n = 4, and count = 2 with n = 3, on paper first.
-Chunk ring_chunk(int64_t count, int n, int i) {
+Range ring_chunk(int64_t count, int n, int i) {
   (void)count, (void)n, (void)i;
   throw NotImplemented("ch04: ring_chunk — see exercises/04_ring_allreduce/ring.cpp");
 }
@@ -20,7 +20,8 @@ Chunk ring_chunk(int64_t count, int n, int i) {
 // The two phases. Which chunk a rank sends and receives at each step is yours
 // to work out: draw 3 or 4 ranks on paper first. What you have: comm.send /
 // recv / sendrecv (dpt/comm/communicator.h); dpt::Floats, dpt::add_floats
-// (dpt/floats.h) for scratch beside `data` and adding into it.
+// (dpt/floats.h) for scratch beside `data` and adding into it; dpt::mod
+// (dpt/range.h).
 // `build/.../ch04_ring_allreduce --ranks 4` draws your ring's state step by
 // step before anything else.
 void ring_scatter_reduce(Communicator& comm, float* data, int64_t count) {

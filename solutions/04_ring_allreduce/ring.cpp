@@ -18,14 +18,10 @@
 
 namespace dpt::ch04 {
 
-namespace {
-int mod(int a, int n) { return ((a % n) + n) % n; }
-}  // namespace
-
 // count = base·n + extra with 0 ≤ extra < n: the first `extra` chunks take
 // base + 1 elements, the rest base. Chunk i starts after i chunks of base
 // and min(i, extra) extra elements.
-Chunk ring_chunk(int64_t count, int n, int i) {
+Range ring_chunk(int64_t count, int n, int i) {
   DPT_CHECK(count >= 0 && n >= 1 && i >= 0 && i < n,
             "ring_chunk: asked for chunk " << i << " of " << n << " over " << count
                                            << " elements; needs count >= 0, n >= 1 and 0 <= i < n");
@@ -39,8 +35,8 @@ void ring_scatter_reduce(Communicator& comm, float* data, int64_t count) {
   const int right = mod(r + 1, n), left = mod(r - 1, n);
   Floats scratch(data, ring_chunk(count, n, 0).size());  // in data's memory; chunk 0 is the largest
   for (int s = 0; s + 1 < n; ++s) {
-    Chunk out = ring_chunk(count, n, mod(r - s, n));
-    Chunk in = ring_chunk(count, n, mod(r - s - 1, n));
+    Range out = ring_chunk(count, n, mod(r - s, n));
+    Range in = ring_chunk(count, n, mod(r - s - 1, n));
     // Meanwhile the left neighbour sends us its partial sum of chunk `in`,
     // and the right neighbour receives ours of chunk `out`.
     comm.sendrecv(data + out.begin, out.size(), right, scratch.data(), in.size(), left);
@@ -52,8 +48,8 @@ void ring_all_gather(Communicator& comm, float* data, int64_t count) {
   const int n = comm.size(), r = comm.rank();
   const int right = mod(r + 1, n), left = mod(r - 1, n);
   for (int s = 0; s + 1 < n; ++s) {
-    Chunk out = ring_chunk(count, n, mod(r + 1 - s, n));
-    Chunk in = ring_chunk(count, n, mod(r - s, n));
+    Range out = ring_chunk(count, n, mod(r + 1 - s, n));
+    Range in = ring_chunk(count, n, mod(r - s, n));
     // Finished chunks circulate: what arrives from the left is final, so it
     // lands in place, over our partial copy.
     comm.sendrecv(data + out.begin, out.size(), right, data + in.begin, in.size(), left);
@@ -69,7 +65,7 @@ void ring_all_reduce(Communicator& comm, float* data, int64_t count, ReduceOp op
   const int n = comm.size();
   ring_scatter_reduce(comm, data, count);
   if (op == ReduceOp::Avg) {
-    const Chunk owned = ring_chunk(count, n, (comm.rank() + 1) % n);
+    const Range owned = ring_chunk(count, n, (comm.rank() + 1) % n);
     divide_floats(data + owned.begin, owned.size(), float(n));
   }
   ring_all_gather(comm, data, count);

@@ -97,7 +97,7 @@ TEST_CASE("ring scatter-reduce on cuda:0: rank r owns the full sum of chunk (r+1
       check_all_ok(on_rank_threads(world, "cpu", [&](Context& ctx) {
         Tensor data = Tensor::from_vector({count}, contribution(ctx.rank, count), Device::cuda(0));
         ch04::ring_scatter_reduce(ctx.comm, data.data(), count);
-        ch04::Chunk owned = ch04::ring_chunk(count, ctx.world, (ctx.rank + 1) % ctx.world);
+        Range owned = ch04::ring_chunk(count, ctx.world, (ctx.rank + 1) % ctx.world);
         std::vector<float> got = data.to_vector(), sum = serial_reduce(ctx.world, count, 0, ReduceOp::Sum);
         return first_difference(std::vector<float>(got.begin() + owned.begin, got.begin() + owned.end),
                                 std::vector<float>(sum.begin() + owned.begin, sum.begin() + owned.end));

@@ -19,10 +19,10 @@ namespace dpt_test {
 // deal the elements out one at a time to the chunks 0, 1, …, n−1, 0, 1, …
 // (sizes differ by at most one, the larger first), then lay the chunks end
 // to end.
-inline dpt::ch04::Chunk dealt_chunk(int64_t count, int n, int i) {
+inline dpt::Range dealt_chunk(int64_t count, int n, int i) {
   std::vector<int64_t> sizes(std::size_t(n), 0);
   for (int64_t e = 0; e < count; ++e) ++sizes[std::size_t(e % n)];
-  dpt::ch04::Chunk chunk;
+  dpt::Range chunk;
   for (int c = 0; c < i; ++c) chunk.begin += sizes[std::size_t(c)];
   chunk.end = chunk.begin + sizes[std::size_t(i)];
   return chunk;

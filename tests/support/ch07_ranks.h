@@ -27,7 +27,7 @@ inline dpt::ch07::Partition ceil_partition(int64_t psi, int world) {
 /// the stage and layer holes consume its result, and their own tests would
 /// otherwise report its fault as theirs. The oracle counts, element by
 /// element, which shard each element of the range lies in (x / S).
-inline void require_shard_bounds(const dpt::ch07::Partition& part, dpt::ch07::Range range) {
+inline void require_shard_bounds(const dpt::ch07::Partition& part, dpt::Range range) {
   std::vector<int64_t> want(std::size_t(part.world) + 1, 0);
   for (int64_t x = range.begin; x < range.end; ++x) ++want[std::size_t(x / part.shard) + 1];
   for (std::size_t r = 1; r < want.size(); ++r) want[r] += want[r - 1];
@@ -65,7 +65,7 @@ inline dpt::Tensor on_device(dpt::Context& ctx, const std::vector<float>& values
 
 // What each stage keeps, written out here (the oracle; the trainer allocates the same).
 inline dpt::ch07::ZeroState state_for(dpt::Context& ctx, const dpt::ch07::Partition& part, int stage,
-                                      std::vector<dpt::ch07::Range> layers = {}) {
+                                      std::vector<dpt::Range> layers = {}) {
   dpt::ch07::ZeroState s{ctx.comm, ctx.device};
   s.part = part, s.stage = stage, s.layers = layers;
   const int64_t P = part.padded, S = part.shard;

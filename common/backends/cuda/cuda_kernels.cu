@@ -28,6 +28,7 @@
 #include "dpt/gpu.h"
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
+#include "library_check.h"
 
 namespace dpt {
 

@@ -7,6 +7,7 @@
 
 #include "dpt/check.h"
 #include "dpt/gpu.h"
+#include "library_check.h"
 
 namespace dpt {
 namespace cuda {

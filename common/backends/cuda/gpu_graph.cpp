@@ -8,6 +8,7 @@
 
 #include "dpt/check.h"
 #include "dpt/gpu.h"
+#include "library_check.h"
 
 namespace dpt::gpu {
 

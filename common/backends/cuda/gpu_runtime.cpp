@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dpt/check.h"
+#include "library_check.h"
 
 namespace dpt::gpu {
 

@@ -10,6 +10,7 @@
 // Avg is MPI_SUM then a division by size(); Max is MPI_MAX.
 #include <cstring>
 
+#include "library_check.h"
 #include "mpi/mpi_backend.h"
 
 namespace dpt {

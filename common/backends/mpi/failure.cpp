@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "library_check.h"
 #include "mpi/mpi_backend.h"
 
 namespace dpt {

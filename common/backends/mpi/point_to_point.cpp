@@ -7,6 +7,7 @@
 // TCP) an MPI_Isend completes only once its receive is posted: rendezvous.
 #include <algorithm>
 
+#include "library_check.h"
 #include "mpi/mpi_backend.h"
 
 namespace dpt {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "library_check.h"
 #include "mpi/mpi_backend.h"
 
 namespace dpt {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "library_check.h"
 #include "nccl/nccl_backend.h"
 
 namespace dpt {

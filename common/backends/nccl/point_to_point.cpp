@@ -6,6 +6,7 @@
 // so every send is a rendezvous (a ring of blocking send-then-recv times out,
 // as the contract warns; sendrecv is one NCCL group, safe on a ring). NCCL has
 // no tags either: `tag` only appears in timeout messages.
+#include "library_check.h"
 #include "nccl/nccl_backend.h"
 
 namespace dpt {

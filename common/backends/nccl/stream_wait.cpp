@@ -4,6 +4,7 @@
 // timeout, or a peer's failure, so no rank hangs on a GPU kernel or a
 // connection waiting for a peer that is gone; then the NCCL communicator is
 // aborted, the only way to end such a wait.
+#include "library_check.h"
 #include "nccl/nccl_backend.h"
 
 namespace dpt {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,17 @@ class Table {
 std::string fmt(double value, int digits = 4);
 /// `value` with `decimals` digits after the point ("3.14").
 std::string fixed(double value, int decimals = 2);
+
+/// Its arguments one after another, as `<<` writes them: a sentence of words
+/// and counts, `str("worker ", w, " of ", W)` = "worker 2 of 4". Integers
+/// read as std::to_string writes them; give a floating-point value its
+/// digits with fmt() or fixed() first.
+template <typename... Parts>
+std::string str(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
 
 /// Writes one JSON object per line (JSONL) to a file; does nothing without a
 /// path. Like every output (output_file.h) the lines go to a temporary file
