@@ -1,7 +1,6 @@
 // team.cpp — what chapter 08 provides around the algorithms: a team (part of
-// the world, addressed by index), blocks of a vector, and the pairwise
+// the world, addressed by index), powers of two, and the pairwise
 // reduce-scatter and all-gather the two-level all-reduce runs inside a node.
-#include "ch04.h"
 #include "ch08.h"
 #include "dpt/check.h"
 #include "dpt/floats.h"
@@ -43,15 +42,7 @@ void Team::sendrecv(const float* send_buf, int64_t send_count, int to, float* re
 }
 
 // ----------------------------------------------------------------------------
-// blocks
-
-Range block_range(int64_t count, int blocks, int first, int last) {
-  DPT_CHECK(blocks >= 1 && first >= 0 && first <= last && last <= blocks,
-            "block_range: blocks [" << first << ", " << last << ") of " << blocks);
-  // A run of blocks begins where its first block begins: chapter 04's chunks.
-  auto start = [&](int i) { return i < blocks ? ch04::ring_chunk(count, blocks, i).begin : count; };
-  return {start(first), start(last)};
-}
+// powers of two
 
 int power_of_two_below(int n) {
   DPT_CHECK(n >= 1, "power_of_two_below: n = " << n);
