@@ -11,7 +11,7 @@
 //
 // What it leaves out: overlapping the all-reduce with backward (chapter 05),
 // trees for latency-bound sizes, and careful benchmarking (bench_allreduce:
-// more sizes, a pieced ring, memcpy as the ceiling; theory in bench/README.md).
+// more sizes, memcpy as the ceiling; theory in bench/README.md).
 //
 // Run it:
 //     build/reference/bin/ch04_ring_allreduce --ranks 3                 # explain, check, time, train
