@@ -9,7 +9,8 @@
 //                (gather to rank 0, average, send back);
 //   ring         chapter 04's ring_all_reduce (Avg): the exercise;
 //   ring pieced  beyond the exercise: the same ring moving each chunk in
-//                cache-sized pieces (ring_pieced.h), same peers and bytes;
+//                cache-sized pieces (ring_pieced.h), same peers and bytes
+//                (instructor's repository only: not in a student handout);
 //   library      comm.all_reduce (Avg): the backend's own collective (under
 //                --comm mpi, Open MPI's all-reduce, then ÷n);
 //   memcpy       every rank copying S bytes between two buffers of its own,
@@ -61,7 +62,9 @@
 #include "dpt/report.h"
 #include "dpt/timing.h"
 #include "machine.h"
-#include "ring_pieced.h"
+#ifdef DPT_BENCH_PIECED
+#include "ring_pieced.h"  // instructor's repository only (bench/CMakeLists.txt)
+#endif
 
 using namespace dpt;
 
@@ -95,6 +98,14 @@ struct Algorithm {
   std::vector<double> per_call;  // seconds per call, one entry per window
 };
 
+// The pieced ring is a chapter 04 solution: the instructor's repository has
+// it, a student handout does not (bench/CMakeLists.txt).
+#ifdef DPT_BENCH_PIECED
+constexpr bool has_pieced = true;
+#else
+constexpr bool has_pieced = false;
+#endif
+
 // --set and --nodes: which algorithms run, and chapter 08's node count.
 std::string g_set = "ch04";
 int g_nodes = 1;
@@ -115,7 +126,7 @@ std::vector<Algorithm> algorithms() {
     all.push_back({"library", [](Context& ctx, Buffers& b) { ctx.comm.all_reduce(b.data.data(), b.count, ReduceOp::Avg); }});
     return all;
   }
-  return {
+  std::vector<Algorithm> all = {
       {"naive", [](Context& ctx, Buffers& b) {
          std::copy(b.data.begin(), b.data.end(), b.grad.data());
          std::vector<Tensor> grads = {b.grad};
@@ -123,11 +134,14 @@ std::vector<Algorithm> algorithms() {
          std::copy(b.grad.data(), b.grad.data() + b.count, b.data.begin());
        }},
       {"ring", [](Context& ctx, Buffers& b) { ch04::ring_all_reduce(ctx.comm, b.data.data(), b.count, ReduceOp::Avg); }},
-      {"ring pieced", [](Context& ctx, Buffers& b) {
-         dpt_bench::pieced_ring_all_reduce(ctx.comm, b.data.data(), b.count, ReduceOp::Avg); }},
       {"library", [](Context& ctx, Buffers& b) { ctx.comm.all_reduce(b.data.data(), b.count, ReduceOp::Avg); }},
       {"memcpy", [](Context&, Buffers& b) { std::memcpy(b.copy_to.data(), b.copy_from.data(), 4 * std::size_t(b.count)); },
        false}};
+#ifdef DPT_BENCH_PIECED
+  all.insert(all.begin() + 2, Algorithm{"ring pieced", [](Context& ctx, Buffers& b) {
+                                 dpt_bench::pieced_ring_all_reduce(ctx.comm, b.data.data(), b.count, ReduceOp::Avg); }});
+#endif
+  return all;
 }
 
 // ----------------------------------------------------------------------------
@@ -217,7 +231,9 @@ std::vector<std::string> headers() {
       if (a.name != "library") h.push_back(std::string(1, ch08::algorithm_letter(a.name)) + "/lib");
     return h;
   }
-  h.insert(h.end(), {"ring/library", "pieced/ring", "ring/memcpy"});
+  h.push_back("ring/library");
+  if (has_pieced) h.push_back("pieced/ring");
+  h.push_back("ring/memcpy");
   return h;
 }
 
@@ -234,7 +250,7 @@ Row result_row(std::vector<Algorithm>& all, int64_t count, int world) {
     return row;
   }
   add_ratio(row, "ring_over_library", bw["ring"], bw["library"]);
-  add_ratio(row, "pieced_over_ring", bw["ring pieced"], bw["ring"]);
+  if (has_pieced) add_ratio(row, "pieced_over_ring", bw["ring pieced"], bw["ring"]);
   add_ratio(row, "ring_busbw_over_memcpy", bw["ring"], bw["memcpy"]);
   return row;
 }

@@ -64,7 +64,7 @@ std::string launch_problem(const std::vector<Bucket>& layout, int params, const 
     fired.push_back(p);
     mark_ready(state, p);
     if (!problem.empty()) return problem;
-    // Oracle: the longest prefix of complete buckets has launched.
+    // Oracle: after this hook no bucket the contract already let go still waits.
     std::size_t may = 0;
     while (may < layout.size() && complete(int(may)) < 0) ++may;
     if (launched.size() < may)
@@ -200,6 +200,32 @@ TEST_CASE("wait_and_unpack: a parameter with no gradient is an error naming it a
       FAIL_CHECK("the error must name the parameter that got no gradient (fc0.bias) and its bucket (bucket 1)");
     if (!work->finished) FAIL_CHECK("the error came before launched bucket 0's all-reduce had finished: it writes "
                                   "state.flat, and the other ranks' rings wait for this rank's part of it");
+  }
+}
+
+TEST_CASE("wait_and_unpack: the error waits for a launched bucket that comes after the unlaunched one",
+          "[ch05][needs:wait_and_unpack]") {
+  // Bucket 0 (params 3, 2) not launched: fc1.weight (#2) never became ready. Bucket 1 (params 1, 0) launched,
+  // by hand: a state no rule of mark_ready leaves, but the contract's "every bucket that did launch" is all of them.
+  BucketState state = make_bucket_state({{{3, 2}, 8}, {{1, 0}, 8}}, Device::host(), [](int) {});
+  auto work = std::make_shared<SlowWork>(state.flat[1], std::vector<float>{1, 2});
+  state.work[1] = work;
+  state.launched[1] = true;
+  for (int p : {3, 1, 0}) state.ready[std::size_t(p)] = true;
+  std::vector<Tensor> grads;
+  for (int i = 0; i < 4; ++i) grads.push_back(Tensor::zeros({1}, Device::host()));
+  try {
+    wait_and_unpack(state, grads, {"fc0.weight", "fc0.bias", "fc1.weight", "fc1.bias"});
+    FAIL("wait_and_unpack returned although bucket 0 was never launched (parameter fc1.weight, #2, never became "
+         "ready): that must be a dpt::Error naming the parameter and its bucket");
+  } catch (const Error& e) {
+    std::string message = e.what();
+    INFO("its error: " << message);
+    if (message.find("fc1.weight") == std::string::npos || message.find("bucket 0") == std::string::npos)
+      FAIL_CHECK("the error must name the parameter that got no gradient (fc1.weight) and its bucket (bucket 0)");
+    if (!work->finished) FAIL_CHECK("the error came before launched bucket 1's all-reduce had finished: every "
+                                  "bucket that launched, wherever it sits in the layout, still writes state.flat, "
+                                  "and the other ranks' rings wait for this rank's part of it");
   }
 }
 

@@ -7,7 +7,8 @@ Those numbers drift whenever code moves (four sessions found them wrong by
 hand). This checks each against the file: a table row's path from the
 repository root, a prose file name in the page's own chapter folders
 (chapters/NN_x/, exercises/NN_x/, then common/). A name no folder holds is an
-error too. Exit 0 when all match, 1 listing each mismatch, 77 (skipped) in a
+error too, and a reading path's total ("**Reading path** (..., N lines)", "N lines in K
+files") must be the sum of the table below it. Exit 0 when all match, 1 listing each mismatch, 77 (skipped) in a
 handout: there the student's filled holes change exercises/' counts.
 """
 import glob
@@ -15,7 +16,10 @@ import os
 import re
 import sys
 
+TOTAL = re.compile(r"Reading path\*\*[^\n]*?(\d[\d,]*) lines|(\d[\d,]*) lines in \d+ files")
 ROW = re.compile(r"^\|\s*`([^`\s]+)`\s*\|\s*(\d[\d,]*)\s*\|")
+# Any reading-path row, for the total: "| `a.h`, the loop in `a.cpp` | 44 + 40 |" too.
+ANY_ROW = re.compile(r"^\|[^|]*`[^|]*\|\s*(\d[\d,]*(?:\s*\+\s*\d[\d,]*)*)\s*\|")
 PROSE = re.compile(r"`([A-Za-z0-9_./-]+\.(?:cpp|h|cuh|cu|py|md))` \((\d[\d,]*)(?: lines)?[,)]")
 
 
@@ -43,6 +47,20 @@ def check(root):
             text = f.read().splitlines()
         for number, line in enumerate(text, 1):
             where = f"{os.path.relpath(page, root)}:{number}"
+            total = TOTAL.search(line)
+            if total:
+                rows, seen_table = [], False
+                for later in text[number:]:
+                    if later.startswith("|"):
+                        seen_table = True
+                        m = ANY_ROW.match(later)
+                        if m:
+                            rows.append(sum(int(n.replace(",", "")) for n in m.group(1).split("+")))
+                    elif seen_table:
+                        break
+                said = int((total.group(1) or total.group(2)).replace(",", ""))
+                if rows and sum(rows) != said:
+                    errors.append(f"{where}: the reading path says {said} lines in all; its table sums to {sum(rows)}")
             row = ROW.match(line)
             if row and "/" in row.group(1):
                 path = os.path.join(root, row.group(1))

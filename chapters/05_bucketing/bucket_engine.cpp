@@ -59,11 +59,7 @@ void BucketEngine::on_ready(int p, bool unused) {
     return;
   }
   mark_ready(state, p);
-  // The record's own oracle: every bucket of the longest complete prefix
-  // should have launched by now (they may; waiting only hides less).
-  std::size_t may = 0;
-  while (may < state.buckets.size() && complete(int(may))) ++may;
-  if (order.size() < may) ++held_back;
+  if (waited_too_long()) ++held_back;  // the record's own count (step_record.cpp)
 }
 
 bool BucketEngine::complete(int b) const {

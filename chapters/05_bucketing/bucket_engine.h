@@ -72,7 +72,7 @@ struct BucketEngine : std::enable_shared_from_this<BucketEngine> {
   std::vector<Clock::time_point> comm_end;    ///< bucket → its all-reduce's end
   std::vector<int> order;                   ///< buckets in launch order
   int launched_unready = 0;  ///< buckets launched before every gradient in them was ready (must stay 0)
-  int held_back = 0;         ///< hooks after which a launchable prefix of buckets had not all launched
+  int held_back = 0;         ///< hooks after which a bucket that could have launched still waited
 
   /// An engine for the rank `c`.
   explicit BucketEngine(const Context& c) : ctx(c) {}
@@ -90,6 +90,8 @@ struct BucketEngine : std::enable_shared_from_this<BucketEngine> {
   void on_ready(int p, bool unused = false);
   /// Every gradient of bucket b has been ready this step.
   bool complete(int b) const;
+  /// After a hook: a bucket that could have launched had not (step_record.cpp).
+  bool waited_too_long() const;
   /// state.launch: pack bucket b, queue its ring all-reduce.
   void launch(int b);
   /// On a GPU: an event after the pack on the compute stream, which the

@@ -52,7 +52,7 @@ struct BucketStep {
   bool in_order = true;    ///< buckets launched as 0, 1, 2, …
   int launched_unready = 0;  ///< buckets launched while one of their gradients was not ready
   int launched_early = 0;    ///< buckets launched before the step's last gradient was ready
-  int held_back = 0;         ///< times a hook returned while a complete bucket (all lower ones complete too) had not launched
+  int held_back = 0;         ///< times a hook returned while a bucket that could have launched still waited
 };
 
 /// What a bucketed run measured on this rank.

@@ -31,8 +31,10 @@
 // Its own flags: ch05_flags.cpp. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error,
 // 2 a bad flag.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <memory>
 
 #include "bucketed_training.h"
 #include "ch05.h"
@@ -55,6 +57,7 @@ struct ShuffledLaunches {
   int missing = 0;       // buckets never launched once every parameter was ready
 };
 ShuffledLaunches launch_shuffled(const std::vector<Bucket>& layout, Device& device, uint64_t seed);
+std::string unpack_one_missing(const std::vector<Bucket>& layout, const MLP& model, Device& device);
 void print_steps(const BucketedRun& run);
 void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, Verdicts& v);
 void sweep_bucket_sizes(Context& ctx, const Options& o, const Dataset& data, const Ch05Flags& f);
@@ -82,8 +85,12 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
           "yet every rank's ring must work on the same bucket at the same time. Your mark_ready, on this layout,\n"
           "with the hooks fired in 20 shuffled orders (as another rank's may fire):");
   ShuffledLaunches shuffled = launch_shuffled(layout, ctx.device, o.seed);
-  say.say(str("launches out of bucket order ", shuffled.out_of_order, ", before their bucket was complete ",
-              shuffled.unready, ", never launched ", shuffled.missing));
+  say.say(str("launches out of the order every rank shares ", shuffled.out_of_order,
+              ", before their bucket was complete ", shuffled.unready, ", never launched ", shuffled.missing));
+  const std::string unpacked = unpack_one_missing(layout, replica, ctx.device);
+  say.say("Your wait_and_unpack when a parameter got no gradient (bucket 0 never launched, every other bucket "
+          "launched): " + (unpacked.empty() ? std::string("an error naming it, after the launched buckets finished")
+                                            : unpacked));
 
   // ---- 2. Training, buckets launched from backward's grad-ready hooks
   say.section(std::string("2. Training: ") + (f.overlap ? "each bucket all-reduced as soon as it is ready"
@@ -110,10 +117,13 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
                    caps.over_cap ? caps.first_over : "only a single parameter larger than the cap may pass it");
   verdicts.at_most("buckets closed while the next bucket's first parameter still fitted under their cap",
                    caps.not_full, 0, caps.not_full ? caps.first_not_full : "the buckets backward completes first are full");
-  verdicts.at_most("your mark_ready, hooks in 20 shuffled orders: launches out of bucket order, before complete, "
-                       "or never",
+  verdicts.at_most("your mark_ready, hooks in 20 shuffled orders: launches out of the order every rank shares, "
+                       "before complete, or never",
                    shuffled.out_of_order + shuffled.unready + shuffled.missing, 0,
                    "another rank's hooks may fire in any of these orders, and its k-th all-reduce meets yours");
+  verdicts.holds("your wait_and_unpack, a parameter never marked ready: an error naming it and its bucket, after "
+                 "every launched bucket finished",
+                 unpacked.empty(), unpacked);
   add_ring_traffic_verdicts(verdicts, run.traffic, s / double(nb), nb * steps, "training");
   verdicts.holds("the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
@@ -147,6 +157,54 @@ LayoutCheck check_layout(const std::vector<Bucket>& layout, const std::vector<in
     }
   }
   return c;
+}
+
+// wait_and_unpack's error path, which training at the defaults never takes
+// (every parameter gets its gradient): bucket 0 never launched, its first
+// parameter never marked ready, every other bucket launched by hand with an
+// all-reduce that finishes when waited for. "" when the error names that
+// parameter and "bucket 0" after every launched bucket finished; else what
+// went wrong, in words.
+namespace {
+struct FinishedOnWait : Work {
+  bool finished = false;
+  void wait() override { finished = true; }
+  bool done() override { return finished; }
+};
+}  // namespace
+
+std::string unpack_one_missing(const std::vector<Bucket>& layout, const MLP& model, Device& device) {
+  BucketState state = make_bucket_state(layout, device, [](int) {});
+  std::vector<std::shared_ptr<FinishedOnWait>> works;
+  for (std::size_t b = 1; b < layout.size(); ++b) {
+    works.push_back(std::make_shared<FinishedOnWait>());
+    state.work[b] = works.back();
+    state.launched[b] = true;
+  }
+  std::fill(state.ready.begin(), state.ready.end(), true);
+  const int missing = layout.front().params.front();
+  state.ready[std::size_t(missing)] = false;
+  std::vector<Tensor> grads;
+  std::vector<std::string> names;
+  for (const auto& named : model.named_parameters()) {
+    grads.push_back(Tensor::zeros(named.tensor.shape(), device));
+    names.push_back(named.name);
+  }
+  const std::string name = names[std::size_t(missing)];
+  try {
+    wait_and_unpack(state, grads, names);
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (std::size_t i = 0; i < works.size(); ++i)
+      if (!works[i]->finished)
+        return "the error came before launched bucket " + std::to_string(i + 1) + " was waited for";
+    if (message.find(name) == std::string::npos || message.find("bucket 0") == std::string::npos)
+      return "the error must name " + name + " and bucket 0; it said: " + message;
+    return "";
+  }
+  return "it returned although bucket 0 never launched (" + name + " got no gradient)";
 }
 
 ShuffledLaunches launch_shuffled(const std::vector<Bucket>& layout, Device& device, uint64_t seed) {
@@ -224,7 +282,7 @@ void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, V
   for (std::size_t i = 0; i < filled.size(); ++i) reverse = reverse && filled[i] == int(filled.size() - 1 - i);
   v.holds("buckets hold every parameter once, in reverse parameters() order", reverse,
           reverse ? "the order backward finishes them" : "then the first bucket waits for the whole backward");
-  v.at_most("steps whose buckets did not launch in bucket order (worst rank)", out_of_order, 0,
+  v.at_most("steps whose buckets did not launch in the order every rank shares (worst rank)", out_of_order, 0,
             "ranks pair their collectives by issue order: every rank must issue the same buckets in the same order, "
             "whatever order its own hooks fire in");
   v.at_most("buckets launched before their last gradient was ready (worst rank)", unready, 0,

@@ -46,6 +46,14 @@ BucketStep BucketEngine::summarise(Clock::time_point bw_start, Clock::time_point
   return s;
 }
 
+// After a hook: did a bucket the contract already allowed to launch still
+// wait? (Not wrong: it only hides less of backward.)
+bool BucketEngine::waited_too_long() const {
+  std::size_t may = 0;
+  while (may < state.buckets.size() && complete(int(may))) ++may;
+  return order.size() < may;
+}
+
 // backward_s, comm_s, hidden_s from the events, in seconds on the GPU's
 // clock. Every event was recorded after the anchor, on its stream or (a
 // ring's, via its pack) after it: each time below is >= 0. Waiting on the

@@ -66,8 +66,8 @@ class Team {
 };
 
 /// Blocks [first, last) of `count` elements cut into `blocks` near-equal
-/// blocks (chapter 04's chunks: the first count mod blocks have one more
-/// element): one contiguous range. `block_range(count, p, i, i + 1)` is block i.
+/// blocks (block i is chapter 04's `ring_chunk(count, blocks, i)`): one
+/// contiguous range. `block_range(count, p, i, i + 1)` is block i.
 Range block_range(int64_t count, int blocks, int first, int last);
 
 /// The largest power of two <= n (n >= 1).

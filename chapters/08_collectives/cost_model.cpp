@@ -6,6 +6,7 @@
 #include "cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -14,9 +15,14 @@
 
 namespace dpt::ch08 {
 
+namespace {
+double latency_s(const LinkModel& link) { return link.latency_us * 1e-6; }       // seconds per message
+double per_byte(const LinkModel& link) { return link.gbps > 0 ? 8.0 / (link.gbps * 1e9) : 0.0; }  // per byte
+}  // namespace
+
 double Cluster::seconds(int a, int b, double bytes) const {
   const LinkModel& link = same_node(a, b) ? intra : inter;
-  return link.latency_us * 1e-6 + (link.gbps > 0 ? 8.0 * bytes / (link.gbps * 1e9) : 0.0);
+  return latency_s(link) + bytes * per_byte(link);
 }
 
 // ----------------------------------------------------------------------------
@@ -127,17 +133,17 @@ double recursive_doubling(const Cluster& c, double s) {
   return t;
 }
 
+// Halving-doubling from its cost on paper, not from a schedule (which partner
+// comes when is a hole): 2 lg p steps sending (p-1)/p of S in each phase, plus
+// the fold's two whole-vector messages when n > p. Every step is charged the
+// slowest link the team of the first p ranks spans, and the fold the slowest
+// of the world's: exact on one tier, an upper bound on two.
 double halving_doubling(const Cluster& c, double s) {
   const int n = c.ranks, p = power_of_two_below(n);
-  Pairs fold;
-  for (int e = p; e < n; ++e) fold.push_back({e, e - p});
-  double t = n > p ? 2 * step(c, fold, s) : 0;
-  for (int d = p / 2; d >= 1; d /= 2) {  // halves of S/2, S/4, … S/p, twice
-    Pairs pairs;
-    for (int q = 0; q < p; ++q) pairs.push_back({q, q ^ d});
-    t += 2 * step(c, pairs, s * d / p);
-  }
-  return t;
+  if (n == 1) return 0;
+  const LinkModel& team = c.same_node(0, p - 1) ? c.intra : c.inter;  // the first p ranks
+  double t = 2 * std::log2(double(p)) * latency_s(team) + 2.0 * (p - 1) / p * s * per_byte(team);
+  return n > p ? t + 2 * c.seconds(0, n - 1, s) : t;  // the fold: the world's slowest link
 }
 
 double tree(const Cluster& c, double s) {
@@ -150,13 +156,13 @@ double tree(const Cluster& c, double s) {
   return t;
 }
 
+// Two-level from the page's table: 2(G-1) steps of S/G inside a node, then
+// halving-doubling's cost on paper for S/G among K ranks, one per node.
 double two_level(const Cluster& c, double s) {
   const int g = c.per_node(), k = c.nodes;
-  Pairs inside;
-  for (int i = 0; i < g; ++i) inside.push_back({i, (i + 1) % g});
-  double t = g > 1 ? 2.0 * (g - 1) * step(c, inside, s / g) : 0;  // reduce-scatter, all-gather
+  double inside = 2.0 * (g - 1) * (latency_s(c.intra) + s / g * per_byte(c.intra));
   Cluster across{k, k, c.intra, c.inter};  // one rank per node: every pair crosses
-  return t + halving_doubling(across, s / g);
+  return inside + halving_doubling(across, s / g);
 }
 }  // namespace
 

@@ -158,8 +158,8 @@ void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, cons
       v.holds("two-level: across nodes only ranks of the same local index talk", seen.stray_across.empty(),
               seen.stray_across.empty() ? "" : "saw " + seen.stray_across);
       const int k = f.nodes, pk = power_of_two_below(k);
-      double expected = (2.0 * (pk - 1) / pk + (k > pk ? 1.0 : 0.0)) * s / g;  // halving-doubling of S/G among K
-      v.near("two-level: busiest rank's inter-node bytes = halving-doubling of S/G among K nodes",
+      double expected = (2.0 * (pk - 1) / pk + (k > pk ? 1.0 : 0.0)) * s / g;  // the page's table
+      v.near("two-level: busiest rank's inter-node bytes = the count on paper",
              double(seen.busiest_across), expected, 1e-9, "flat ring: " + format_bytes(ring_across));
       if (k == pk)
         v.at_most("two-level: busiest inter-node bytes / flat ring's, at most 1/G = " + fmt(1.0 / g, 3),

@@ -1,8 +1,6 @@
 // team.cpp — what chapter 08 provides around the algorithms: a team (part of
-// the world, addressed by index), blocks of a vector, and the pairwise
+// the world, addressed by index), powers of two, and the pairwise
 // reduce-scatter and all-gather the two-level all-reduce runs inside a node.
-#include <algorithm>
-
 #include "ch08.h"
 #include "dpt/check.h"
 #include "dpt/floats.h"
@@ -44,15 +42,7 @@ void Team::sendrecv(const float* send_buf, int64_t send_count, int to, float* re
 }
 
 // ----------------------------------------------------------------------------
-// blocks
-
-Range block_range(int64_t count, int blocks, int first, int last) {
-  DPT_CHECK(blocks >= 1 && first >= 0 && first <= last && last <= blocks,
-            "block_range: blocks [" << first << ", " << last << ") of " << blocks);
-  int64_t base = count / blocks, extra = count % blocks;
-  auto start = [&](int i) { return i * base + std::min<int64_t>(i, extra); };
-  return {start(first), start(last)};
-}
+// powers of two
 
 int power_of_two_below(int n) {
   DPT_CHECK(n >= 1, "power_of_two_below: n = " << n);
@@ -70,7 +60,7 @@ int power_of_two_below(int n) {
 void pairwise_reduce_scatter(const Team& team, float* data, int64_t count) {
   const int n = team.size(), i = team.rank();
   Range mine = block_range(count, n, i, i + 1);
-  Floats scratch(data, block_range(count, n, 0, 1).size());  // block 0 is the largest
+  Floats scratch(data, mine.size());
   for (int s = 1; s < n; ++s) {
     int to = (i + s) % n, from = (i - s + n) % n;
     Range out = block_range(count, n, to, to + 1);

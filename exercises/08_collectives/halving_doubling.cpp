@@ -8,7 +8,7 @@
 //
 // What you have: Team (send / recv / sendrecv by team index, sub), block_range,
 // power_of_two_below (ch08.h); dpt::Floats, dpt::add_floats (dpt/floats.h).
-// recursive_doubling.cpp is a finished all-reduce with a fold of its own.
+// recursive_doubling.cpp (another fold than yours) is for when your holes pass.
 #include "ch08.h"
 
 #include "dpt/check.h"

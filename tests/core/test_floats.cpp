@@ -7,6 +7,7 @@
 #include "dpt/floats.h"
 #include "dpt/tensor.h"
 #include "support/catch.h"
+#include "support/ranks.h"
 
 using namespace dpt;
 
@@ -55,4 +56,25 @@ TEST_CASE("Floats is scratch in the memory of the buffer it is made next to", "[
   Floats empty(v.data(), 0);
   CHECK(empty.data() == nullptr);
   CHECK_THROWS_WITH(Floats(-1, -3), contains_text("negative count"));
+}
+
+TEST_CASE("in the student build a receive past a dpt::Floats' end is a sentence, not heap corruption", "[floats]") {
+  if (!float_ranges_checked()) {
+    WARN("skipped: only the student build (DPT_STUDENT=ON) checks float ranges");
+    return;
+  }
+  // Scratch sized for 2 floats, a receive of 3 into it (a chunk larger than the scratch's chunk):
+  // the communicator refuses before any byte moves, on both ranks.
+  CHECK_THROWS_WITH(dpt_test::run_ranks(2,
+                                        [](Context& ctx) {
+                                          std::vector<float> out(3, 1.0f);
+                                          Floats scratch(out.data(), 2);
+                                          int peer = 1 - ctx.rank;
+                                          ctx.comm.sendrecv(out.data(), 3, peer, scratch.data(), 3, peer);
+                                        }),
+                    contains_text("sendrecv: out of bounds: its receive buffer is floats [0, 3) of a dpt::Floats "
+                                  "of 2 floats"));
+  Floats scratch(-1, 2);
+  CHECK_THROWS_WITH(add_floats(scratch.data(), scratch.data(), 3), contains_text("add_floats: out of bounds"));
+  CHECK_NOTHROW(add_floats(scratch.data(), scratch.data(), 2));
 }

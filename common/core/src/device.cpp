@@ -115,10 +115,10 @@ std::map<const char*, detail::LiveBlock>& live_blocks() {
 }  // namespace
 
 namespace detail {
-void note_block(const void* begin, std::size_t bytes, const Device& device) {
+void note_block(const void* begin, std::size_t bytes, const Device* device) {
   std::lock_guard<std::mutex> lock(g_blocks_mutex);
   const char* at = static_cast<const char*>(begin);
-  live_blocks()[at] = LiveBlock{at, bytes, &device};
+  live_blocks()[at] = LiveBlock{at, bytes, device};
 }
 
 void forget_block(const void* begin) {
@@ -217,7 +217,7 @@ void* Device::allocate(std::size_t bytes) {
       cached_ -= rounded;
       expose(kind_, reused, bytes, rounded);
       ledger_.on_allocate(reused, bytes);
-      if (detail::kCheckFloatRanges) detail::note_block(reused, bytes, *this);
+      if (detail::kCheckFloatRanges) detail::note_block(reused, bytes, this);
       return reused;
     }
   }
@@ -243,7 +243,7 @@ void* Device::allocate(std::size_t bytes) {
   }
   expose(kind_, ptr, bytes, rounded);
   ledger_.on_allocate(ptr, bytes);
-  if (detail::kCheckFloatRanges) detail::note_block(ptr, bytes, *this);
+  if (detail::kCheckFloatRanges) detail::note_block(ptr, bytes, this);
   return ptr;
 }
 

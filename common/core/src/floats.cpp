@@ -3,6 +3,7 @@
 #include "dpt/floats.h"
 
 #include <cstring>
+#include <string>
 
 #include "block_registry.h"
 #include "dpt/check.h"
@@ -27,30 +28,48 @@ void check_same_memory(const void* a, const void* b, int64_t count, const char* 
                            << (gb < 0 ? std::string("host memory") : "cuda:" + std::to_string(gb))
                            << " (receive into a dpt::Floats made next to the destination)");
 }
+// What a block is, for a message: "a tensor of 8 floats on cpu:0" or "a
+// dpt::Floats of 2 floats (scratch)".
+std::string block_name(const detail::LiveBlock& block) {
+  const std::string floats = std::to_string(block.bytes / sizeof(float)) + " floats";
+  return block.device ? "a tensor of " + floats + " on " + block.device->name() : "a dpt::Floats of " + floats + " (scratch)";
+}
+
+// Scratch is allocated in whole 64-byte units (block_registry.h's rounding),
+// so the registry may count the rounded tail as the Floats' own.
+int64_t allocated_floats(int64_t count) { return (count + 15) / 16 * 16; }
+}  // namespace
+
+namespace detail {
 // Student build: `count` floats from `p` must lie inside the device block
-// (the tensor's allocation) that `p` points into; an offset or a count that
-// is wrong is a sentence naming the call and the argument, not a crash or a
-// silently overwritten neighbour. Memory no device handed out (a std::vector,
-// scratch) is not checked.
-void check_range(const float* p, int64_t count, const char* call, const char* argument) {
+// (the tensor's allocation) or the dpt::Floats that `p` points into; an
+// offset or a count that is wrong is a sentence naming the call and the
+// argument, not a crash or a silently overwritten neighbour. Memory nobody
+// recorded (a std::vector, a stack array) is not checked.
+void check_float_range(const float* p, int64_t count, const char* call, const char* argument) {
   DPT_CHECK(count >= 0, call << ": a negative count (" << count << ")");
-  if (!detail::kCheckFloatRanges || count == 0) return;
+  if (!kCheckFloatRanges || count == 0) return;
   const std::size_t bytes = std::size_t(count) * sizeof(float);
-  detail::LiveBlock block;
-  if (detail::block_holding(p, &block)) {
+  LiveBlock block;
+  if (block_holding(p, &block)) {
     const int64_t offset = int64_t(reinterpret_cast<const char*>(p) - block.begin) / int64_t(sizeof(float));
     const int64_t size = int64_t(block.bytes / sizeof(float));
     DPT_CHECK(offset + count <= size,
               call << ": out of bounds: its " << argument << " is floats [" << offset << ", " << offset + count
-                   << ") of a tensor of " << size << " floats on " << block.device->name() << " ("
-                   << offset + count - size << " past its end): an offset or a count is wrong");
+                   << ") of " << block_name(block) << " (" << offset + count - size
+                   << " past its end): an offset or a count is wrong");
     return;
   }
-  DPT_CHECK(!detail::block_starting_within(p, bytes, &block),
+  DPT_CHECK(!block_starting_within(p, bytes, &block),
             call << ": out of bounds: its " << argument << " (" << count << " floats) starts "
-                 << (block.begin - reinterpret_cast<const char*>(p)) / int64_t(sizeof(float))
-                 << " floats before a tensor of " << block.bytes / sizeof(float) << " floats on "
-                 << block.device->name() << " and runs into it: an offset is too small (negative?)");
+                 << (block.begin - reinterpret_cast<const char*>(p)) / int64_t(sizeof(float)) << " floats before "
+                 << block_name(block) << " and runs into it: an offset is too small (negative?)");
+}
+}  // namespace detail
+
+namespace {
+void check_range(const float* p, int64_t count, const char* call, const char* argument) {
+  detail::check_float_range(p, count, call, argument);
 }
 }  // namespace
 
@@ -100,20 +119,23 @@ Floats::Floats(int gpu, int64_t count) : gpu_(gpu), count_(count) {
   DPT_CHECK(count >= 0, "Floats: a negative count (" << count << ")");
   if (count == 0) return;
   if (gpu < 0) {
-    host_.resize(std::size_t(count));
+    host_.resize(std::size_t(allocated_floats(count)));
     data_ = host_.data();
+    if (detail::kCheckFloatRanges) detail::note_block(data_, std::size_t(count) * sizeof(float), nullptr);
     return;
   }
   // Stream-ordered: scratch comes and goes on every ring call, and cudaFree
   // would wait for the whole GPU (every rank thread's stream, and chapter 05's
   // backward while its comm stream runs the ring).
   stream_ = &gpu::current_stream(gpu);
-  data_ = static_cast<float*>(gpu::allocate_on_stream(gpu, std::size_t(count) * sizeof(float)));
+  data_ = static_cast<float*>(gpu::allocate_on_stream(gpu, std::size_t(allocated_floats(count)) * sizeof(float)));
   DPT_CHECK(data_ != nullptr, "need " << count << " floats (" << 4 * count << " bytes) of scratch on cuda:" << gpu
                                       << ", and the GPU has no room left");
+  if (detail::kCheckFloatRanges) detail::note_block(data_, std::size_t(count) * sizeof(float), nullptr);
 }
 
 Floats::~Floats() {
+  if (detail::kCheckFloatRanges && data_ != nullptr) detail::forget_block(data_);
   if (gpu_ < 0 || data_ == nullptr) return;
   try {
     gpu::free_on_stream(gpu_, data_, *stream_);  // after the queued work that uses it, even if a StreamGuard ended

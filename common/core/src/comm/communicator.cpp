@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "block_registry.h"
 #include "comm/async_queue.h"
 #include "comm/backend.h"
 #include "comm/gpu_floats.h"
@@ -121,6 +122,7 @@ void check_tag(int tag, const char* call) {
 
 void Communicator::send(const float* data, int64_t count, int dst, int tag) {
   check_count(count, data, "send");
+  detail::check_float_range(data, count, "send", "buffer");
   check_peer(dst, size_, "send");
   check_tag(tag, "send");
   detail::finish_gpu_work(data);
@@ -133,6 +135,7 @@ void Communicator::send(const float* data, int64_t count, int dst, int tag) {
 
 void Communicator::recv(float* data, int64_t count, int src, int tag) {
   check_count(count, data, "recv");
+  detail::check_float_range(data, count, "recv", "receive buffer");
   check_peer(src, size_, "recv");
   check_tag(tag, "recv");
   detail::finish_gpu_work(data);
@@ -146,6 +149,8 @@ void Communicator::sendrecv(const float* send_buf, int64_t send_count, int dst, 
                             int64_t recv_count, int src, int tag) {
   check_count(send_count, send_buf, "sendrecv");
   check_count(recv_count, recv_buf, "sendrecv");
+  detail::check_float_range(send_buf, send_count, "sendrecv", "send buffer");
+  detail::check_float_range(recv_buf, recv_count, "sendrecv", "receive buffer");
   check_peer(dst, size_, "sendrecv");
   check_peer(src, size_, "sendrecv");
   check_tag(tag, "sendrecv");

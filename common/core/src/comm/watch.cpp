@@ -14,16 +14,16 @@ class WatchingBackend : public detail::Backend {
 
   const char* name() const override { return to_.name(); }
   void send(const float* data, int64_t count, int dst, int tag) override {
-    before_({"send", dst, count, -1, 0});
+    before_({"send", dst, count, -1, 0, data, nullptr});
     to_.send(data, count, dst, tag);
   }
   void recv(float* data, int64_t count, int src, int tag) override {
-    before_({"recv", -1, 0, src, count});
+    before_({"recv", -1, 0, src, count, nullptr, data});
     to_.recv(data, count, src, tag);
   }
   void sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf, int64_t recv_count, int src,
                 int tag) override {
-    before_({"sendrecv", dst, send_count, src, recv_count});
+    before_({"sendrecv", dst, send_count, src, recv_count, send_buf, recv_buf});
     to_.sendrecv(send_buf, send_count, dst, recv_buf, recv_count, src, tag);
   }
   void all_reduce(float* data, int64_t count, ReduceOp op) override { to_.all_reduce(data, count, op); }

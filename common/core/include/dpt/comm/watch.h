@@ -29,6 +29,8 @@ struct Message {
   int64_t send_count = 0;  ///< floats sent
   int src = -1;            ///< where it receives from (-1: nowhere)
   int64_t recv_count = 0;  ///< floats received
+  const float* send_data = nullptr;  ///< where the sent floats begin (null: nothing sent)
+  const float* recv_data = nullptr;  ///< where the received floats go (null: nothing received)
 };
 
 /// Called before each point-to-point message is passed on; it may use
