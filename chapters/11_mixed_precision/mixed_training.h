@@ -27,7 +27,7 @@ namespace dpt::ch11 {
 
 /// One training setting: a precision and its loss scaler.
 struct Setting {
-  Precision precision = Precision::FP32;
+  Precision precision = Precision::FP32;  ///< how weights, activations and gradients are stored
   LossScaler scaler;         ///< its settings and initial state
   std::string loss_scale;    ///< "dynamic", "static:S", "none" (as given)
   Recompute recompute = Recompute::None;  ///< --recompute
@@ -42,7 +42,10 @@ LossScaler parse_loss_scale(const std::string& text, int64_t growth_interval);
 
 /// Model-state bytes per parameter, by the categories of chapter 07's ledger.
 struct BytesPerParam {
-  double params = 0, grads = 0, state = 0;  ///< state: fp32 master copy and optimizer moments
+  double params = 0;  ///< the weights the model computes with (2 in 16 bits, 4 in fp32)
+  double grads = 0;   ///< their gradients, stored as the weights are
+  double state = 0;   ///< fp32 master copy (16-bit runs) and optimizer moments
+  /// params + grads + state.
   double total() const { return params + grads + state; }
 };
 /// The formula: 16-bit runs 2 + 2 + (4 master + 4 per optimizer moment);
