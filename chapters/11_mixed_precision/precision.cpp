@@ -1,5 +1,5 @@
-// precision.cpp — rounding float32 to bf16 and fp16 on bit patterns
-// (precision.h), and the autograd op that stores an activation in 16 bits.
+// precision.cpp — rounding float32 to bf16 and fp16 (the core's conversions,
+// dpt/half.h), and the autograd op that stores an activation in 16 bits.
 #include "precision.h"
 
 #include <cmath>
@@ -7,21 +7,10 @@
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
+#include "dpt/half.h"
 
 namespace dpt::ch11 {
 
-namespace {
-uint32_t bits_of(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-float float_of(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
-}  // namespace
 
 const char* precision_name(Precision p) {
   return p == Precision::FP32 ? "fp32" : p == Precision::BF16 ? "bf16" : "fp16";
@@ -37,54 +26,6 @@ Precision parse_precision(const std::string& text) {
 int bytes_per_value(Precision p) { return p == Precision::FP32 ? 4 : 2; }
 
 float smallest_normal(Precision p) { return p == Precision::FP16 ? 0x1p-14f : 0x1p-126f; }
-
-// ----------------------------------------------------------------------------
-// bf16: the upper half of a float32. Rounding adds 0x7FFF plus the lowest kept
-// bit (ties to even) to the 16 bits about to be dropped; a carry runs into the
-// exponent, and past the largest finite bf16 into infinity, as it should.
-
-uint16_t bf16_bits(float x) {
-  uint32_t b = bits_of(x);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((b >> 16) | 0x0040u);  // NaN: keep it a (quiet) NaN
-  b += 0x7FFFu + ((b >> 16) & 1u);
-  return uint16_t(b >> 16);
-}
-
-float from_bf16_bits(uint16_t bits) { return float_of(uint32_t(bits) << 16); }
-
-// ----------------------------------------------------------------------------
-// fp16: exponent bias 15 instead of 127, 10 mantissa bits instead of 23.
-//   |x| ≥ 65520           → inf (65520 is the tie between 65504 and 2^16)
-//   2^-14 ≤ |x| < 65520   → normal: round away 13 mantissa bits, rebias
-//   |x| < 2^-14           → subnormal: the integer nearest |x| / 2^-24
-
-uint16_t fp16_bits(float x) {
-  const uint32_t b = bits_of(x);
-  const uint16_t sign = uint16_t((b >> 16) & 0x8000u);
-  const uint32_t a = b & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return sign | 0x7E00u;   // NaN
-  if (a >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and up, inf included
-  if (a >= 0x38800000u) {                       // 2^-14 and up: normal
-    uint32_t r = a + 0x0FFFu + ((a >> 13) & 1u);  // round to nearest even at bit 13
-    return sign | uint16_t((r - 0x38000000u) >> 13);  // exponent 127 → 15: minus 112 << 23
-  }
-  const uint32_t e = a >> 23;  // biased float32 exponent, ≤ 112 here
-  if (e < 102) return sign;    // below 2^-25: nearer 0 than 2^-24
-  const uint32_t mant = (a & 0x7FFFFFu) | 0x800000u;  // |x| = mant · 2^(e−150)
-  const uint32_t shift = 126 - e;                     // |x| / 2^-24 = mant >> shift, 14..24
-  uint32_t q = mant >> shift;
-  const uint32_t rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-  if (rest > half || (rest == half && (q & 1u))) ++q;  // q = 1024 is 2^-14, the smallest normal: right bits
-  return sign | uint16_t(q);
-}
-
-float from_fp16_bits(uint16_t bits) {
-  const uint32_t sign = uint32_t(bits & 0x8000u) << 16;
-  const uint32_t e = (bits >> 10) & 0x1Fu, m = bits & 0x3FFu;
-  if (e == 0) return float_of(sign | bits_of(float(m) * 0x1p-24f));  // zero or subnormal: m · 2^-24, exact
-  if (e == 31) return float_of(sign | 0x7F800000u | (m << 13));      // inf or NaN
-  return float_of(sign | ((e + 112) << 23) | (m << 13));
-}
 
 float round_to(float x, Precision p) {
   switch (p) {

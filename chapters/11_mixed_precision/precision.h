@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dpt/half.h"
 #include "dpt/tensor.h"
 
 namespace dpt::ch11 {
@@ -37,14 +38,14 @@ int bytes_per_value(Precision p);
 /// The smallest positive normal value: 2^-126 (fp32, bf16), 2^-14 (fp16).
 float smallest_normal(Precision p);
 
-/// float32 → bf16 bits (round to nearest even; NaN → quiet NaN).
-uint16_t bf16_bits(float x);
+/// float32 → bf16 bits (round to nearest even; NaN → quiet NaN): dpt/half.h's.
+inline uint16_t bf16_bits(float x) { return to_bf16(x); }
 /// bf16 bits → the float32 they mean (exact).
-float from_bf16_bits(uint16_t bits);
-/// float32 → fp16 bits (round to nearest even, subnormals, ±inf from 65520).
-uint16_t fp16_bits(float x);
+inline float from_bf16_bits(uint16_t bits) { return from_bf16(bits); }
+/// float32 → fp16 bits (round to nearest even, subnormals, ±inf from 65520): dpt/half.h's.
+inline uint16_t fp16_bits(float x) { return to_fp16(x); }
 /// fp16 bits → the float32 they mean (exact: every fp16 is a float32).
-float from_fp16_bits(uint16_t bits);
+inline float from_fp16_bits(uint16_t bits) { return from_fp16(bits); }
 
 /// x rounded to the format, as a float32 (identity for FP32).
 float round_to(float x, Precision p);
