@@ -97,7 +97,7 @@ void check_same_update_everywhere(const Feedback& f, int steps, int64_t psi) {
 }
 }  // namespace
 
-TEST_CASE("error feedback: nothing is lost — Σ applied + mean residual = Σ mean gradient, on 1-4 ranks", "[ch10]") {
+TEST_CASE("error feedback: nothing is lost — Σ applied + mean residual = Σ mean gradient, on 1-4 ranks", "[ch10][hole:error_feedback_step]") {
   const int steps = 6;
   const int64_t psi = 30;
   for (int world : {1, 2, 3, 4}) {
@@ -117,7 +117,7 @@ TEST_CASE("error feedback: nothing is lost — Σ applied + mean residual = Σ m
   }
 }
 
-TEST_CASE("error feedback: the residual is what this rank owed and its message left out", "[ch10]") {
+TEST_CASE("error feedback: the residual is what this rank owed and its message left out", "[ch10][hole:error_feedback_step]") {
   // The serial simulation, rank by rank: owed p = g + e; delivered = p on
   // every third entry; e' = p − delivered.
   const int world = 3, steps = 4;
@@ -139,7 +139,7 @@ TEST_CASE("error feedback: the residual is what this rank owed and its message l
   }
 }
 
-TEST_CASE("error feedback around top-k and sign: the invariant holds, every rank applies the same bits", "[ch10]") {
+TEST_CASE("error feedback around top-k and sign: the invariant holds, every rank applies the same bits", "[ch10][hole:error_feedback_step]") {
   const int steps = 5;
   const int64_t psi = 48;
   for (const char* spec : {"topk:5", "sign"})

@@ -100,7 +100,7 @@ double relative_gap(const std::vector<float>& got, const Matrix& want) {
 }
 }  // namespace
 
-TEST_CASE("PowerSGD at full rank = the uncompressed mean, on 1-4 ranks", "[ch10]") {
+TEST_CASE("PowerSGD at full rank = the uncompressed mean, on 1-4 ranks", "[ch10][hole:powersgd_round]") {
   for (int world : {1, 2, 3, 4})
     for (auto shape : {std::pair<int64_t, int64_t>{7, 4}, {4, 7}, {5, 5}}) {
       const int64_t rows = shape.first, cols = shape.second, rank = std::min(rows, cols);
@@ -113,7 +113,7 @@ TEST_CASE("PowerSGD at full rank = the uncompressed mean, on 1-4 ranks", "[ch10]
     }
 }
 
-TEST_CASE("PowerSGD below full rank projects the mean onto span(M Q), warm-started round after round", "[ch10]") {
+TEST_CASE("PowerSGD below full rank projects the mean onto span(M Q), warm-started round after round", "[ch10][hole:powersgd_round]") {
   const int64_t rows = 9, cols = 6, rank = 2;
   for (int world : {1, 3}) {
     Rounds got = run_rounds(world, rows, cols, rank, 3);
@@ -135,7 +135,7 @@ TEST_CASE("PowerSGD below full rank projects the mean onto span(M Q), warm-start
   }
 }
 
-TEST_CASE("PowerSGD: the same bits on every rank, two all-reduces of rows*R and cols*R floats", "[ch10]") {
+TEST_CASE("PowerSGD: the same bits on every rank, two all-reduces of rows*R and cols*R floats", "[ch10][hole:powersgd_round]") {
   const int64_t rows = 8, cols = 5, rank = 2;
   Rounds got = run_rounds(3, rows, cols, rank, 2);
   for (std::size_t r = 1; r < 3; ++r)

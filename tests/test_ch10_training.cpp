@@ -36,6 +36,7 @@ CompressedRun train(int world, const Options& o, const Setting& s) {
     std::lock_guard<std::mutex> lock(mutex);
     if (ctx.is_root()) out = run;
   });
+  if (!out.written) FAIL(out.not_written);  // an unwritten hole stopped the run: say which
   return out;
 }
 
@@ -69,7 +70,7 @@ TEST_CASE("compressed training: bytes per step in the traffic log = each compres
     }
 }
 
-TEST_CASE("compressed training with error feedback: nothing lost over a run, replicas identical", "[ch10]") {
+TEST_CASE("compressed training with error feedback: nothing lost over a run, replicas identical", "[ch10][hole:error_feedback_step]") {
   const Options o = problem(12);
   for (const char* spec : {"topk:7", "sign", "powersgd:2", "fp16"}) {
     CompressedRun with = train(3, o, {spec, true}), without = train(3, o, {spec, false});

@@ -39,7 +39,7 @@ TEST_CASE("segment_bounds: none, every layer, every ceil(sqrt(L)) layers", "[ch1
   CHECK(segment_bounds(1, Recompute::Sqrt) == std::vector<int64_t>{0, 1});
 }
 
-TEST_CASE("recomputation gives the same gradients, bit for bit, in fp32, bf16 and fp16", "[ch11]") {
+TEST_CASE("recomputation gives the same gradients, bit for bit, in fp32, bf16 and fp16", "[ch11][hole:recompute_backward]") {
   Rng rng(7);
   MLP model({12, 16, 16, 16, 16, 3}, Device::cpu(0), rng);
   Dataset data = make_synthetic(8, 12, 3, 5);
@@ -69,7 +69,7 @@ TEST_CASE("recomputation gives the same gradients, bit for bit, in fp32, bf16 an
   }
 }
 
-TEST_CASE("recomputation: peak activation bytes on the ledger = the per-op count, and smaller", "[ch11]") {
+TEST_CASE("recomputation: peak activation bytes on the ledger = the per-op count, and smaller", "[ch11][hole:recompute_backward]") {
   Device& device = Device::cpu(1);
   Rng rng(3);
   MLP model({64, 128, 128, 128, 128, 128, 128, 128, 128, 128, 10}, device, rng);  // 10 layers
@@ -98,7 +98,7 @@ TEST_CASE("recomputation: peak activation bytes on the ledger = the per-op count
   }
 }
 
-TEST_CASE("recompute_backward recomputes each segment once, last first, and releases every checkpoint", "[ch11]") {
+TEST_CASE("recompute_backward: recomputes each segment once, last first, and releases every checkpoint", "[ch11]") {
   Rng rng(9);
   MLP model({6, 8, 8, 8, 3}, Device::cpu(0), rng);  // 4 layers, 4 segments
   Dataset data = make_synthetic(4, 6, 3, 1);

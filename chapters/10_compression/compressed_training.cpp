@@ -65,7 +65,7 @@ CompressedRun train_compressed(Context& ctx, const Options& o, const Dataset& da
   try {
     out.run = train_data_parallel(ctx, o, data, replica, sync, setting.name(), strided_shard, recorder);
   } catch (const NotImplemented& e) {  // every rank throws at step 0, before its first message
-    out.written = false;
+    out.written = false, out.not_written = e.what();
     if (ctx.is_root()) std::cout << "  " << setting.name() << ": not written yet (" << e.what() << ")\n";
     return out;
   }

@@ -28,6 +28,7 @@ struct Setting {
 struct CompressedRun {
   Setting setting;            ///< what ran
   bool written = true;        ///< false: a hole threw NotImplemented
+  std::string not_written;    ///< its message ("not implemented: ch10: …") when written is false
   DataParallelRun run;        ///< losses, and every rank's traffic during the loop
   Evaluation test;            ///< rank 0: held-out score of rank 0's replica
   /// Error feedback's invariant on each rank, max over ranks and entries of

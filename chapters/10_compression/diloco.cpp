@@ -35,7 +35,7 @@ DilocoRun train_diloco(Context& ctx, const Options& o, const Dataset& data, MLP&
   try {
     out.run = run_data_parallel(ctx, o, data, replica, step, "diloco H=" + std::to_string(d.inner_steps));
   } catch (const NotImplemented& e) {  // every rank throws at step H−1, before the outer step's message
-    out.written = false;
+    out.written = false, out.not_written = e.what();
     if (ctx.is_root()) std::cout << "  diloco: not written yet (" << e.what() << ")\n";
     return out;
   }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "dpt/data_parallel.h"
 
@@ -24,6 +25,7 @@ struct Diloco {
 /// What a DiLoCo run measured.
 struct DilocoRun {
   bool written = true;          ///< false: the hole threw NotImplemented
+  std::string not_written;      ///< its message ("not implemented: ch10: …") when written is false
   DataParallelRun run;          ///< losses; every rank's traffic during the loop
   int64_t outer_steps = 0;      ///< outer steps taken (options.steps / H)
   double replica_spread = 0;    ///< max |w_r − w_0| at the end (0 after an outer step)
