@@ -10,6 +10,7 @@
 
 #include "ch10.h"
 #include "dpt/check.h"
+#include "dpt/range.h"
 #include "formats.h"
 
 namespace dpt::ch10 {
@@ -51,7 +52,7 @@ class Cast16 : public Compressor {
     }
     std::vector<float> wire = pack(halves), incoming(static_cast<std::size_t>(c));
     const int right = (r + 1) % n, left = (r + n - 1) % n;
-    auto chunk = [&](int index) { return wire.data() + int64_t((index % n + n) % n) * c; };
+    auto chunk = [&](int index) { return wire.data() + int64_t(mod(index, n)) * c; };
     for (int s = 0; s < n - 1; ++s) {  // scatter-reduce: add the left neighbour's partial sum into ours
       comm.sendrecv(chunk(r - s), c, right, incoming.data(), c, left);
       float* mine = chunk(r - s - 1);
