@@ -69,7 +69,7 @@ StepComparison compare_step_gradient(MLP& model, const Batch& batch, const std::
   DPT_CHECK(synced.size() == one.size(), "step check: the synced gradient has " << synced.size()
                                              << " entries, the model " << one.size());
   const KinkAllowance kinks = kink_allowance(model, batch);
-  const double scale = max_magnitude(one) > 0 ? max_magnitude(one) : 1.0;
+  const double largest = max_magnitude(one), scale = largest > 0 ? largest : 1.0;
   StepComparison c;
   c.kink_units = kinks.units, c.kink_samples = kinks.samples;
   for (std::size_t i = 0; i < one.size(); ++i) {
