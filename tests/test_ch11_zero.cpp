@@ -24,7 +24,7 @@ Options small_options() {
 Setting fp16_dynamic() { return {Precision::FP16, parse_loss_scale("dynamic", 50), "dynamic"}; }
 }  // namespace
 
-TEST_CASE("ch11 ZeRO: each rank holds 2+2+12 bytes per parameter, divided as its stage divides them", "[ch11]") {
+TEST_CASE("ch11 ZeRO: each rank holds 2+2+12 bytes per parameter, divided as its stage divides them", "[ch11][hole:master_step]") {
   const Options o = small_options();
   const Dataset data = make_synthetic(64, 20, 5, 3);
   for (int world : {2, 4}) {
@@ -45,7 +45,7 @@ TEST_CASE("ch11 ZeRO: each rank holds 2+2+12 bytes per parameter, divided as its
   }
 }
 
-TEST_CASE("ch11 ZeRO: the verdicts hold at every stage, and masters counted in 16 bits fail naming them", "[ch11]") {
+TEST_CASE("ch11 ZeRO: the verdicts hold at every stage, and masters counted in 16 bits fail naming them", "[ch11][hole:master_step]") {
   const Options o = small_options();
   const Dataset data = make_synthetic(64, 20, 5, 3);
   std::vector<ZeroMixedRun> runs;

@@ -204,6 +204,11 @@ void report_zero_memory(const std::vector<ZeroMixedRun>& runs, const StateBytes&
                    fmt(off.params + off.grads + off.state) + " B",
                    format_bytes(*std::max_element(run.comm_peak.begin(), run.comm_peak.end()))});
     const std::string at = "stage " + std::to_string(run.stage) + ", N = " + std::to_string(run.world) + ": ";
+    if (run.steps_taken == 0) {  // the optimizer allocates its moments at its first step
+      v.holds(at + "the optimizer stepped, so its state can be counted", false,
+              "every step of 30 overflowed: lower the loss scale");
+      continue;
+    }
     auto term = [&](double w, bool divided) { return fmt(w) + "Ψ" + (divided ? "/N + padding" : ""); };
     v.at_most(at + f + " weights per rank = " + term(width.params, run.stage >= 3) + " (bytes off, worst rank)",
               off.params, 0, "the ledger's parameters at 2 bytes a value");

@@ -75,17 +75,13 @@ BF16_CASES = [("64-32-10", 512, 16, 40, "sgd", 0.05), ("64-32-10", 512, 16, 40, 
 SCALER_RUN = ("64-32-10", 512, 16, 60, "adam", 0.001, 5)
 
 
-class HolesNotFilled(Exception):
-    """ch11 stopped at an exercise hole (a student build)."""
-
-
 def run_ch11(bin_dir, args, cwd, ok_codes=(0,)):
     exe = os.path.join(os.path.abspath(bin_dir), CHAPTER)
     if not os.path.exists(exe):
         raise RuntimeError(f"{exe} not found: build {CHAPTER} first")
     proc = subprocess.run([exe, "--quiet"] + args, cwd=cwd, capture_output=True, text=True)
     if "every part ran (holes written)" in proc.stdout and "\u2718 every part ran" in proc.stdout:
-        raise HolesNotFilled(f"{CHAPTER}: a hole is not written yet")
+        raise cc.HolesNotFilled(f"{CHAPTER}: a hole is not written yet")
     if proc.returncode not in ok_codes:
         raise RuntimeError(f"{CHAPTER} {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
 
@@ -238,7 +234,7 @@ def main():
         if args.part in (None, "scaler"):
             with tempfile.TemporaryDirectory(prefix="dpt_crosscheck_ch11_") as workdir:
                 rows.append(check_scaler(args.bin_dir, workdir))
-    except HolesNotFilled as error:  # CTest: SKIP_RETURN_CODE 77
+    except cc.HolesNotFilled as error:  # CTest: SKIP_RETURN_CODE 77
         print(f"skipped: {error}")
         return 77
     except RuntimeError as error:
