@@ -133,51 +133,72 @@ TEST_CASE("16-bit patterns widen to dpt/half.h's float32, and every non-NaN patt
   CHECK(trip_fp16 == 0);
 }
 
+// The plans take two elements a thread where the buffers allow: each layout
+// below reaches another path (pairs; pairs and an odd last element; one a
+// thread, for a buffer off a pair's alignment or an odd row length).
+struct Layout {
+  int64_t offset, rows, cols;
+  const char* what;
+};
+const Layout kLayouts[] = {{0, 7, 300, "pairs"},
+                           {0, 7, 301, "pairs, an odd last element; bias + ReLU one a thread (odd cols)"},
+                           {1, 7, 300, "one a thread: off a pair's alignment"}};
+
 TEST_CASE("16-bit kernels, launched with their plans on the emulator, equal loops over dpt/half.h",
           "[half][emulator]") {
   emulator::Launch launch;
   dpt::Rng rng(5);
-  const int64_t rows = 7, cols = 300, n = rows * cols;  // 9 blocks of 256 (a partial last one); 2 column blocks
-  std::vector<float> x(std::size_t(n), 0.0f), bias(std::size_t(cols), 0.0f);
-  for (float& v : x) v = rng.uniform(-3.0f, 3.0f) * (rng.below(4) == 0 ? 1e-6f : 1.0f);  // some fp16 subnormals
-  for (float& v : bias) v = rng.uniform(-1.0f, 1.0f);
-  x[3] = 0.0f, x[4] = -0.0f, x[5] = 70000.0f;
-  for (bool bf16 : {true, false}) {
-    INFO((bf16 ? "bf16" : "fp16"));
-    auto to = [bf16](float v) { return bf16 ? dpt::to_bf16(v) : dpt::to_fp16(v); };
-    auto from = [bf16](uint16_t h) { return bf16 ? dpt::from_bf16(h) : dpt::from_fp16(h); };
-    std::vector<uint16_t> h(std::size_t(n), 0xdead);
-    gpu16::launch_half_elementwise(launch, gpu16::round_to_half_kernel, n, h.data(), x.data(), n, bf16);
-    int wrong = 0;
-    for (int64_t i = 0; i < n; ++i) wrong += h[std::size_t(i)] != to(x[std::size_t(i)]);
-    CHECK(wrong == 0);
-
-    std::vector<float> back(std::size_t(n), -1.0f);
-    gpu16::launch_half_elementwise(launch, gpu16::widen_half_kernel, n, back.data(), h.data(), n, bf16);
-    wrong = 0;
-    for (int64_t i = 0; i < n; ++i) wrong += bits(back[std::size_t(i)]) != bits(from(h[std::size_t(i)]));
-    CHECK(wrong == 0);
-
-    for (bool relu : {false, true}) {
-      std::vector<uint16_t> y = h;
-      gpu16::launch_bias_relu_half(launch, y.data(), bias.data(), rows, cols, relu, bf16);
-      wrong = 0;
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          float v = from(h[std::size_t(r * cols + c)]) + bias[std::size_t(c)];
-          if (relu) v = v > 0.0f ? v : 0.0f;
-          wrong += y[std::size_t(r * cols + c)] != to(v);
-        }
+  for (const Layout& at : kLayouts) {
+    const int64_t rows = at.rows, cols = at.cols, n = rows * cols;
+    std::vector<float> x_store(std::size_t(n + 1), 0.0f), bias_store(std::size_t(cols + 1), 0.0f);
+    for (float& v : x_store) v = rng.uniform(-3.0f, 3.0f) * (rng.below(4) == 0 ? 1e-6f : 1.0f);  // some fp16 subnormals
+    for (float& v : bias_store) v = rng.uniform(-1.0f, 1.0f);
+    float* x = x_store.data() + at.offset;  // vector storage is 16-byte aligned: + 1 is off a pair's
+    const float* bias = bias_store.data() + at.offset;
+    x[3] = 0.0f, x[4] = -0.0f, x[5] = 70000.0f;
+    for (bool bf16 : {true, false}) {
+      INFO(at.what << ", " << (bf16 ? "bf16" : "fp16"));
+      auto to = [bf16](float v) { return bf16 ? dpt::to_bf16(v) : dpt::to_fp16(v); };
+      auto from = [bf16](uint16_t h) { return bf16 ? dpt::from_bf16(h) : dpt::from_fp16(h); };
+      std::vector<uint16_t> h_store(std::size_t(n + 2), 0xdead);
+      uint16_t* h = h_store.data() + at.offset;
+      gpu16::launch_round_to_half(launch, h, x, n, bf16);
+      int wrong = 0;
+      for (int64_t i = 0; i < n; ++i) wrong += h[i] != to(x[i]);
       CHECK(wrong == 0);
-    }
+      CHECK(h[n] == 0xdead);  // nothing past the end
 
-    std::vector<uint16_t> dy(static_cast<std::size_t>(n));
-    for (auto& d : dy) d = to(rng.uniform(-1.0f, 1.0f));
-    std::vector<uint16_t> dx = dy;
-    gpu16::launch_half_elementwise(launch, gpu16::relu_backward_half_kernel, n, dx.data(), h.data(), n, bf16);
-    wrong = 0;
-    for (int64_t i = 0; i < n; ++i)
-      wrong += dx[std::size_t(i)] != (from(h[std::size_t(i)]) > 0.0f ? dy[std::size_t(i)] : uint16_t(0));
-    CHECK(wrong == 0);
+      std::vector<float> back(std::size_t(n), -1.0f);
+      gpu16::launch_half_elementwise(launch, gpu16::widen_half_kernel, n, back.data(), h, n, bf16);
+      wrong = 0;
+      for (int64_t i = 0; i < n; ++i) wrong += bits(back[std::size_t(i)]) != bits(from(h[i]));
+      CHECK(wrong == 0);
+
+      for (bool relu : {false, true}) {
+        std::vector<uint16_t> y_store = h_store;
+        uint16_t* y = y_store.data() + at.offset;
+        gpu16::launch_bias_relu_half(launch, y, bias, rows, cols, relu, bf16);
+        wrong = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            float v = from(h[r * cols + c]) + bias[c];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            wrong += y[r * cols + c] != to(v);
+          }
+        CHECK(wrong == 0);
+        CHECK(y[n] == 0xdead);
+      }
+
+      std::vector<uint16_t> dy_store(std::size_t(n + 2), 0xbeef);
+      uint16_t* dy = dy_store.data() + at.offset;
+      for (int64_t i = 0; i < n; ++i) dy[i] = to(rng.uniform(-1.0f, 1.0f));
+      const std::vector<uint16_t> before = dy_store;
+      gpu16::launch_relu_backward_half(launch, dy, h, n, bf16);
+      wrong = 0;
+      for (int64_t i = 0; i < n; ++i)
+        wrong += dy[i] != (from(h[i]) > 0.0f ? before[std::size_t(i + at.offset)] : uint16_t(0));
+      CHECK(wrong == 0);
+      CHECK(dy[n] == 0xbeef);
+    }
   }
 }

@@ -145,51 +145,60 @@ TEST_CASE("16-bit rounding on cuda:0 gives dpt/half.h's bits for every high half
   OnGpu<float> dx(x);
   for (Half f : {Half::BF16, Half::FP16}) {
     INFO(gpu::half_name(f));
-    OnGpu<uint16_t> dh(n);
-    gpu::round_to_half(dh.ptr, dx.ptr, n, f, 0);
-    std::vector<uint16_t> h = dh.to_host();
-    int64_t wrong = 0;
-    for (int64_t i = 0; i < n; ++i) wrong += h[std::size_t(i)] != to16(x[std::size_t(i)], f);
-    CHECK(wrong == 0);
-
+    // every element, two a thread; all but the last (an odd count: the last
+    // one alone); from the second on (off a pair's alignment: one a thread)
+    for (int64_t skip : {0, 1, 2}) {
+      const int64_t first = skip == 2 ? 1 : 0, count = skip == 0 ? n : n - 1;
+      OnGpu<uint16_t> dh(n);
+      gpu::round_to_half(dh.ptr + first, dx.ptr + first, count - first, f, 0);
+      std::vector<uint16_t> h = dh.to_host();
+      int64_t wrong = 0;
+      for (int64_t i = first; i < count; ++i) wrong += h[std::size_t(i)] != to16(x[std::size_t(i)], f);
+      INFO("elements " << first << " to " << count - 1);
+      CHECK(wrong == 0);
+    }
     std::vector<uint16_t> all(0x10000);
     for (uint32_t p = 0; p <= 0xffffu; ++p) all[p] = uint16_t(p);
     OnGpu<uint16_t> dall(all);
     OnGpu<float> wide(int64_t(all.size()));
     gpu::widen_half(wide.ptr, dall.ptr, int64_t(all.size()), f, 0);
     std::vector<float> w = wide.to_host();
-    wrong = 0;
+    int64_t wrong = 0;
     for (uint32_t p = 0; p <= 0xffffu; ++p) wrong += bits(w[p]) != bits(from16(uint16_t(p), f));
     CHECK(wrong == 0);
   }
 }
 
-TEST_CASE("16-bit bias + ReLU and ReLU's backward on cuda:0 equal loops over dpt/half.h, past 65535 rows", "[gpu]") {
+TEST_CASE("16-bit bias + ReLU and ReLU's backward on cuda:0 equal loops over dpt/half.h, past 65535 rows",
+          "[gpu]") {
   DPT_REQUIRE_GPU();
-  const int64_t rows = 70001, cols = 3;  // more rows than one grid's y dimension holds
+  const int64_t rows = 70001;  // more rows than one grid's y dimension holds
   Rng rng(4);
-  std::vector<float> bias{0.5f, -0.25f, 1e-3f};
-  for (Half f : {Half::BF16, Half::FP16}) {
-    INFO(gpu::half_name(f));
-    std::vector<uint16_t> y(std::size_t(rows * cols)), dy(y.size());
-    for (auto& h : y) h = to16(rng.uniform(-2.0f, 2.0f), f);
-    for (auto& h : dy) h = to16(rng.uniform(-1.0f, 1.0f), f);
-    OnGpu<uint16_t> dev_y(y), dev_dy(dy);
-    OnGpu<float> dev_bias(bias);
-    gpu::add_bias_relu_half(dev_y.ptr, dev_bias.ptr, rows, cols, true, f, 0);
-    std::vector<uint16_t> out = dev_y.to_host();
-    int64_t wrong = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        const float v = from16(y[std::size_t(r * cols + c)], f) + bias[std::size_t(c)];
-        wrong += out[std::size_t(r * cols + c)] != to16(v > 0.0f ? v : 0.0f, f);
-      }
-    CHECK(wrong == 0);
-    gpu::relu_backward_half(dev_dy.ptr, dev_y.ptr, rows * cols, f, 0);
-    std::vector<uint16_t> dx = dev_dy.to_host();
-    wrong = 0;
-    for (std::size_t i = 0; i < dx.size(); ++i) wrong += dx[i] != (from16(out[i], f) > 0.0f ? dy[i] : uint16_t(0));
-    CHECK(wrong == 0);
+  for (int64_t cols : {3, 4}) {  // one element a thread (odd), then two
+    for (Half f : {Half::BF16, Half::FP16}) {
+      INFO(gpu::half_name(f) << ", " << cols << " columns");
+      std::vector<float> bias{0.5f, -0.25f, 1e-3f, -2.0f};
+      bias.resize(std::size_t(cols));
+      std::vector<uint16_t> y(std::size_t(rows * cols)), dy(y.size());
+      for (auto& h : y) h = to16(rng.uniform(-2.0f, 2.0f), f);
+      for (auto& h : dy) h = to16(rng.uniform(-1.0f, 1.0f), f);
+      OnGpu<uint16_t> dev_y(y), dev_dy(dy);
+      OnGpu<float> dev_bias(bias);
+      gpu::add_bias_relu_half(dev_y.ptr, dev_bias.ptr, rows, cols, true, f, 0);
+      std::vector<uint16_t> out = dev_y.to_host();
+      int64_t wrong = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = from16(y[std::size_t(r * cols + c)], f) + bias[std::size_t(c)];
+          wrong += out[std::size_t(r * cols + c)] != to16(v > 0.0f ? v : 0.0f, f);
+        }
+      CHECK(wrong == 0);
+      gpu::relu_backward_half(dev_dy.ptr, dev_y.ptr, rows * cols, f, 0);
+      std::vector<uint16_t> dx = dev_dy.to_host();
+      wrong = 0;
+      for (std::size_t i = 0; i < dx.size(); ++i) wrong += dx[i] != (from16(out[i], f) > 0.0f ? dy[i] : uint16_t(0));
+      CHECK(wrong == 0);
+    }
   }
 }
 

@@ -72,7 +72,7 @@ const char* half_name(Half format) { return format == Half::BF16 ? "bf16" : "fp1
 
 void round_to_half(uint16_t* out, const float* x, int64_t n, Half format, int device) {
   StreamLaunch launch{current(device)};
-  launch_half_elementwise(launch, round_to_half_kernel, n, out, x, n, format == Half::BF16);
+  launch_round_to_half(launch, out, x, n, format == Half::BF16);
 }
 
 void widen_half(float* out, const uint16_t* x, int64_t n, Half format, int device) {
@@ -98,7 +98,7 @@ void add_bias_relu_half(uint16_t* y, const float* bias, int64_t rows, int64_t co
 
 void relu_backward_half(uint16_t* dy, const uint16_t* y, int64_t n, Half format, int device) {
   StreamLaunch launch{current(device)};
-  launch_half_elementwise(launch, relu_backward_half_kernel, n, dy, y, n, format == Half::BF16);
+  launch_relu_backward_half(launch, dy, y, n, format == Half::BF16);
 }
 
 }  // namespace dpt::gpu

@@ -10,7 +10,7 @@
 // test only: the kernels below are not `inline`, and a second including file
 // in one program would define them twice.
 //
-// Left out: vectorised (two-at-a-time) loads, stochastic rounding.
+// Left out: loads wider than two elements, stochastic rounding.
 #pragma once
 
 #include <string.h>
@@ -131,6 +131,47 @@ __global__ void relu_backward_half_kernel(uint16_t* dy, const uint16_t* y, int64
     if (!(float_of(y[i], bf16) > 0.0f)) dy[i] = 0;  // +0 in both formats
 }
 
+// The same three, two neighbouring elements a thread (element 2p in the low
+// half of word p, as a little-endian GPU stores them): twice the bytes per
+// load, which a memory-bound pass over 2-byte values needs. For buffers
+// aligned to a pair; the plans below fall back to the kernels above otherwise.
+struct alignas(8) FloatPair {
+  float lo, hi;
+};
+DPT_HALF_HD inline uint32_t pair_of(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
+
+__global__ void round_to_half_pairs_kernel(uint32_t* out, const FloatPair* x, int64_t pairs, bool bf16) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs; p += int64_t(gridDim.x) * blockDim.x) {
+    const FloatPair v = x[p];
+    out[p] = pair_of(half_of(v.lo, bf16), half_of(v.hi, bf16));
+  }
+}
+
+// y (rows, 2·col_pairs) as words, bias (2·col_pairs) as pairs.
+__global__ void bias_relu_half_pairs_kernel(uint32_t* y, const FloatPair* bias, int64_t rows, int64_t col_pairs,
+                                            bool relu, bool bf16) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < col_pairs;
+         c += int64_t(gridDim.x) * blockDim.x) {
+      const uint32_t word = y[r * col_pairs + c];
+      const FloatPair b = bias[c];
+      float lo = float_of(uint16_t(word), bf16) + b.lo, hi = float_of(uint16_t(word >> 16), bf16) + b.hi;
+      if (relu && lo < 0.0f) lo = 0.0f;
+      if (relu && hi < 0.0f) hi = 0.0f;
+      y[r * col_pairs + c] = pair_of(half_of(lo, bf16), half_of(hi, bf16));
+    }
+}
+
+__global__ void relu_backward_half_pairs_kernel(uint32_t* dy, const uint32_t* y, int64_t pairs, bool bf16) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs; p += int64_t(gridDim.x) * blockDim.x) {
+    const uint32_t out = y[p];
+    uint32_t d = dy[p];
+    if (!(float_of(uint16_t(out), bf16) > 0.0f)) d &= 0xffff0000u;
+    if (!(float_of(uint16_t(out >> 16), bf16) > 0.0f)) d &= 0x0000ffffu;
+    dy[p] = d;
+  }
+}
+
 // ----------------------------------------------------------------------------
 // plans
 
@@ -145,14 +186,49 @@ void launch_half_elementwise(Launch& launch, void (*kernel)(Params...), int64_t 
   launch(kernel, dim3(half_blocks(n)), dim3(kHalfThreads), args...);
 }
 
-/// bias_relu_half_kernel over (rows, cols): column blocks × row blocks.
+inline bool aligned_to(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+/// out (n) = x rounded: pairs where both are pair-aligned, the odd last
+/// element alone; one element a thread otherwise.
+template <typename Launch>
+void launch_round_to_half(Launch& launch, uint16_t* out, const float* x, int64_t n, bool bf16) {
+  if (n <= 0) return;
+  if (!aligned_to(out, 4) || !aligned_to(x, 8)) return launch_half_elementwise(launch, round_to_half_kernel, n, out, x, n, bf16);
+  const int64_t pairs = n / 2;
+  if (pairs > 0)
+    launch(round_to_half_pairs_kernel, dim3(half_blocks(pairs)), dim3(kHalfThreads), reinterpret_cast<uint32_t*>(out),
+           reinterpret_cast<const FloatPair*>(x), pairs, bf16);
+  if (n % 2) launch_half_elementwise(launch, round_to_half_kernel, 1, out + n - 1, x + n - 1, int64_t(1), bf16);
+}
+
+/// ReLU's backward over n: pairs where both are pair-aligned (the odd last
+/// element alone), one element a thread otherwise.
+template <typename Launch>
+void launch_relu_backward_half(Launch& launch, uint16_t* dy, const uint16_t* y, int64_t n, bool bf16) {
+  if (n <= 0) return;
+  if (!aligned_to(dy, 4) || !aligned_to(y, 4)) return launch_half_elementwise(launch, relu_backward_half_kernel, n, dy, y, n, bf16);
+  const int64_t pairs = n / 2;
+  if (pairs > 0)
+    launch(relu_backward_half_pairs_kernel, dim3(half_blocks(pairs)), dim3(kHalfThreads), reinterpret_cast<uint32_t*>(dy),
+           reinterpret_cast<const uint32_t*>(y), pairs, bf16);
+  if (n % 2) launch_half_elementwise(launch, relu_backward_half_kernel, 1, dy + n - 1, y + n - 1, int64_t(1), bf16);
+}
+
+/// bias + ReLU over (rows, cols): column blocks × row blocks, by pairs of
+/// columns when cols is even and y and bias are pair-aligned.
 template <typename Launch>
 void launch_bias_relu_half(Launch& launch, uint16_t* y, const float* bias, int64_t rows, int64_t cols, bool relu,
                            bool bf16) {
   if (rows <= 0 || cols <= 0) return;
-  const auto across = unsigned(std::clamp<int64_t>((cols + kHalfThreads - 1) / kHalfThreads, 1, kHalfBlocks));
+  const bool pairs = cols % 2 == 0 && aligned_to(y, 4) && aligned_to(bias, 8);
+  const int64_t across_items = pairs ? cols / 2 : cols;
+  const auto across = unsigned(std::clamp<int64_t>((across_items + kHalfThreads - 1) / kHalfThreads, 1, kHalfBlocks));
   const auto down = unsigned(std::min<int64_t>(rows, kHalfRowBlocks));
-  launch(bias_relu_half_kernel, dim3(across, down), dim3(kHalfThreads), y, bias, rows, cols, relu, bf16);
+  if (pairs)
+    launch(bias_relu_half_pairs_kernel, dim3(across, down), dim3(kHalfThreads), reinterpret_cast<uint32_t*>(y),
+           reinterpret_cast<const FloatPair*>(bias), rows, cols / 2, relu, bf16);
+  else
+    launch(bias_relu_half_kernel, dim3(across, down), dim3(kHalfThreads), y, bias, rows, cols, relu, bf16);
 }
 
 }  // namespace DPT_CUDA_BUILD
