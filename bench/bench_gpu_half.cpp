@@ -314,7 +314,11 @@ json run_torch(const std::vector<std::string>& specs, Half format, const std::st
   const int rc = std::system(cmd.c_str());
   std::ifstream in(out);
   if (rc != 0 || !in) return {{"skipped", "torch_half_step.py failed with status " + std::to_string(rc)}};
-  return json::parse(in);
+  try {
+    return json::parse(in);
+  } catch (const std::exception& e) {
+    return {{"skipped", std::string("torch_half_step.py wrote no JSON: ") + e.what()}};
+  }
 }
 
 std::string us(double s) { return fixed(1e6 * s, 1); }
