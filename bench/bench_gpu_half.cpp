@@ -24,7 +24,8 @@
 //
 // Without a usable GPU it prints why and exits 0, writing {"skipped": reason}.
 // Exit status: 0 every goal met and every check passed, 3 a goal missed or a
-// check failed, 4 the goal not judged (no PyTorch), 1 an error, 2 a bad flag.
+// check failed, 4 the goal not judged (PyTorch wanted, not there), 1 an error,
+// 2 a bad flag.
 //
 //     build/gpu/bin/bench_gpu_half                                  # the issue's two shapes
 //     build/gpu/bin/bench_gpu_half --config 784-1024-1024-10@4096 --format fp16 --json out.json
@@ -323,7 +324,7 @@ json run_torch(const std::vector<std::string>& specs, Half format, const std::st
 
 std::string us(double s) { return fixed(1e6 * s, 1); }
 
-int report(const json& dpt_rows, const json& torch, Verdicts& v) {
+int report(const json& dpt_rows, const json& torch, bool torch_wanted, Verdicts& v) {
   std::map<std::string, json> by_config;
   if (torch.contains("results"))
     for (const json& r : torch["results"]) by_config[r["model"].get<std::string>() + "@" + std::to_string(r["batch"].get<int64_t>())] = r;
@@ -355,7 +356,7 @@ int report(const json& dpt_rows, const json& torch, Verdicts& v) {
   v.print(std::cout);
   std::cout << "summary: dpt " << dpt_rows[0]["format"].get<std::string>() << " step " << summary << "\n";
   if (v.failures() > 0) return kVerdictFailed;
-  return torch.contains("results") ? 0 : 4;
+  return torch.contains("results") || !torch_wanted ? 0 : 4;
 }
 
 int main(int argc, char** argv) {
@@ -403,7 +404,7 @@ int main(int argc, char** argv) {
       const std::string torch_json = (json_path.empty() ? std::string("bench_gpu_half") : json_path) + ".torch.json";
       json torch = no_torch ? json{{"skipped", "--no-torch"}} : run_torch(specs, format, python, script, torch_json);
       doc["results"] = rows, doc["torch"] = torch;
-      status = report(rows, torch, v);
+      status = report(rows, torch, !no_torch, v);
       doc["verdicts_passed"] = status == 0;
     }
   } catch (const Error& e) {
