@@ -120,6 +120,35 @@ TEST_CASE("split: one rank uses its row and its column in turn, blocking and asy
   }
 }
 
+TEST_CASE("split: a rank's messages on two groups share its one simulated port") {
+  // Ranks 1 and 2 each send S bytes to rank 0 at once, rank 1 in group {0,1},
+  // rank 2 in group {0,2}. Rank 0 has one in-port whatever the communicator,
+  // so the two transfers queue: the second arrives after 2 S/beta = 0.6 s
+  // (separate ports per group would let both arrive at 0.3 s).
+  const int64_t floats = 375000;  // 1.5 MB: 0.3 s at 0.04 Gbit/s
+  dpt::LaunchOptions o = threads(3);
+  o.link.gbps = 0.04;
+  o.eager_limit_bytes = int64_t(1) << 24;  // eager: each sender returns at its own departure
+  double rank0_s = 0;
+  dpt::launch(o, [&](Context& ctx) {
+    auto a = ctx.comm.split(ctx.rank == 2, 0);  // {0,1}, {2}
+    auto b = ctx.comm.split(ctx.rank == 1, 0);  // {0,2}, {1}
+    std::vector<float> buf(floats);
+    ctx.comm.barrier();
+    Clock::time_point start = Clock::now();
+    if (ctx.rank == 1) a->send(buf.data(), floats, 0);
+    if (ctx.rank == 2) b->send(buf.data(), floats, 0);
+    if (ctx.rank == 0) {
+      a->recv(buf.data(), floats, 1);
+      b->recv(buf.data(), floats, 1);
+      rank0_s = seconds_since(start);
+    }
+  });
+  INFO("rank 0 received both messages after " << rank0_s << " s; the model says 0.6 s");
+  CHECK(rank0_s >= 0.55);
+  CHECK(rank0_s < 3.0);
+}
+
 // ----------------------------------------------------------------------------
 // how a group fails
 
