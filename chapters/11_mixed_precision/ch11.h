@@ -37,7 +37,7 @@ struct LossScaler {
 /// PyTorch's GradScaler.update().
 ///
 /// A warm-up: the rule is given in full below, so this hole is writing it
-/// down as code. What the chapter asks you to work out is in master_step.
+/// down as code. The chapter's decisions are master_step's and recompute_backward's.
 ///
 /// Postconditions, for a dynamic scaler:
 ///  - after an overflowed step the scale is multiplied by backoff_factor, and
