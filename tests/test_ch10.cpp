@@ -125,7 +125,7 @@ TEST_CASE("topk_reconstruct: the mean of every rank's dense top-k, pairs that sh
   }
 }
 
-TEST_CASE("topk_reconstruct refuses an index outside the vector", "[ch10]") {
+TEST_CASE("topk_reconstruct: refuses an index outside the vector", "[ch10]") {
   std::vector<float> mean(4);
   bool refused = false;
   try {

@@ -97,7 +97,7 @@ TEST_CASE("diloco_outer_step: SGD with Nesterov momentum on theta_0 - mean theta
   }
 }
 
-TEST_CASE("diloco_outer_step with outer lr 1 and no momentum is parameter averaging", "[ch10]") {
+TEST_CASE("diloco_outer_step: with outer lr 1 and no momentum it is parameter averaging", "[ch10]") {
   const int world = 3;
   const int64_t psi = 8;
   Outer got = run_outer(world, 1, psi, 1.0f, 0.0f);

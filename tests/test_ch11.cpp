@@ -22,7 +22,7 @@ using namespace dpt::ch11;
 // ----------------------------------------------------------------------------
 // update_loss_scale
 
-TEST_CASE("update_loss_scale follows GradScaler's rule step by step", "[ch11]") {
+TEST_CASE("update_loss_scale: follows GradScaler's rule step by step", "[ch11]") {
   LossScaler s;
   s.scale = 1024, s.growth_interval = 3;
   // (overflowed?, scale after, clean steps counted after), by GradScaler's rule:
@@ -48,7 +48,7 @@ TEST_CASE("update_loss_scale follows GradScaler's rule step by step", "[ch11]") 
   }
 }
 
-TEST_CASE("update_loss_scale never grows the scale to infinity", "[ch11]") {
+TEST_CASE("update_loss_scale: never grows the scale to infinity", "[ch11]") {
   LossScaler s;
   s.scale = 0x1p127f, s.growth_interval = 1;  // x2 would be 2^128: inf in float
   update_loss_scale(s, false);
@@ -135,7 +135,7 @@ TEST_CASE("master_step: SGD on the fp32 master with the unscaled gradient, then 
   }
 }
 
-TEST_CASE("master_step keeps updates too small for 16 bits in the fp32 master", "[ch11]") {
+TEST_CASE("master_step: keeps updates too small for 16 bits in the fp32 master", "[ch11]") {
   // A bf16 weight of 1.0: its neighbours are 1 − 2^-8 and 1 + 2^-7. Ten SGD
   // steps of 0.001 each are each below half a step; 0.01 together is not.
   Pair p = make_pair_of({{1.0f}});
@@ -156,7 +156,7 @@ TEST_CASE("master_step keeps updates too small for 16 bits in the fp32 master", 
   CHECK(weight == 0.98828125f);
 }
 
-TEST_CASE("master_step skips a step with an inf or NaN gradient, every bit kept", "[ch11]") {
+TEST_CASE("master_step: skips a step with an inf or NaN gradient, every bit kept", "[ch11]") {
   for (float bad : {INFINITY, -INFINITY, NAN}) {
     INFO("the bad gradient entry is " << bad);
     auto fresh = [] { return make_pair_of({{0.5f, -1.0f}, {0.25f, 0.75f, 2.0f}}); };

@@ -24,11 +24,14 @@ namespace dpt::ch10 {
 /// Postconditions:
 ///  - `grad` is the update every rank applies: the same bits on every rank,
 ///    the result of exactly one compressor.reduce call; nothing else is sent.
-///  - `residual` is what this rank's part of that update left out: with the
-///    compressor `none` it is 0, and in general, summed over steps t = 1…T,
-///        Σ_t grad_t  +  mean_r residual_T  =  Σ_t mean_r g_t
-///    to float rounding (to the 16-bit sums' rounding for fp16/bf16): nothing
-///    a rank computed is lost, only delayed.
+///  - `residual` is what this rank's part of that update left out, to be
+///    sent with a later step. With d_t the `delivered` of this rank's reduce
+///    call at step t, after every step T, on every rank:
+///        Σ_{t≤T} d_t  +  residual_T  =  Σ_{t≤T} g_t
+///    to float rounding: nothing this rank computed is lost, only delayed.
+///    With the compressor `none` (it delivers everything) the residual is 0.
+///    Averaged over ranks, the updates applied so far plus mean_r residual_T
+///    are the sum of the mean gradients.
 /// (Hole: exercises/10_compression/error_feedback.cpp.)
 void error_feedback_step(Communicator& comm, Compressor& compressor, std::vector<float>& grad,
                          std::vector<float>& residual);

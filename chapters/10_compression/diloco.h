@@ -36,11 +36,4 @@ struct DilocoRun {
 /// multiple of H (the chapter's flags check it).
 DilocoRun train_diloco(Context& ctx, const Options& options, const Dataset& data, MLP& replica, const Diloco& diloco);
 
-/// Collective: three outer steps at `diloco`'s lr and momentum on random
-/// per-rank parameters around a θ₀ of 64 entries (rank r's from seed + r),
-/// against PyTorch's SGD(nesterov=True) on θ₀ − mean θ_r simulated here in
-/// double: the largest |difference| relative to the largest parameter. NaN
-/// when the hole is not written.
-double diloco_outer_error(Communicator& comm, const Diloco& diloco, uint64_t seed);
-
 }  // namespace dpt::ch10

@@ -41,6 +41,7 @@
 #include "ch10.h"
 #include "compressed_training.h"
 #include "diloco.h"
+#include "diloco_check.h"
 #include "dpt/lecture.h"
 
 using namespace dpt;
@@ -246,7 +247,8 @@ void lecture(Lecture& lec, const Ch10Flags& f) {
   v.holds("every setting ran (holes written)", unwritten.empty(), unwritten.empty() ? "" : "not yet: " + unwritten);
   v.holds("every loss stayed finite", diverged.empty(), diverged.empty() ? "" : "not in " + diverged);
   v.at_most("top-k: decoded mean = the serial mean of every rank's top-k (random vectors, shared indices), max |diff| / max",
-            decode, kDecodeTolerance, "a pair's value belongs at its index; pairs that share an index add up");
+            decode, kDecodeTolerance,
+            "a pair's value belongs at its index; pairs that share an index add up; the sum is divided by the number of ranks");
   v.at_most("PowerSGD at full rank = the uncompressed mean, max |approx - M| / max |M|", full_rank, kFullRankTolerance,
             "P spans M's columns: P P^T M = M");
 }

@@ -36,6 +36,9 @@ struct LossScaler {
 /// (some entry ±inf or NaN: `overflowed`) or did not, with the rule of
 /// PyTorch's GradScaler.update().
 ///
+/// A warm-up: the rule is given in full below, so this hole is writing it
+/// down as code. The chapter's decisions are master_step's and recompute_backward's.
+///
 /// Postconditions, for a dynamic scaler:
 ///  - after an overflowed step the scale is multiplied by backoff_factor, and
 ///    the count of overflow-free steps in a row starts again from 0;

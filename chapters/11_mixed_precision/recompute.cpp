@@ -13,6 +13,13 @@
 
 namespace dpt::ch11 {
 
+namespace {
+// What recompute_backward owes each segment but the last: the sentence its errors carry.
+const char* const kRecomputeNeeds =
+    "a segment before the last needs the gradient its output received, which the segment after it must have "
+    "delivered to that output's checkpoint";
+}  // namespace
+
 const char* recompute_name(Recompute r) {
   return r == Recompute::None ? "none" : r == Recompute::EveryLayer ? "every-layer" : "sqrt";
 }
@@ -73,16 +80,22 @@ double forward_backward(const MLP& model, const Batch& batch, Precision p, float
   }
   // Backward: your recompute_backward, segment forwards charged to Activations.
   MemoryScope scope(MemoryCategory::Grads);
-  recompute_backward(
-      checkpoints,
-      [&](std::size_t k, const Tensor& in) {
-        MemoryScope activations(MemoryCategory::Activations);
-        return forward_layers(model, in, bounds[k], bounds[k + 1], p, flushes);
-      },
-      [&](const Tensor& logits) {
-        MemoryScope activations(MemoryCategory::Activations);
-        return scale(softmax_cross_entropy(logits, batch.y), scale_by);
-      });
+  try {
+    recompute_backward(
+        checkpoints,
+        [&](std::size_t k, const Tensor& in) {
+          MemoryScope activations(MemoryCategory::Activations);
+          return forward_layers(model, in, bounds[k], bounds[k + 1], p, flushes);
+        },
+        [&](const Tensor& logits) {
+          MemoryScope activations(MemoryCategory::Activations);
+          return scale(softmax_cross_entropy(logits, batch.y), scale_by);
+        });
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const Error& e) {  // say which call stopped, and what it owes the segment before
+    throw Error(std::string("recompute_backward stopped: ") + e.what() + " — " + kRecomputeNeeds, e.where());
+  }
   return loss_value;
 }
 

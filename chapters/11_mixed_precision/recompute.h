@@ -47,6 +47,8 @@ Tensor forward_layers(const MLP& model, Tensor h, int64_t begin, int64_t end, Pr
 /// leaves d(scale · loss)/dw in every parameter's grad() (as they were: the
 /// caller rounds them) and returns the loss. Forward's allocations are
 /// charged to Activations, backward's gradients to Grads (memory_ledger.h).
+/// A dpt::Error out of recompute_backward comes out naming it and what it
+/// owes each segment but the last.
 double forward_backward(const MLP& model, const Batch& batch, Precision p, float scale, Recompute r,
                         Flushes* flushes);
 
