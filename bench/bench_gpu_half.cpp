@@ -1,7 +1,7 @@
 // bench_gpu_half — the MLP training step in bf16 (or fp16) on one GPU, against
 // dpt's fp32 step and PyTorch's autocast step, measured in the same run.
 //
-// The 16-bit step (HalfStep below) is written out over dpt/gpu_half.h and the
+// The 16-bit step (HalfStep in half_step.h) is written out over dpt/gpu_half.h and the
 // CUDA kernels, not through autograd: the fast variant the bench measures,
 // as bench/README.md labels it. It keeps what PyTorch's autocast keeps:
 //   fp32 master weights and biases, cast to 16 bits at every step;
@@ -42,18 +42,14 @@
 #include <string>
 #include <vector>
 
-#include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/gpu.h"
-#include "dpt/gpu_half.h"
-#include "dpt/kernels.h"
-#include "dpt/nn.h"
-#include "dpt/ops.h"
-#include "dpt/optim.h"
 #include "dpt/report.h"
 #include "dpt/verdict.h"
+#include "half_step.h"
 
 using namespace dpt;
+using namespace dpt::bench;
 using json = nlohmann::json;
 using gpu::Half;
 
@@ -76,142 +72,6 @@ double median_per_call(const std::function<void()>& fn, int repeats, double wind
   for (int r = 0; r < repeats; ++r) t.push_back(window(calls));
   std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
   return t[t.size() / 2];
-}
-
-// ----------------------------------------------------------------------------
-// 16-bit buffers on cuda:0
-
-struct Buffer16 {
-  uint16_t* ptr = nullptr;
-  explicit Buffer16(int64_t n) {
-    ptr = static_cast<uint16_t*>(gpu::allocate(0, std::size_t(n) * sizeof(uint16_t)));
-    DPT_CHECK(ptr, "bench_gpu_half: no room on cuda:0 for " << n << " 16-bit values");
-  }
-  ~Buffer16() { gpu::free(0, ptr); }
-  Buffer16(const Buffer16&) = delete;
-  Buffer16& operator=(const Buffer16&) = delete;
-};
-
-// ----------------------------------------------------------------------------
-// the steps
-
-// The chapters' fp32 step: autograd, cuBLAS SGEMM, SGD.
-struct Fp32Step {
-  Rng rng;
-  MLP model;
-  SGD optimizer;
-  Tensor x, loss;
-  std::vector<int64_t> labels;
-  Fp32Step(const std::vector<int64_t>& widths, const Tensor& batch_x, std::vector<int64_t> batch_labels, float lr)
-      : rng(7), model(widths, Device::cuda(0), rng), optimizer(model.parameters(), lr), x(batch_x),
-        labels(std::move(batch_labels)) {}
-  void run() {
-    loss = softmax_cross_entropy(model.forward(x), labels);
-    loss.backward();
-    optimizer.step();
-    optimizer.zero_grad();
-  }
-};
-
-// The 16-bit step of the header comment, every buffer allocated up front, so
-// a CUDA graph of run() writes only memory this object owns.
-struct HalfStep {
-  Half format;
-  std::vector<int64_t> widths;
-  int64_t batch;
-  float lr;
-  Rng rng;
-  MLP model;  // the fp32 masters: fc_l.weight (out, in), fc_l.bias (out); the same seed as Fp32Step's
-  std::vector<Tensor> params, dparams;  // W0, b0, W1, b1, … and their fp32 gradients
-  Tensor x, logits, probs, dlogits, loss, one;
-  std::vector<int64_t> labels;
-  Buffer16 x16, ones16, dlogits16;
-  std::vector<std::unique_ptr<Buffer16>> w16, act16, dact16;  // per layer; act16/dact16 for hidden layers
-
-  HalfStep(Half f, const std::vector<int64_t>& w, const Tensor& batch_x, std::vector<int64_t> batch_labels, float rate)
-      : format(f), widths(w), batch(batch_x.shape()[0]), lr(rate), rng(7), model(w, Device::cuda(0), rng),
-        params(model.parameters()), x(batch_x), labels(std::move(batch_labels)), x16(batch * w.front()),
-        ones16(batch), dlogits16(batch * w.back()) {
-    Device& gpu = Device::cuda(0);
-    for (const Tensor& p : params) dparams.push_back(Tensor::empty(p.shape(), gpu));
-    logits = Tensor::empty({batch, w.back()}, gpu), probs = Tensor::empty({batch, w.back()}, gpu);
-    dlogits = Tensor::empty({batch, w.back()}, gpu), loss = Tensor::empty({1}, gpu);
-    one = Tensor::full({1}, 1.0f, gpu);
-    Tensor ones = Tensor::full({batch}, 1.0f, gpu);
-    gpu::round_to_half(ones16.ptr, ones.data(), batch, format, 0);
-    for (std::size_t l = 0; l + 1 < w.size(); ++l) {
-      w16.push_back(std::make_unique<Buffer16>(w[l] * w[l + 1]));
-      if (l + 2 < w.size()) {
-        act16.push_back(std::make_unique<Buffer16>(batch * w[l + 1]));
-        dact16.push_back(std::make_unique<Buffer16>(batch * w[l + 1]));
-      }
-    }
-    gpu::synchronize(0);  // `ones` is freed at the end of the constructor
-  }
-
-  void run() {
-    Kernels& k = cuda_kernels(0);
-    const std::size_t layers = widths.size() - 1;
-    // forward: x (B, in) → … → logits (B, classes)
-    gpu::round_to_half(x16.ptr, x.data(), x.numel(), format, 0);
-    for (std::size_t l = 0; l < layers; ++l)
-      gpu::round_to_half(w16[l]->ptr, params[2 * l].data(), params[2 * l].numel(), format, 0);
-    const uint16_t* in = x16.ptr;
-    for (std::size_t l = 0; l < layers; ++l) {
-      const int64_t fan_in = widths[l], fan_out = widths[l + 1];
-      if (l + 1 < layers) {  // y = relu(x·Wᵀ + b), stored in 16 bits
-        gpu::gemm_half(0, format, false, true, batch, fan_out, fan_in, 1.0f, in, w16[l]->ptr, 0.0f, act16[l]->ptr);
-        gpu::add_bias_relu_half(act16[l]->ptr, params[2 * l + 1].data(), batch, fan_out, true, format, 0);
-        in = act16[l]->ptr;
-      } else {  // logits in fp32
-        gpu::gemm_half(0, format, false, true, batch, fan_out, fan_in, 1.0f, in, w16[l]->ptr, 0.0f, logits.data());
-        k.add_bias(logits.data(), params[2 * l + 1].data(), batch, fan_out);
-      }
-    }
-    const int64_t classes = widths.back();
-    k.softmax_cross_entropy(probs.data(), loss.data(), logits.data(), labels.data(), batch, classes);
-    // backward: dy (B, out) in 16 bits from the logits' gradient down
-    k.softmax_cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), one.data(), batch, classes);
-    gpu::round_to_half(dlogits16.ptr, dlogits.data(), dlogits.numel(), format, 0);
-    const uint16_t* dy = dlogits16.ptr;
-    for (std::size_t l = layers; l-- > 0;) {
-      const int64_t fan_in = widths[l], fan_out = widths[l + 1];
-      const uint16_t* layer_in = l == 0 ? x16.ptr : act16[l - 1]->ptr;
-      // dW (out, in) = dyᵀ·x; db (1, out) = 1ᵀ·dy: fp32, for the fp32 masters
-      gpu::gemm_half(0, format, true, false, fan_out, fan_in, batch, 1.0f, dy, layer_in, 0.0f, dparams[2 * l].data());
-      gpu::gemm_half(0, format, false, false, 1, fan_out, batch, 1.0f, ones16.ptr, dy, 0.0f, dparams[2 * l + 1].data());
-      if (l == 0) break;  // x needs no gradient
-      // dx (B, in) = dy·W, then through the ReLU whose output act16[l−1] is
-      gpu::gemm_half(0, format, false, false, batch, fan_in, fan_out, 1.0f, dy, w16[l]->ptr, 0.0f, dact16[l - 1]->ptr);
-      gpu::relu_backward_half(dact16[l - 1]->ptr, act16[l - 1]->ptr, batch * fan_in, format, 0);
-      dy = dact16[l - 1]->ptr;
-    }
-    for (std::size_t i = 0; i < params.size(); ++i)
-      k.sgd_step(params[i].data(), dparams[i].data(), lr, 0.0f, params[i].numel());
-  }
-
-  std::vector<std::vector<float>> weights() const {
-    std::vector<std::vector<float>> all;
-    for (const Tensor& p : params) all.push_back(p.to_vector());
-    return all;
-  }
-  void set_weights(const std::vector<std::vector<float>>& all) {  // no allocation on the GPU
-    for (std::size_t i = 0; i < params.size(); ++i)
-      gpu::copy(params[i].data(), all[i].data(), all[i].size() * sizeof(float), 0);
-  }
-};
-
-// max |(a − before) − (b − before)| / max |b − before|: update a against update b.
-double update_gap(const std::vector<std::vector<float>>& before, const std::vector<std::vector<float>>& a,
-                  const std::vector<std::vector<float>>& b) {
-  double gap = 0, size = 0;
-  for (std::size_t t = 0; t < before.size(); ++t)
-    for (std::size_t i = 0; i < before[t].size(); ++i) {
-      const double da = double(a[t][i]) - before[t][i], db = double(b[t][i]) - before[t][i];
-      gap = std::isnan(da - db) ? NAN : std::max(gap, std::fabs(da - db));
-      size = std::max(size, std::fabs(db));
-    }
-  return size > 0 ? gap / size : gap;
 }
 
 // ----------------------------------------------------------------------------
