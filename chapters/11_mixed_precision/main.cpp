@@ -92,6 +92,9 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
       if (unwritten.find(e.what()) == std::string::npos) unwritten += (unwritten.empty() ? "" : "; ") + std::string(e.what());
       say.say(std::string("  (stopped: ") + e.what() + ")");
       return false;
+    } catch (const Error& e) {  // e.g. a recompute_backward that stops: a ✘ that says what it said
+      v.holds("the part ran to its end", false, e.what());
+      return false;
     }
   };
 
