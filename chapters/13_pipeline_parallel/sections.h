@@ -1,0 +1,55 @@
+/// @file sections.h
+/// @brief What chapter 13's lecture runs besides training (provided): which
+/// holes are written, one probe step per schedule gathered to stage 0, and on
+/// stage 0 the clock, the bubble, the memory and the Gantt chart from it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dpt/report.h"
+#include "dpt/verdict.h"
+#include "pipeline_clock.h"
+#include "stage.h"
+
+namespace dpt::ch13 {
+
+/// Chapter 13's own flags.
+struct Ch13Flags {
+  int stages = 4;                 ///< --stages P
+  int micro_batches = 8;          ///< --micro-batches M
+  int dp = 1;                     ///< --dp D: pipelines side by side, gradients all-reduced across them
+  std::string schedule = "1f1b";  ///< --schedule gpipe | 1f1b: what training runs
+  double stage_ms = 1;            ///< --stage-ms: the clock's forward per micro-batch per stage (backward 2x); 0 = measured
+  int slow_stage = -1;            ///< --slow-stage S: the clock runs stage S at half speed (-1: none)
+  std::string gantt, gantt_trace; ///< --gantt FILE.svg, --gantt-trace FILE.json ("" none)
+};
+
+/// The holes a run can use: each probed on its own rank with no message.
+struct Written {
+  bool one_f_one_b = true, accumulate = true, run_schedule = true;
+  std::string missing;  ///< the NotImplemented messages of those that are not, "; "-joined
+};
+/// Probes the three holes locally (run_schedule with no op sends nothing).
+Written written_holes(Communicator& comm, int stages, int micro_batches);
+
+/// One probe step of `name`'s schedule as every stage of the pipeline ran it,
+/// gathered to stage 0 (other stages get an empty result).
+struct ProbedStep {
+  std::string name;                   ///< "gpipe" or "1f1b"
+  std::vector<std::vector<Op>> asked;  ///< the schedule each stage was given
+  std::vector<StageStep> stages;      ///< what each stage measured (stage 0 only)
+};
+/// Collective over the stage group: one step of `schedule` on `batch`,
+/// gradients computed then cleared, what each stage measured gathered to stage 0.
+ProbedStep probe_step(Communicator& comm, PipelineStage& stage, const Batch& batch, int micro_batches,
+                      const std::string& schedule);
+
+/// Stage 0: the clock over the probed steps, the bubble and memory verdicts,
+/// the slow stage's verdict, the table, and the Gantt chart and trace.
+void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector<ProbedStep>& probes, Verdicts& v);
+
+/// The ops of a schedule by name ("gpipe" or "1f1b") for stage s.
+std::vector<Op> schedule_of(const std::string& name, int stage, int stages, int micro_batches);
+
+}  // namespace dpt::ch13
