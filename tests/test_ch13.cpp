@@ -35,8 +35,13 @@ struct TestClock {
   const std::vector<std::vector<Op>>& schedules;
   double f, b;
   std::map<std::tuple<int, int, int>, double> done;  // (stage, pass, m) -> end
-  std::map<std::tuple<int, int, int>, int> visiting;
+  std::vector<std::tuple<int, int, int>> path;  // the ops being worked out, each waiting for the next
   std::string deadlock;
+
+  static std::string name(const std::tuple<int, int, int>& k) {
+    return "stage " + std::to_string(std::get<0>(k)) + " at " + (std::get<1>(k) == int(Pass::Forward) ? "F" : "B") +
+           std::to_string(std::get<2>(k));
+  }
 
   int index_of(int s, Pass pass, int m) const {
     const auto& ops = schedules[std::size_t(s)];
@@ -47,11 +52,15 @@ struct TestClock {
   double end(int s, Pass pass, int m) {
     auto key = std::make_tuple(s, int(pass), m);
     if (done.count(key)) return done[key];
-    if (visiting[key]) {
-      deadlock += "stage " + std::to_string(s) + " at " + (pass == Pass::Forward ? "F" : "B") + std::to_string(m) + "; ";
+    auto in_path = std::find(path.begin(), path.end(), key);
+    if (in_path != path.end()) {  // a cycle: every op on it waits for the next
+      if (deadlock.empty()) {
+        for (auto it = in_path; it != path.end(); ++it) deadlock += name(*it) + " waits for ";
+        deadlock += name(key);
+      }
       return 0;
     }
-    visiting[key] = 1;
+    path.push_back(key);
     const int i = index_of(s, pass, m);
     double start = 0;
     if (i > 0) {
@@ -61,7 +70,7 @@ struct TestClock {
     const int P = int(schedules.size());
     if (pass == Pass::Forward && s > 0) start = std::max(start, end(s - 1, Pass::Forward, m));
     if (pass == Pass::Backward) start = std::max(start, s + 1 < P ? end(s + 1, Pass::Backward, m) : end(s, Pass::Forward, m));
-    visiting[key] = 0;
+    path.pop_back();
     return done[key] = start + (pass == Pass::Forward ? f : b);
   }
   double makespan(int M) {
@@ -129,9 +138,8 @@ TEST_CASE("one_f_one_b: the stages together finish in GPipe's time (M+P-1)(f+b),
         for (int s = 0; s < P; ++s) all << "\n  stage " << s << ": " << text(stages[std::size_t(s)]);
         INFO("P = " << P << ", M = " << M << ", forward " << f << ", backward " << b << ":" << all.str());
         if (!clock.deadlock.empty())
-          FAIL("the stages' schedules deadlock: each of " << clock.deadlock
-               << "waits for an op that waits, through the others, for it (a stage runs a backward whose gradient "
-                  "needs a forward this stage has not run yet)");
+          FAIL("the stages' schedules deadlock: " << clock.deadlock
+               << " (an op waits for the op before it on its stage and for its input from the neighbour)");
         INFO("the step took " << took << " on the clock; GPipe's (M+P-1)(f+b) = " << (M + P - 1) * (f + b)
              << ": a stage waits for an input it could have had sooner, or idles where it could work");
         CHECK(took <= (M + P - 1) * (f + b) + 1e-9);

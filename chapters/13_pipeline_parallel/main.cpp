@@ -30,6 +30,7 @@
 // ch13::accumulate_micro_batch and ch13::run_schedule. Exit code: 0 all
 // verdicts ✔, 3 one ✘, 1 error, 2 bad flag.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 
 #include "ch13.h"
@@ -111,6 +112,15 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   for (const std::string& name : schedules)
     for (int k = 0; k < P; ++k) say.say(str("  ", name, " stage ", k, ": ", schedule_text(schedule_of(name, k, P, M))));
   if (!w.one_f_one_b) say.say("  (1f1b: not written yet)");
+  if (w.one_f_one_b) {  // on the clock first: a schedule that cannot finish is a verdict, not a hung run
+    std::vector<std::vector<Op>> all;
+    for (int k = 0; k < P; ++k) all.push_back(one_f_one_b(k, P, M));
+    const std::string problem = schedules_problem(all, M);
+    if (!problem.empty()) {
+      v.holds("1f1b: the stages' schedules can run to the end", false, problem);
+      schedules.pop_back(), w.one_f_one_b = false;
+    }
+  }
 
   // --------------------------------------------------------------------------
   // 3. One step of each schedule on the clock: the bubble, the memory, the timeline
@@ -129,8 +139,10 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   // 4. Training: the gradient is one device's on the global batch
   const bool can_train = can_run && (f.schedule == "gpipe" || w.one_f_one_b);
   say.section(str("4. Training ", o.steps, " steps with ", f.schedule, " (", o.optimizer, ", lr ", fmt(o.lr), ")"));
+  if (w.accumulate && ctx.rank == 0) accumulation_check(say, model, batch_of(0), v);  // rank 0 holds the whole model now
   std::unique_ptr<Optimizer> optimizer = make_optimizer(o.optimizer, stage.parameters(), o.lr);
   const std::vector<Op> ops = can_train ? schedule_of(f.schedule, s, P, M) : std::vector<Op>{};
+  if (can_run && !can_train) v.holds("training with " + f.schedule + " ran", false, "its schedules cannot run: see above");
   ProgressBar bar("train", o.steps, say.enabled());
   std::vector<float> losses;
   for (int64_t step = 0; can_train && step < o.steps; ++step) {
@@ -158,6 +170,13 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
 // flags, then the lecture
 
 int main(int argc, char** argv) {
+  // Every send a rendezvous unless asked otherwise (--eager-limit), so a send
+  // order that only buffering saves deadlocks here, as it would under MPI with
+  // activations above its eager limit.
+  std::vector<char*> args(argv, argv + argc);
+  char eager[] = "--eager-limit", zero[] = "0";
+  if (std::none_of(args.begin(), args.end(), [](const char* a) { return std::string(a).rfind("--eager-limit", 0) == 0; }))
+    args.push_back(eager), args.push_back(zero);
   Ch13Flags flags;
   auto add_flags = [&flags](CLI::App& app, Options& options) {
     app.add_option("--stages", flags.stages, "P: pipeline stages, each a run of consecutive layers")
@@ -193,7 +212,7 @@ int main(int argc, char** argv) {
   Options defaults;
   defaults.model = "784-256-256-256-256-10", defaults.steps = 100, defaults.batch = 32;
   defaults.optimizer = "adam", defaults.lr = 1e-3f;
-  return run_chapter(argc, argv,
+  return run_chapter(int(args.size()), args.data(),
                      {"ch13_pipeline_parallel", "pipeline parallelism: stages, micro-batches, GPipe and 1F1B",
                       {"--gantt", "--gantt-trace"}, defaults},
                      add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });

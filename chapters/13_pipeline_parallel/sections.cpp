@@ -5,7 +5,9 @@
 #include <cmath>
 #include <iostream>
 
+#include "dpt/autograd.h"
 #include "dpt/check.h"
+#include "dpt/ops.h"
 
 namespace dpt::ch13 {
 
@@ -30,6 +32,59 @@ Written written_holes(Communicator& comm, int stages, int micro_batches) {
   });
   probe(w.run_schedule, [&] { run_schedule(comm, {}, StageWork{}); });  // no op: no message
   return w;
+}
+
+std::string schedules_problem(const std::vector<std::vector<Op>>& schedules, int micro_batches) {
+  for (std::size_t s = 0; s < schedules.size(); ++s) {
+    std::vector<int> forwards(std::size_t(micro_batches), 0), backwards(std::size_t(micro_batches), 0);
+    for (const Op& op : schedules[s]) {
+      if (op.micro_batch < 0 || op.micro_batch >= micro_batches)
+        return str("stage ", s, " lists ", op_name(op), ": there are micro-batches 0 to ", micro_batches - 1);
+      ++(op.pass == Pass::Forward ? forwards : backwards)[std::size_t(op.micro_batch)];
+    }
+    for (int m = 0; m < micro_batches; ++m)
+      if (forwards[std::size_t(m)] != 1 || backwards[std::size_t(m)] != 1)
+        return str("stage ", s, " lists F", m, " ", forwards[std::size_t(m)], " time(s) and B", m, " ",
+                   backwards[std::size_t(m)], " time(s), not once each: ", schedule_text(schedules[s]));
+  }
+  try {
+    replay_pipeline(schedules, [](int, const Op&) { return 1.0; });
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void accumulation_check(const Narrator& say, const MLP& model, const Batch& batch, Verdicts& v) {
+  const int64_t B = batch.x.shape()[0];
+  if (B < 3) return;
+  const std::vector<int64_t> sizes = {1, B / 2 - 1 > 0 ? B / 2 - 1 : 1, B - 1 - (B / 2 - 1 > 0 ? B / 2 - 1 : 1)};
+  std::vector<Tensor> params = model.parameters();
+  auto gradient = [&](int64_t a, int64_t b) {  // of the mean loss of rows [a, b)
+    for (Tensor& p : params) p.zero_grad();
+    std::vector<int64_t> labels(batch.y.begin() + a, batch.y.begin() + b);
+    backward(softmax_cross_entropy(model.forward(batch.x.rows(a, b)), labels));
+    std::vector<Tensor> grads;
+    for (const Tensor& p : params) grads.push_back(p.grad().clone());
+    return grads;
+  };
+  const std::vector<Tensor> whole = gradient(0, B);
+  std::vector<Tensor> total;
+  for (const Tensor& g : whole) total.push_back(Tensor::zeros(g.shape(), g.device()));
+  for (int64_t k = 0, start = 0; k < 3; start += sizes[std::size_t(k)], ++k)
+    accumulate_micro_batch(total, gradient(start, start + sizes[std::size_t(k)]), sizes[std::size_t(k)], B);
+  for (Tensor& p : params) p.zero_grad();
+  double gap = 0, scale = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    gap = std::max(gap, double(max_abs_diff(total[i], whole[i])));
+    Tensor zero = Tensor::zeros(whole[i].shape(), whole[i].device());
+    scale = std::max(scale, double(max_abs_diff(whole[i], zero)));
+  }
+  say.say(str("micro-batches of ", sizes[0], ", ", sizes[1], " and ", sizes[2], " samples: your sum of their gradients is ",
+              fmt(gap / scale, 3), " (relative) from the gradient of the batch of ", B));
+  v.at_most(str("accumulated gradient of micro-batches of ", sizes[0], " + ", sizes[1], " + ", sizes[2],
+                " = the batch's gradient (relative gap)"), gap / scale, 1e-5,
+            "each sample counts once and equally, whatever its micro-batch's size (float sums in another order: ~1e-7)");
 }
 
 // ----------------------------------------------------------------------------

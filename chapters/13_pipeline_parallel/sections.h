@@ -49,6 +49,15 @@ ProbedStep probe_step(Communicator& comm, PipelineStage& stage, const Batch& bat
 /// the slow stage's verdict, the table, and the Gantt chart and trace.
 void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector<ProbedStep>& probes, Verdicts& v);
 
+/// "" when the P stages' schedules can run to the end (each lists F m and
+/// B m once for every m, and the clock finds no deadlock), else what is wrong.
+std::string schedules_problem(const std::vector<std::vector<Op>>& schedules, int micro_batches);
+
+/// Your accumulate_micro_batch on micro-batches of unequal sizes (1, about
+/// B/2 − 1, the rest) of `batch`, against `model`'s gradient of the whole
+/// batch's mean loss (stage 0 alone, before training; grads cleared after).
+void accumulation_check(const Narrator& say, const MLP& model, const Batch& batch, Verdicts& v);
+
 /// The ops of a schedule by name ("gpipe" or "1f1b") for stage s.
 std::vector<Op> schedule_of(const std::string& name, int stage, int stages, int micro_batches);
 
