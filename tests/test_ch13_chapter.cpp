@@ -24,7 +24,7 @@ TEST_CASE("chapter: ch13's verdicts pass on 4 stages, training with 1f1b and wit
     auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 4 " + kSmall + "--schedule " + schedule);
     INFO(schedule << ": " << run.output);
     REQUIRE(run.exit_code == 0);
-    CHECK(run.output.find("1f1b: peak micro-batches in flight on stage s = min(P - s, M) (stages 0..P-1: 4, 3, 2, 1)") !=
+    CHECK(run.output.find("1f1b: peak micro-batches in flight on stage s <= min(P - s, M) (stages 0..P-1: 4, 3, 2, 1)") !=
           std::string::npos);
     CHECK(run.output.find("gpipe: bubble fraction by the clock = (P-1)/(M+P-1): 0.429") != std::string::npos);
     CHECK(run.output.find("synced gradient = one device's on the global batch") != std::string::npos);
