@@ -133,7 +133,8 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   std::vector<ProbedStep> probes;
   if (can_run)
     for (const std::string& name : schedules) probes.push_back(probe_step(pipe, stage, batch_of(0), M, name));
-  if (can_run && s == 0) clock_and_memory(say, f, probes, v);
+  if (can_run && ctx.is_root()) clock_and_memory(say, f, probes, v);
+  if (ctx.is_root()) micro_batch_sweep(say, P, w.one_f_one_b, v);
 
   // --------------------------------------------------------------------------
   // 4. Training: the gradient is one device's on the global batch

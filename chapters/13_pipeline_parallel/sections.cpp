@@ -133,6 +133,39 @@ int in_flight_formula(const std::string& schedule, int stage, int stages, int mi
 }
 }  // namespace
 
+void micro_batch_sweep(const Narrator& say, int stages, bool with_1f1b, Verdicts& v) {
+  Table table(str("the clock alone, P = ", stages, " equal stages, backward = 2 x forward"),
+              {"M", "bubble gpipe", "bubble 1f1b", "(P-1)/(M+P-1)", "stage 0 holds: gpipe", "1f1b"});
+  double worst = 0;
+  for (int M = 1; M <= 32; M *= 2) {
+    std::vector<std::string> row = {std::to_string(M)};
+    std::vector<int> held;
+    for (const std::string name : {"gpipe", "1f1b"}) {
+      if (name == "1f1b" && !with_1f1b) { row.push_back("-"), held.push_back(-1); continue; }
+      std::vector<std::vector<Op>> all;
+      for (int s = 0; s < stages; ++s) all.push_back(schedule_of(name, s, stages, M));
+      const std::string problem = schedules_problem(all, M);
+      if (!problem.empty()) {  // your 1F1B at another M
+        v.holds(str(name, " at M = ", M, ": the stages' schedules can run to the end"), false, problem);
+        row.push_back("cannot run"), held.push_back(-1);
+        continue;
+      }
+      Timeline t = replay_pipeline(all, [](int, const Op& op) { return op.pass == Pass::Forward ? 1.0 : 2.0; });
+      worst = std::max(worst, std::fabs(bubble_fraction(t) - bubble_formula(stages, M)));
+      row.push_back(fixed(100 * bubble_fraction(t), 1) + " %");
+      int now = 0, most = 0;
+      for (const Op& op : all[0]) most = std::max(most, now += op.pass == Pass::Forward ? 1 : -1);
+      held.push_back(most);
+    }
+    row.push_back(fixed(100 * bubble_formula(stages, M), 1) + " %");
+    for (int h : held) row.push_back(h < 0 ? "-" : std::to_string(h));
+    table.add_row(row);
+  }
+  if (say.enabled()) table.print(std::cout);
+  v.at_most("bubble by the clock = (P-1)/(M+P-1) for M = 1 ... 32, largest gap", worst, 1e-9,
+            "more micro-batches shrink the bubble; GPipe pays in activations held, 1F1B does not");
+}
+
 void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector<ProbedStep>& probes, Verdicts& v) {
   const int P = f.stages, M = f.micro_batches;
   const bool set = f.stage_ms > 0, equal = set && f.slow_stage < 0;

@@ -58,6 +58,11 @@ std::string schedules_problem(const std::vector<std::vector<Op>>& schedules, int
 /// batch's mean loss (stage 0 alone, before training; grads cleared after).
 void accumulation_check(const Narrator& say, const MLP& model, const Batch& batch, Verdicts& v);
 
+/// Stage 0: the clock over schedules alone (equal stages, b = 2f) for M = 1,
+/// 2, 4, … 32: the bubble against (P−1)/(M+P−1), and the micro-batches each
+/// schedule holds on stage 0 — the trade the chapter is about, in one table.
+void micro_batch_sweep(const Narrator& say, int stages, bool with_1f1b, Verdicts& v);
+
 /// The ops of a schedule by name ("gpipe" or "1f1b") for stage s.
 std::vector<Op> schedule_of(const std::string& name, int stage, int stages, int micro_batches);
 
