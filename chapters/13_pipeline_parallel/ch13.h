@@ -29,8 +29,9 @@ enum class Pass { Forward, Backward };
 
 /// One entry of a stage's schedule: "F 3" is the forward of micro-batch 3.
 struct Op {
-  Pass pass = Pass::Forward;
+  Pass pass = Pass::Forward;  ///< forward or backward
   int micro_batch = 0;  ///< 0 <= micro_batch < M
+  /// The same pass of the same micro-batch.
   bool operator==(const Op& other) const { return pass == other.pass && micro_batch == other.micro_batch; }
 };
 /// "F3", "B0".

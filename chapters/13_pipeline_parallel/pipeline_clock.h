@@ -24,8 +24,9 @@ namespace dpt::ch13 {
 
 /// One op where the clock placed it, seconds from the step's start.
 struct Placed {
-  Op op;
-  double start = 0, end = 0;
+  Op op;             ///< which op
+  double start = 0;  ///< when it started
+  double end = 0;    ///< when it ended
 };
 /// timeline[s]: stage s's ops in the order it ran them.
 using Timeline = std::vector<std::vector<Placed>>;

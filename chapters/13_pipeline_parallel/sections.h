@@ -22,12 +22,15 @@ struct Ch13Flags {
   std::string schedule = "1f1b";  ///< --schedule gpipe | 1f1b: what training runs
   double stage_ms = 1;            ///< --stage-ms: the clock's forward per micro-batch per stage (backward 2x); 0 = measured
   int slow_stage = -1;            ///< --slow-stage S: the clock runs stage S at half speed (-1: none)
-  std::string gantt, gantt_trace; ///< --gantt FILE.svg, --gantt-trace FILE.json ("" none)
+  std::string gantt;              ///< --gantt FILE.svg ("" none)
+  std::string gantt_trace;        ///< --gantt-trace FILE.json ("" none)
 };
 
 /// The holes a run can use: each probed on its own rank with no message.
 struct Written {
-  bool one_f_one_b = true, accumulate = true, run_schedule = true;
+  bool one_f_one_b = true;   ///< one_f_one_b is written
+  bool accumulate = true;    ///< accumulate_micro_batch is written
+  bool run_schedule = true;  ///< run_schedule is written
   std::string missing;  ///< the NotImplemented messages of those that are not, "; "-joined
 };
 /// Probes the three holes locally (run_schedule with no op sends nothing).

@@ -18,13 +18,15 @@ namespace dpt::ch13 {
 /// by depth into runs of consecutive layers whose counts differ by at most
 /// one, the first stages taking the extra ones.
 struct LayerRange {
-  int first = 0, last = 0;
+  int first = 0;  ///< the stage's first layer
+  int last = 0;   ///< one past its last layer
 };
 /// The layers of stage `stage` when `layers` layers are split over `stages`.
 LayerRange stage_layers(int layers, int stages, int stage);
 
 /// A stage of `model`: its layers are handles on the model's (same tensors).
 struct PipelineStage {
+  /// Stage `stage` of `stages` of `model` (stage_layers' split).
   PipelineStage(const MLP& model, int stage, int stages);
   std::vector<Linear> layers;  ///< the stage's layers, first to last
   LayerRange range;            ///< which of the model's layers they are
