@@ -133,7 +133,10 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   std::vector<ProbedStep> probes;
   if (can_run)
     for (const std::string& name : schedules) probes.push_back(probe_step(pipe, stage, batch_of(0), M, name));
-  if (can_run && ctx.is_root()) clock_and_memory(say, f, probes, v);
+  std::vector<int64_t> boundary_floats;  // floats per sample from stage k to k+1: the width where they meet
+  for (int k = 0; k + 1 < P; ++k)
+    boundary_floats.push_back(model.widths()[std::size_t(stage_layers(int(model.layers().size()), P, k).last)]);
+  if (can_run && ctx.is_root()) clock_and_memory(say, f, probes, boundary_floats, o.batch, v);
   if (ctx.is_root()) micro_batch_sweep(say, P, w.one_f_one_b, v);
 
   // --------------------------------------------------------------------------

@@ -93,9 +93,17 @@ void accumulation_check(const Narrator& say, const MLP& model, const Batch& batc
 ProbedStep probe_step(Communicator& comm, PipelineStage& stage, const Batch& batch, int micro_batches,
                       const std::string& schedule) {
   const int stages = comm.size(), capacity = 4 * micro_batches;  // room for twice the ops a stage should run
-  ProbedStep probe{schedule, {}, {}};
+  ProbedStep probe{schedule, {}, {}, {}};
   for (int s = 0; s < stages; ++s) probe.asked.push_back(schedule_of(schedule, s, stages, micro_batches));
+  // The probe's sends under a step of their own: one per schedule, apart from training's steps.
+  const int64_t before = comm.traffic().step(), probe_step_id = 1000000 + 2 * before + (schedule == "gpipe" ? 0 : 1);
+  comm.traffic().set_step(probe_step_id);
   StageStep mine = pipeline_step(comm, stage, batch, micro_batches, probe.asked[std::size_t(comm.rank())]);
+  comm.traffic().set_step(before);
+  TrafficLog log = comm.gather_traffic();
+  probe.bytes.assign(std::size_t(stages), std::vector<int64_t>(std::size_t(stages), 0));
+  for (int a = 0; a < stages; ++a)
+    for (int b = 0; b < stages; ++b) probe.bytes[std::size_t(a)][std::size_t(b)] = log.bytes(a, b, probe_step_id);
   for (Tensor& p : stage.parameters()) p.zero_grad();  // a probe: nothing is applied
   // [ops run, peak in flight, bytes of one micro-batch, peak bytes, (pass, m, seconds) per op]
   const int64_t count = 4 + 3 * int64_t(capacity);
@@ -166,7 +174,8 @@ void micro_batch_sweep(const Narrator& say, int stages, bool with_1f1b, Verdicts
             "more micro-batches shrink the bubble; GPipe pays in activations held, 1F1B does not");
 }
 
-void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector<ProbedStep>& probes, Verdicts& v) {
+void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector<ProbedStep>& probes,
+                      const std::vector<int64_t>& boundary_floats, int64_t batch, Verdicts& v) {
   const int P = f.stages, M = f.micro_batches;
   const bool set = f.stage_ms > 0, equal = set && f.slow_stage < 0;
   // The clock's duration of one op: --stage-ms (backward twice forward) or the measured time; the slow stage x2.
@@ -221,6 +230,17 @@ void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector
     if (!set)
       say.say(str("  measured stages are not equal: the busiest, stage ", slowest_stage(t), " (",
                   fixed(busy_seconds(t, slowest_stage(t)) * 1e3, 2), " ms busy), sets the pace"));
+    bool wire_ok = true;  // B x width x 4 bytes each way across each boundary, nothing between other pairs
+    std::string wire;
+    for (int a = 0; a < P; ++a)
+      for (int b = 0; b < P; ++b) {
+        const int64_t got = probe.bytes[std::size_t(a)][std::size_t(b)];
+        const int64_t want = std::abs(a - b) == 1 ? batch * boundary_floats[std::size_t(std::min(a, b))] * 4 : 0;
+        if (got != want && wire_ok) wire = str("stage ", a, " sent stage ", b, " ", got, " bytes, not ", want);
+        wire_ok = wire_ok && got == want;
+      }
+    v.holds(probe.name + ": stages send only to their neighbours: B x width x 4 bytes of activations up, as many of gradients down",
+            wire_ok, wire_ok ? str(format_bytes(double(probe.bytes[0][std::min(1, P - 1)])), " across the first boundary") : wire);
     bool memory_ok = true, bytes_ok = true;
     std::string seen;
     for (int s = 0; s < P; ++s) {

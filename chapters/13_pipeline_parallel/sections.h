@@ -42,6 +42,7 @@ struct ProbedStep {
   std::string name;                   ///< "gpipe" or "1f1b"
   std::vector<std::vector<Op>> asked;  ///< the schedule each stage was given
   std::vector<StageStep> stages;      ///< what each stage measured (stage 0 only)
+  std::vector<std::vector<int64_t>> bytes;  ///< bytes[a][b]: point-to-point bytes stage a sent b in the step (stage 0 only)
 };
 /// Collective over the stage group: one step of `schedule` on `batch`,
 /// gradients computed then cleared, what each stage measured gathered to stage 0.
@@ -50,7 +51,10 @@ ProbedStep probe_step(Communicator& comm, PipelineStage& stage, const Batch& bat
 
 /// Stage 0: the clock over the probed steps, the bubble and memory verdicts,
 /// the slow stage's verdict, the table, and the Gantt chart and trace.
-void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector<ProbedStep>& probes, Verdicts& v);
+/// `boundary_floats[s]`: floats per sample crossing from stage s to s+1 (the
+/// width there); `batch`: the pipeline's batch B.
+void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector<ProbedStep>& probes,
+                      const std::vector<int64_t>& boundary_floats, int64_t batch, Verdicts& v);
 
 /// "" when the P stages' schedules can run to the end (each lists F m and
 /// B m once for every m, and the clock finds no deadlock), else what is wrong.
