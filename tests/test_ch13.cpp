@@ -1,7 +1,8 @@
 // test_ch13.cpp — chapter 13's schedule and accumulation holes, without
 // communication: one_f_one_b against the properties its contract lists (a
 // dependency clock written here, sharing no code with the chapter's), and
-// accumulate_micro_batch against one device's gradient on the whole batch.
+// accumulate_micro_batch against one device's gradient on the whole batch;
+// and the chapter's clock (provided) against a timeline worked out by hand.
 #include "support/catch.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "dpt/autograd.h"
 #include "dpt/nn.h"
 #include "dpt/ops.h"
+#include "pipeline_clock.h"
 
 using namespace dpt;
 using namespace dpt::ch13;
@@ -204,5 +206,31 @@ TEST_CASE("accumulate_micro_batch: micro-batches of 3, 5 and 8 samples add up to
          << " (relative to its largest entry) from the gradient of the whole batch's mean loss. Each of the " << B
          << " samples must count once and equally, whatever the size of the micro-batch it came in");
     CHECK(gap <= 1e-5);  // the same float sums in another order: ~1e-7
+  }
+}
+
+// ----------------------------------------------------------------------------
+// the chapter's clock (provided), against numbers worked out by hand
+
+TEST_CASE("pipeline clock: GPipe on 3 stages, 2 micro-batches, by hand; a deadlock names the stages", "[ch13]") {
+  // f = 1, b = 2. Stage 0: F0 0-1, F1 1-2; stage 1: F0 1-2, F1 2-3; stage 2: F0 2-3, F1 3-4,
+  // B0 4-6, B1 6-8; stage 1: B0 6-8, B1 8-10; stage 0: B0 8-10, B1 10-12. T = (M+P-1)(f+b) = 12.
+  std::vector<std::vector<Op>> gp = {gpipe(0, 3, 2), gpipe(1, 3, 2), gpipe(2, 3, 2)};
+  Timeline t = replay_pipeline(gp, [](int, const Op& op) { return op.pass == Pass::Forward ? 1.0 : 2.0; });
+  CHECK(makespan(t) == 12);
+  CHECK(t[0][3].start == 10);  // stage 0's B1
+  CHECK(t[2][2].start == 4);   // stage 2's B0
+  CHECK(busy_seconds(t, 1) == 6);
+  CHECK(bubble_fraction(t) == Approx(1 - 18.0 / 36.0));
+  CHECK(bubble_formula(3, 2) == Approx(0.5));
+  std::vector<std::vector<Op>> stuck = {{{Pass::Forward, 0}, {Pass::Backward, 0}, {Pass::Forward, 1}, {Pass::Backward, 1}},
+                                        gpipe(1, 2, 2)};
+  try {
+    replay_pipeline(stuck, [](int, const Op&) { return 1.0; });
+    FAIL("a deadlocking pair of schedules must be an error");
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("stage 0 waits at B0 for B0 on stage 1") != std::string::npos);
+    CHECK(std::string(e.what()).find("stage 1 waits at F1 for F1 on stage 0") != std::string::npos);
   }
 }
