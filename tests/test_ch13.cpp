@@ -212,7 +212,7 @@ TEST_CASE("accumulate_micro_batch: micro-batches of 3, 5 and 8 samples add up to
 // ----------------------------------------------------------------------------
 // the chapter's clock (provided), against numbers worked out by hand
 
-TEST_CASE("pipeline clock: GPipe on 3 stages, 2 micro-batches, by hand; a deadlock names the stages", "[ch13]") {
+TEST_CASE("pipeline clock: GPipe on 3 stages and 2 micro-batches by hand, and a deadlock named by stage", "[ch13]") {
   // f = 1, b = 2. Stage 0: F0 0-1, F1 1-2; stage 1: F0 1-2, F1 2-3; stage 2: F0 2-3, F1 3-4,
   // B0 4-6, B1 6-8; stage 1: B0 6-8, B1 8-10; stage 0: B0 8-10, B1 10-12. T = (M+P-1)(f+b) = 12.
   std::vector<std::vector<Op>> gp = {gpipe(0, 3, 2), gpipe(1, 3, 2), gpipe(2, 3, 2)};
