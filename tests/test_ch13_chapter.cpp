@@ -1,6 +1,6 @@
 // test_ch13_chapter.cpp — chapter 13's program, ch13_pipeline_parallel:
-// every verdict on a small problem for both schedules (threads, and mpirun
-// -np 4), a slow stage named by its verdict, the Gantt chart and its trace,
+// every verdict on a small problem for both schedules and with --dp 2
+// (threads, and mpirun -np 4), a slow stage named by its verdict, the Gantt chart and its trace,
 // and bad flags stopped with one sentence and exit 2.
 #include "support/catch.h"
 
@@ -30,6 +30,14 @@ TEST_CASE("chapter: ch13's verdicts pass on 4 stages, training with 1f1b and wit
     CHECK(run.output.find("synced gradient = one device's on the global batch") != std::string::npos);
     CHECK(run.output.find("\u2718") == std::string::npos);
   }
+}
+
+TEST_CASE("chapter: --dp 2 with 2 stages on 4 ranks: the gradient is one device's on the global batch", "[ch13]") {
+  auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 4 --stages 2 --dp 2 " + kSmall);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("synced gradient = one device's on the global batch") != std::string::npos);
+  CHECK(run.output.find("2 x 2, 4 of 2") != std::string::npos);  // stages x pipelines, micro-batches
 }
 
 TEST_CASE("chapter: a stage twice as slow is named by the verdict", "[ch13]") {
@@ -66,9 +74,11 @@ TEST_CASE("chapter: under mpirun -np 4, ch13's verdicts pass", "[ch13][mpi]") {
     WARN("skipped: this dpt was built without MPI");
     return;
   }
-  auto run = dpt_test::run_mpi("ch13_pipeline_parallel", 4, "--comm mpi --comm-timeout 20 " + kSmall);
-  INFO(dpt_test::summary_line(run.output) << "\n" << run.output);
-  CHECK(run.exit_code == 0);
+  for (const char* layout : {"", "--stages 2 --dp 2 "}) {
+    auto run = dpt_test::run_mpi("ch13_pipeline_parallel", 4, std::string("--comm mpi --comm-timeout 20 ") + layout + kSmall);
+    INFO(layout << dpt_test::summary_line(run.output) << "\n" << run.output);
+    CHECK(run.exit_code == 0);
+  }
 }
 
 TEST_CASE("chapter: bad --stages, --micro-batches, --slow-stage or rank count get one sentence and exit 2", "[ch13]") {
@@ -76,6 +86,7 @@ TEST_CASE("chapter: bad --stages, --micro-batches, --slow-stage or rank count ge
   for (const Bad& bad : {Bad{"--ranks 6 --stages 6", "is more than the 5 layers"},
                          Bad{"--ranks 4 --micro-batches 5", "does not divide --batch 32"},
                          Bad{"--ranks 3", "3 ranks, but --stages 4 x --dp 1 = 4"},
+                         Bad{"--ranks 4 --dp 2", "4 ranks, but --stages 4 x --dp 2 = 8"},
                          Bad{"--ranks 4 --slow-stage 4", "is not a stage"}}) {
     auto run = dpt_test::run_program("ch13_pipeline_parallel", std::string("--quiet ") + bad.args);
     INFO(bad.args << ": " << run.output);

@@ -24,6 +24,7 @@
 // Run it:
 //     build/reference/bin/ch13_pipeline_parallel --ranks 4 --gantt ch13.svg
 //     build/reference/bin/ch13_pipeline_parallel --ranks 4 --schedule gpipe --micro-batches 4 --slow-stage 2
+//     build/reference/bin/ch13_pipeline_parallel --ranks 8 --stages 4 --dp 2        # 2 pipelines of 4 stages
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch13_pipeline_parallel --comm mpi
 //
 // Your holes (chapters/13_pipeline_parallel/ch13.h): ch13::one_f_one_b,
@@ -85,7 +86,12 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   const int P = f.stages, M = f.micro_batches, D = f.dp;
   DPT_CHECK(P * D == ctx.world, "--stages " << P << " x --dp " << D << " = " << P * D << " ranks, but " << ctx.world
                                             << " were started: start P x D ranks");
-  Communicator& pipe = ctx.comm;  // this rank's stage group (rank = stage)
+  // Two groups per rank: its pipeline (rank = stage s) and its data-parallel
+  // group (the D ranks that hold stage s, rank = pipeline d).
+  const int d = ctx.rank / P;
+  std::unique_ptr<Communicator> pipeline_group = ctx.comm.split(d, ctx.rank % P);
+  std::unique_ptr<Communicator> dp_group = ctx.comm.split(ctx.rank % P, d);
+  Communicator& pipe = *pipeline_group;
   const int s = pipe.rank();
   MLP model = build_model(o, ctx.device);  // every rank: the flags' model; the stage keeps its layers
   PipelineStage stage(model, s, P);
@@ -96,12 +102,17 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   // --------------------------------------------------------------------------
   // 1. The split by depth
   say.section(str("1. ", model.layers().size(), " layers of ", o.model, " over ", P, " stages, batch ", o.batch, " in ", M,
-                  " micro-batches of ", o.batch / M));
+                  " micro-batches of ", o.batch / M, D > 1 ? str("; ", D, " pipelines side by side") : ""));
   for (int k = 0; k < P; ++k) {
     LayerRange r = stage_layers(int(model.layers().size()), P, k);
-    say.say(str("  stage ", k, " (rank ", k, "): layers ", r.first, " to ", r.last - 1, ", input width ",
+    std::string ranks;
+    for (int e = 0; e < D; ++e) ranks += str(e ? ", " : "", e * P + k);
+    say.say(str("  stage ", k, " (rank", D > 1 ? "s " : " ", ranks, "): layers ", r.first, " to ", r.last - 1, ", input width ",
                 model.widths()[std::size_t(r.first)], ", output width ", model.widths()[std::size_t(r.last)]));
   }
+  if (D > 1)
+    say.say(str("  pipeline d holds ranks d x ", P, " ... d x ", P, " + ", P - 1, " and trains on the d-th of ", D,
+                " strided shares of each global batch of ", o.batch * D, "; the ranks holding stage s average its gradients"));
   Written w = written_holes(pipe, P, M);
 
   // --------------------------------------------------------------------------
@@ -126,7 +137,7 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   // 3. One step of each schedule on the clock: the bubble, the memory, the timeline
   BatchSampler sampler(lec.data.size(), o.batch * D, !o.no_shuffle, o.seed);
   auto batch_of = [&](int64_t step) {  // pipeline d's share of the step's global batch
-    return gather_batch(lec.data, strided_shard(sampler.indices(step), ctx.rank / P, D), ctx.device);
+    return gather_batch(lec.data, strided_shard(sampler.indices(step), d, D), ctx.device);
   };
   const bool can_run = w.run_schedule && w.accumulate;
   say.section("3. One step of each schedule, replayed on a per-stage clock");
@@ -151,18 +162,25 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   std::vector<float> losses;
   for (int64_t step = 0; can_train && step < o.steps; ++step) {
     StageStep mine = pipeline_step(pipe, stage, batch_of(step), M, ops);
+    if (D > 1) {  // data parallelism across pipelines: stage s's gradient averaged over the D ranks holding it
+      std::vector<Tensor> grads;
+      for (const Tensor& p : stage.parameters()) grads.push_back(p.grad());
+      Tensor flat = flatten_on(grads, ctx.device);
+      dp_group->all_reduce(flat, ReduceOp::Avg);
+      unflatten(flat, grads);
+    }
     float loss = float(mine.loss);  // the last stage's, handed to stage 0 for printing
     if (s == P - 1 && P > 1) pipe.send(&loss, 1, 0);
     if (s == 0 && P > 1) pipe.recv(&loss, 1, P - 1);
     std::vector<float> weights, grads;
-    gather_model(pipe, stage, model, true, &weights, &grads);
+    if (d == 0) gather_model(pipe, stage, model, true, &weights, &grads);  // pipeline 0 speaks for all
     if (ctx.is_root()) lec.recorder.record(step, o.steps, weights.data(), grads.data(), int64_t(weights.size()));
     optimizer->step();
     losses.push_back(loss);
     bar.update(step + 1, "loss " + fixed(loss, 4));
   }
   bar.finish();
-  if (can_train) gather_model(pipe, stage, model, false, nullptr, nullptr);  // the trained layers, for the held-out score
+  if (can_train && d == 0) gather_model(pipe, stage, model, false, nullptr, nullptr);  // the trained layers, for the held-out score
   if (!losses.empty())  // one batch's loss per step: noisy; the held-out rows below say what training reached
     lec.summary.add_row({"loss on the batch, first step -> last", fixed(losses.front(), 4) + " -> " + fixed(losses.back(), 4)});
   lec.summary.add_row({"stages x pipelines, micro-batches", str(P, " x ", D, ", ", M, " of ", o.batch / M)});
@@ -186,6 +204,8 @@ int main(int argc, char** argv) {
     app.add_option("--stages", flags.stages, "P: pipeline stages, each a run of consecutive layers")
         ->check(positive_integer())->capture_default_str();
     app.add_option("--micro-batches", flags.micro_batches, "M: micro-batches per batch (divides --batch)")
+        ->check(positive_integer())->capture_default_str();
+    app.add_option("--dp", flags.dp, "D: pipelines side by side, each stage's gradient averaged over them (P x D ranks)")
         ->check(positive_integer())->capture_default_str();
     app.add_option("--schedule", flags.schedule, "What training runs: gpipe or 1f1b")
         ->check(CLI::IsMember({"gpipe", "1f1b"}))->capture_default_str();
