@@ -163,7 +163,7 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   ProgressBar bar("train", o.steps, say.enabled());
   std::vector<float> losses;
   for (int64_t step = 0; can_train && step < o.steps; ++step) {
-    StageStep mine = pipeline_step(pipe, stage, batch_of(step), M, ops);
+    StageStep mine = pipeline_step(pipe, stage, batch_of(step), M, ops, &ctx.trace);  // --trace: wall-clock spans
     if (D > 1) {  // data parallelism across pipelines: stage s's gradient averaged over the D ranks holding it
       std::vector<Tensor> grads;
       for (const Tensor& p : stage.parameters()) grads.push_back(p.grad());

@@ -37,7 +37,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 StageStep pipeline_step(Communicator& comm, PipelineStage& stage, const Batch& batch, int micro_batches,
-                        const std::vector<Op>& ops) {
+                        const std::vector<Op>& ops, SpanRecorder* trace) {
   const int64_t batch_size = batch.x.shape()[0];
   DPT_CHECK(micro_batches >= 1 && batch_size % micro_batches == 0,
             micro_batches << " micro-batches do not divide a batch of " << batch_size);
@@ -61,6 +61,7 @@ StageStep pipeline_step(Communicator& comm, PipelineStage& stage, const Batch& b
   work.input_buffer = [&](int) { return Tensor::empty({size, in_width}, device); };
   work.output_grad_buffer = [&](int) { return Tensor::empty({size, out_width}, device); };
   work.forward = [&](int m, const Tensor& input) {
+    TraceSpan span(trace, op_name({Pass::Forward, m}), "compute");
     const auto start = std::chrono::steady_clock::now();
     const double before = double(device.current_bytes());
     Tensor h;
@@ -91,6 +92,7 @@ StageStep pipeline_step(Communicator& comm, PipelineStage& stage, const Batch& b
     return stage.has_last_layer ? Tensor() : h;
   };
   work.backward = [&](int m, const Tensor& output_grad) {
+    TraceSpan span(trace, op_name({Pass::Backward, m}), "compute");
     const auto start = std::chrono::steady_clock::now();
     Tensor out = outputs[std::size_t(m)];
     DPT_CHECK(out.defined(), "stage " << comm.rank() << ": B" << m << " before F" << m);

@@ -11,6 +11,7 @@
 #include "ch13.h"
 #include "dpt/data.h"
 #include "dpt/nn.h"
+#include "dpt/span.h"
 
 namespace dpt::ch13 {
 
@@ -49,8 +50,9 @@ struct StageStep {
 /// stage's device; every stage holds it, stage 0 reads x, the last stage y):
 /// cuts it into `micro_batches` consecutive micro-batches, runs `ops` through
 /// run_schedule over `comm` (rank = stage), sums the gradients with
-/// accumulate_micro_batch and leaves them in the parameters' grad().
+/// accumulate_micro_batch and leaves them in the parameters' grad(). Each op
+/// is a span "F m" / "B m" on `trace` (the --trace timeline; null: none).
 StageStep pipeline_step(Communicator& comm, PipelineStage& stage, const Batch& batch, int micro_batches,
-                        const std::vector<Op>& ops);
+                        const std::vector<Op>& ops, SpanRecorder* trace = nullptr);
 
 }  // namespace dpt::ch13
