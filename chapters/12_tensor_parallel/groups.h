@@ -26,8 +26,8 @@ class Groups {
   Groups(Context& ctx, int tp, int dp);
   Communicator& tp() { return *tp_; }  ///< the T ranks that share this rank's model
   Communicator* dp() { return dp_; }   ///< the D replicas of this rank's slice; null when D = 1
-  int tp_size() const { return tp_size_; }
-  int dp_size() const { return dp_size_; }
+  int tp_size() const { return tp_size_; }     ///< T
+  int dp_size() const { return dp_size_; }     ///< D
   int tp_rank() const { return tp_->rank(); }   ///< t: which slices this rank owns
   int dp_rank() const { return dp_rank_; }      ///< d: which samples this rank's model trains on
 
@@ -38,9 +38,10 @@ class Groups {
   int tp_size_, dp_size_, dp_rank_ = 0;
 };
 
-/// The world ranks rank `world_rank`'s TP group and DP group should hold, in
-/// group-rank order (the layout of the file comment).
+/// The world ranks rank `world_rank`'s TP group should hold, in group-rank
+/// order (the layout of the file comment).
 std::vector<int> expected_tp_members(int world_rank, int tp, int dp);
+/// The same for its DP group.
 std::vector<int> expected_dp_members(int world_rank, int tp, int dp);
 
 /// "" when `seen` (a group's members as world ranks, in group-rank order)
