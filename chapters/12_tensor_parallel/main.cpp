@@ -80,6 +80,10 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
   say.section("1. Groups: T = " + std::to_string(T) + " ranks share each model, D = " + std::to_string(D) + " models");
   Groups groups(ctx, T, D);
   const std::vector<std::string> members = check_groups(ctx, groups);  // a wrong split stops here, with a sentence
+  say.say(str("rank r computes one model with the ", T, " ranks of its TP group (consecutive ranks: on a cluster,\n"
+              "one node's GPUs, since they talk every layer); the ", D, " rank(s) holding the same slice form its DP group\n"
+              "and average that slice's gradients. Every rank's groups were checked against this layout",
+              f.check_groups ? ":" : " (--check-groups prints them)."));
   if (f.check_groups)
     for (const std::string& line : members) say.say("  " + line);
   v.holds("every rank's TP and DP groups hold the members the layout says", true,
@@ -98,6 +102,10 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
                    l % 2 == 0 ? str("(", w[l + 1] / T, ", ", w[l], ") + bias (", w[l + 1] / T, ")")
                               : str("(", w[l + 1], ", ", w[l] / T, ") + bias (", w[l + 1], ") whole")});
   if (say.enabled()) split.print(std::cout);
+  say.say("In each pair the first layer is split by output features, the second by input features: rank t's\n"
+          "block of the hidden width flows from one to the other without leaving the rank. At the two ends of\n"
+          "the pair the model is whole on every rank; what the ranks exchange there, forward and backward, is\n"
+          "your copy_to_tp_region and reduce_from_tp_region.");
   const int64_t psi = full.num_parameters(), per_rank = parameters_per_rank(w, T);
   v.at_most(str("parameters per rank = sum over pairs (in*h + h + h*out)/T + out = ", per_rank, " (Psi = ", psi, ")"),
             world_max(ctx, double(model.num_parameters() - per_rank)), 0, "counted on every rank from its slices");
@@ -113,6 +121,7 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
   // 3. Training: every rank of a TP group on the same samples
   say.section(str("3. Training: ", o.steps, " steps of ", o.batch, " samples per model (", D, " model",
                   D > 1 ? "s" : "", ", global batch ", o.batch * D, ")"));
+  say.say(str("every rank of a TP group trains on the same ", o.batch, " samples; the optimizer steps each rank's slices."));
   lec.step_check_batch = o.batch * D;
   TensorParallelRun run = train_tensor_parallel(ctx, groups, o, lec.data, model, &lec.recorder, "ch12 train");
   if (groups.dp_rank() == 0) {  // the trained model, whole, for the harness to score and save
