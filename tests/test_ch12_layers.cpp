@@ -98,6 +98,8 @@ TEST_CASE("column_parallel_linear: rank t's output block, its slices' gradients,
       if (gy > kTolerance) return found.add(who + ": the output is not outputs [" + std::to_string(first) + ", " +
                                             std::to_string(first + k) + ") of x*W^T + b: max gap " + std::to_string(gy));
       sum(mul(y, Tensor::from_vector({L.B, k}, c, ctx.device))).backward();  // the whole loss is the sum over ranks
+      for (const auto& [p, name] : {std::pair<Tensor, const char*>{ws, "the weight slice"}, {bs, "the bias slice"}, {x, "x"}})
+        if (!p.grad().defined()) return found.add(who + ": " + name + " got no gradient: the loss depends on it on every rank");
       const std::vector<float> dw = ws.grad().to_vector(), db = bs.grad().to_vector(), dx = x.grad().to_vector();
       for (int64_t o = 0; o < k; ++o) {
         gb = std::max(gb, std::fabs(db[std::size_t(o)] - L.db(first + o)));
@@ -146,6 +148,9 @@ TEST_CASE("row_parallel_linear: the full output with the bias once on every rank
                          (T > 1 && std::fabs(bias_times - T) < 1e-3 ? " (it holds the bias " + std::to_string(T) +
                                                                            " times: the bias must be added once)" : ""));
       sum(mul(y, Tensor::from_vector({L.B, L.out}, L.c, ctx.device))).backward();  // replicated above: the same C everywhere
+      for (const auto& [p, name] : {std::pair<Tensor, const char*>{ws, "the weight slice"}, {b, "the bias (held whole on every rank)"},
+                                    {x, "x's block"}})
+        if (!p.grad().defined()) return found.add(who + ": " + name + " got no gradient: the loss depends on it on every rank");
       const std::vector<float> dw = ws.grad().to_vector(), db = b.grad().to_vector(), dx = x.grad().to_vector();
       double gw = 0, gb = 0, gx = 0;
       for (int64_t o = 0; o < L.out; ++o) {

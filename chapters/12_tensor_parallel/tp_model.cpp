@@ -81,15 +81,17 @@ std::vector<float> TensorParallelMLP::gather(bool grads) {
     const float* d = host.data();
     flat.insert(flat.end(), d, d + host.numel());
   };
-  for (const Pair& pair : pairs_) {
-    auto of = [grads](const Tensor& p) {
-      DPT_CHECK(!grads || p.grad().defined(), "a parameter has no gradient after backward: the graph did not reach it");
+  for (std::size_t k = 0; k < pairs_.size(); ++k) {
+    const Pair& pair = pairs_[k];
+    auto of = [grads, k](const Tensor& p, const char* name) {
+      DPT_CHECK(!grads || p.grad().defined(), "pair " << k << "'s " << name << " has no gradient after backward: the "
+                                                     "loss depends on it on every rank, so backward must reach it");
       return grads ? p.grad() : p;
     };
-    append(gather_weight(group_, of(pair.column_weight), Split::Output));
-    append(gather_weight(group_, of(pair.column_bias), Split::Output));
-    append(gather_weight(group_, of(pair.row_weight), Split::Input));
-    append(of(pair.row_bias).to(Device::host()));  // whole on every rank
+    append(gather_weight(group_, of(pair.column_weight, "column-parallel weight"), Split::Output));
+    append(gather_weight(group_, of(pair.column_bias, "column-parallel bias"), Split::Output));
+    append(gather_weight(group_, of(pair.row_weight, "row-parallel weight"), Split::Input));
+    append(of(pair.row_bias, "row-parallel bias").to(Device::host()));  // whole on every rank
   }
   return flat;
 }
