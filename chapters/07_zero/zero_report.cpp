@@ -9,33 +9,21 @@
 #include "dpt/floats.h"
 #include "dpt/report.h"
 #include "dpt/timing.h"
+#include "dpt/zero_formula.h"
 
 namespace dpt::ch07 {
 
-double formula_bytes(int stage, double psi, int n) {
-  switch (stage) {
-    case 0: return 16 * psi;
-    case 1: return 8 * psi + 8 * psi / n;
-    case 2: return 4 * psi + 12 * psi / n;
-    default: return 16 * psi / n;
-  }
-}
+// fp32 Adam: 4 bytes of weight, 4 of gradient, 8 of m and v (dpt/zero_formula.h divides them by stage).
+constexpr StateBytes kFp32Adam{4, 4, 8};
 
-std::string formula_text(int stage) {
-  const char* text[] = {"16Ψ", "8Ψ + 8Ψ/N", "4Ψ + 12Ψ/N", "16Ψ/N"};
-  return text[std::max(0, std::min(stage, 3))];
-}
+double formula_bytes(int stage, double psi, int n) { return zero_state_bytes(stage, kFp32Adam, psi, psi / n).total(); }
+
+std::string formula_text(int stage) { return zero_formula_text(std::max(0, std::min(stage, 3)), kFp32Adam); }
 
 double theory_bytes_per_step(int stage, double psi, int n) { return (stage == 3 ? 3 : 2) * psi * 4 * (n - 1) / n; }
 
 double padded_state_bytes(int stage, const Partition& part) {
-  double full = double(part.padded), shard = double(part.shard);
-  switch (stage) {
-    case 0: return 16 * full;
-    case 1: return 8 * full + 8 * shard;
-    case 2: return 4 * full + 12 * shard;
-    default: return 16 * shard;
-  }
+  return zero_state_bytes(stage, kFp32Adam, double(part.padded), double(part.shard)).total();
 }
 
 double comm_formula_bytes(int stage, bool prefetch, const std::vector<Range>& layers,

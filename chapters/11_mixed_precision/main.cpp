@@ -7,20 +7,23 @@
 // the loss is scaled up before backward and the gradients scaled down after;
 // the update must happen on an fp32 master copy, because an update smaller
 // than half a 16-bit step rounds away. Model states then cost 2 + 2 + 12
-// bytes per parameter with Adam (ZeRO's K = 12), as chapter 07's ledger shows.
+// bytes per parameter with Adam (ZeRO's K = 12), as chapter 07's ledger shows,
+// and ZeRO divides them among N ranks (--stage, --ranks: section 7).
 //
 // Then activation recomputation (--recompute): forward keeps only checkpoints,
 // backward recomputes the rest — the same gradients, bit for bit, for less
 // peak memory and about a third more compute.
 //
 // What it leaves out: fp8, GPU tensor cores (here 16-bit values are float32
-// rounded to the format: the same numbers, not the same speed), ZeRO stages
-// on top (chapter 07). Theory: docs/ch11_mixed_precision.md.
+// rounded to the format: the same numbers, not the same speed), ZeRO's
+// traffic and its layer-by-layer gathering (chapter 07). Theory:
+// docs/ch11_mixed_precision.md.
 //
 // Run it:
 //     build/reference/bin/ch11_mixed_precision                       # fp32, bf16, fp16 with and without scaling
 //     build/reference/bin/ch11_mixed_precision --precision fp16 --loss-scale static:1024
 //     build/reference/bin/ch11_mixed_precision --no-compare --precision bf16 --loss-scale none
+//     build/reference/bin/ch11_mixed_precision --no-compare --stage 3 --ranks 8   # 2+2+12 divided by 8
 //
 // Your holes (chapters/11_mixed_precision/ch11.h): ch11::update_loss_scale,
 // ch11::master_step and ch11::recompute_backward. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 bad flag.
@@ -36,6 +39,7 @@
 #include "dpt/ops.h"
 #include "mixed_training.h"
 #include "sections.h"
+#include "zero_mixed.h"
 
 using namespace dpt;
 using namespace dpt::ch11;
@@ -43,6 +47,8 @@ using namespace dpt::ch11;
 struct Ch11Flags {
   std::string precision = "fp16", loss_scale = "dynamic", recompute = "none";
   std::string recompute_model = "784-256-256-256-256-256-256-256-256-10";
+  std::string stage = "all";  // section 7: ZeRO stage 0, 1, 2, 3 or all four
+  int ranks = 4;              // section 7: N
   int64_t growth_interval = 50;  // PyTorch: 2000, for runs of 10^5 steps; here the scale is seen to grow and back off
   bool compare = true;
 };
@@ -128,6 +134,12 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
   const bool all_ran = unwritten.empty();  // every training run
   lec.keep(runs[std::size_t(mine_at)] ? runs[std::size_t(mine_at)]->model : build_model(o, device));  // saved and scored at the end
   lec.summary.add_row({"the flags' own setting", mine.name()});
+  if (runs[std::size_t(mine_at)]) {  // --metrics: the flags' own run, step by step (tests/pytorch/crosscheck_ch11.py)
+    const MixedRun& r = *runs[std::size_t(mine_at)];
+    MetricsWriter metrics(o.metrics);
+    for (std::size_t t = 0; t < r.losses.size(); ++t)
+      metrics.write(int64_t(t), {{"loss", r.losses[t]}, {"scale", r.scales[t]}, {"overflowed", r.overflowed[t] ? 1.0 : 0.0}});
+  }
 
   // --------------------------------------------------------------------------
   // 5. What each setting reached, lost and held
@@ -165,10 +177,26 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
     }
   });
 
+  // --------------------------------------------------------------------------
+  // 7. 2 + 2 + 12 bytes per parameter, divided by ZeRO
+  say.section("7. Model states per rank under ZeRO stage " + f.stage + " on " + std::to_string(f.ranks) + " ranks, " +
+              precision_name(mine.precision));
+  if (mine.precision == Precision::FP32) {
+    say.say("(fp32 under ZeRO is chapter 07's: --precision bf16 or fp16 shows the 2 + 2 + 12 bytes divided)");
+  } else {
+    attempt([&] {
+      std::vector<ZeroMixedRun> zero;
+      for (int stage = 0; stage <= 3; ++stage)
+        if (f.stage == "all" || f.stage == std::to_string(stage))
+          zero.push_back(train_zero_mixed(o, lec.data, mine, stage, f.ranks));
+      report_zero_memory(zero, formula_bytes(mine.precision, o.optimizer), mine.precision, say, v);
+    });
+  }
+
   v.holds("every part ran (holes written)", unwritten.empty(), unwritten.empty() ? "" : "not yet: " + unwritten);
 
   // --------------------------------------------------------------------------
-  // 7. Verdicts from the training runs
+  // 8. Verdicts from the training runs
   const std::size_t fp32 = 0, bf16 = 1, fp16 = 2, fp16_none = 3;
   for (std::size_t i = 0; i < settings.size(); ++i) {
     if (!runs[i]) continue;
@@ -217,7 +245,9 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
 int main(int argc, char** argv) {
   Ch11Flags flags;
   auto add_flags = [&flags](CLI::App& app, Options&) {
-    app.add_option("--precision", flags.precision, "Where weights, activations and gradients live: fp32, bf16 or fp16")
+    app.add_option("--precision", flags.precision, "Where weights, activations and gradients live: fp32, bf16 or fp16. "
+                   "16-bit runs need an optimizer that keeps fp32 state: every --optimizer here does "
+                   "(sgd, momentum, adam, adamw: the master copy and the moments are fp32)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
     app.add_option("--loss-scale", flags.loss_scale, "dynamic (GradScaler's rule), static:S (S > 0) or none")
         ->check([](const std::string& text) -> std::string {
@@ -233,6 +263,10 @@ int main(int argc, char** argv) {
         })->capture_default_str();
     app.add_option("--growth-interval", flags.growth_interval, "Dynamic scaling: clean steps before the scale doubles (PyTorch: 2000)")
         ->check(positive_integer())->capture_default_str();
+    app.add_option("--stage", flags.stage, "Section 7: the ZeRO stage whose model states are measured: 0, 1, 2, 3 or all")
+        ->check(CLI::IsMember({"all", "0", "1", "2", "3"}))->capture_default_str();
+    app.add_option("--ranks", flags.ranks, "Section 7: N, the thread ranks ZeRO divides the model states among")
+        ->check(CLI::Range(1, 64))->capture_default_str();
     app.add_flag("--compare,!--no-compare", flags.compare, "Also train fp32, bf16, fp16 with and without scaling (default on)")
         ->capture_default_str();
   };

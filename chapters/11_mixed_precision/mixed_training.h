@@ -21,6 +21,7 @@
 #include "dpt/data.h"
 #include "dpt/nn.h"
 #include "dpt/options.h"
+#include "dpt/zero_formula.h"
 #include "recompute.h"
 
 namespace dpt::ch11 {
@@ -40,14 +41,10 @@ struct Setting {
 /// sentence otherwise.
 LossScaler parse_loss_scale(const std::string& text, int64_t growth_interval);
 
-/// Model-state bytes per parameter, by the categories of chapter 07's ledger.
-struct BytesPerParam {
-  double params = 0;  ///< the weights the model computes with (2 in 16 bits, 4 in fp32)
-  double grads = 0;   ///< their gradients, stored as the weights are
-  double state = 0;   ///< fp32 master copy (16-bit runs) and optimizer moments
-  /// params + grads + state.
-  double total() const { return params + grads + state; }
-};
+/// Model-state bytes per parameter, by the categories of chapter 07's ledger:
+/// params (2 in 16 bits, 4 in fp32), grads (stored as the weights are),
+/// state (fp32 master copy in 16-bit runs, and the optimizer's moments).
+using BytesPerParam = StateBytes;
 /// The formula: 16-bit runs 2 + 2 + (4 master + 4 per optimizer moment);
 /// fp32 runs 4 + 4 + 4 per moment. Adam keeps 2 moments (2 + 2 + 12, or 16 in
 /// fp32), momentum 1, sgd 0.

@@ -70,6 +70,11 @@ class HostStaging final : public Backend {
   }
   void fail(const std::string& message, bool primary) override { inner_->fail(message, primary); }
   RankFailure finish() override { return inner_->finish(); }
+  SplitBackend split(int color, int key, const std::vector<int>& members) override {
+    SplitBackend sub = inner_->split(color, key, members);
+    sub.backend = stage_gpu_buffers(std::move(sub.backend), int(members.size()));
+    return sub;
+  }
 
  private:
   std::unique_ptr<Backend> inner_;

@@ -159,9 +159,11 @@ def make_optimizer(name, params, lr):
     raise ValueError(name)
 
 
-def train_torch(init, data, optimizer_name, lr, batch, steps):
+def train_torch(init, data, optimizer_name, lr, batch, steps, autocast=None):
     """MLP: Linear, ReLU, …, Linear; mean softmax cross-entropy. Batch s is rows
-    [s·B, (s+1)·B) mod N. Returns (losses per step, {name: final weights})."""
+    [s·B, (s+1)·B) mod N. `autocast` (e.g. torch.bfloat16): the forward under
+    torch.autocast("cpu", dtype=autocast), the loss on the logits in float32.
+    Returns (losses per step, {name: final weights})."""
     layers = []
     i = 0
     while f"fc{i}.weight" in init:
@@ -186,7 +188,9 @@ def train_torch(init, data, optimizer_name, lr, batch, steps):
     for step in range(steps):
         rows = torch.arange(step * batch, (step + 1) * batch) % n
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x[rows]), y[rows])
+        with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            logits = model(x[rows])
+        loss = torch.nn.functional.cross_entropy(logits.float(), y[rows])
         loss.backward()
         optimizer.step()
         losses.append(loss.item())

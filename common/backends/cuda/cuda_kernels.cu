@@ -271,15 +271,17 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
     return device_copy;
   }
 
-  cublasHandle_t blas_handle() {
-    ThreadState& state = thread_state(device_, kPartialsBytes);
-    if (!state.blas) DPT_CUBLAS_CHECK(cublasCreate(&state.blas));  // on device_, made current by current()
-    return state.blas;
-  }
+  cublasHandle_t blas_handle() { return thread_blas(device_); }  // device_ made current by current()
 
   int device_;
 };
 }  // namespace
+
+cublasHandle_t cuda::thread_blas(int device) {
+  ThreadState& state = thread_state(device, kPartialsBytes);
+  if (!state.blas) DPT_CUBLAS_CHECK(cublasCreate(&state.blas));
+  return state.blas;
+}
 
 Kernels& cuda_kernels(int device) {
   static std::mutex mutex;

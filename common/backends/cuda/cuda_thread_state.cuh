@@ -44,5 +44,9 @@ struct ThreadState {
 /// `partials_bytes` of reduction scratch on that GPU); freed when the thread ends.
 ThreadState& thread_state(int device, std::size_t partials_bytes);
 
+/// The calling thread's cuBLAS handle for GPU `device` (made on first use,
+/// with that GPU current): its state's, with the partials cuda_kernels.cu sizes.
+cublasHandle_t thread_blas(int device);
+
 }  // namespace cuda
 }  // namespace dpt

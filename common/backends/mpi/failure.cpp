@@ -31,6 +31,7 @@ namespace mpi {
 // Non-empty when this rank must stop: it failed itself (its async work is
 // still running), or a peer's abort message has arrived.
 std::string MpiBackend::stop_reason() {
+  if (world_) return world_->stop_reason();  // a sub-communicator: the world's protocol
   if (self_failed_.load()) {
     std::lock_guard<std::mutex> lock(abort_mutex_);
     return "stopped because rank " + std::to_string(rank_) + " failed: " + own_message_.substr(1);
@@ -51,6 +52,7 @@ std::string MpiBackend::stop_reason() {
 }
 
 void MpiBackend::fail(const std::string& message, bool primary) {
+  if (world_) return world_->fail(message, primary);
   std::lock_guard<std::mutex> lock(abort_mutex_);
   if (self_failed_.load()) return;
   own_message_ = std::string(primary ? "P" : "S") + message.substr(0, kAbortBytes - 2);
@@ -90,6 +92,7 @@ void MpiBackend::abandon(const std::vector<int>& silent) {
 }
 
 RankFailure MpiBackend::finish() {
+  if (world_) return {};  // launch() finishes the world, never a sub-communicator
   // 1. Who failed: 0 ok, 1 primary failure, 2 PeerFailed. Every rank tells
   //    every other, point to point, so that a rank that never answers can be
   //    named. No deadline while nobody has failed: a peer may compute for

@@ -5,6 +5,7 @@
 //   point_to_point.cpp  send, recv, sendrecv
 //   collectives.cpp     the MPI all-reduce and friends, after a preflight
 //   failure.cpp         the abort protocol: fail(), finish(), stop_reason()
+//   split.cpp           sub-communicators: MPI_Comm_split, failures through the world's protocol
 //
 // Every wait is a polling loop over a non-blocking call (MPI_Isend,
 // MPI_Improbe, MPI_Iallreduce, ...) instead of a blocking one, so that a rank
@@ -13,6 +14,9 @@
 //
 // Two communicators, both duplicates of MPI_COMM_WORLD: data_ for everything
 // the program sends, control_ for the failure protocol (failure.cpp).
+//
+// A sub-communicator (split.cpp) has data_ only: its failure protocol is its
+// world's (world_), whose abort messages reach every process.
 //
 // Limits: counts above 2^31-1 floats are refused (MPI's int counts). After a
 // timeout, an unmatched MPI_Isend is freed and a started collective is left
@@ -62,6 +66,9 @@ std::string timeout_message(int rank, double timeout_s, const char* call, int pe
 class MpiBackend final : public Backend {
  public:
   MpiBackend(MPI_Comm data, MPI_Comm control, double timeout_s);
+  /// A sub-communicator on `data` (split.cpp): fail/stop go through `world`,
+  /// which must outlive it; world_ranks[r] is the world rank of rank r.
+  MpiBackend(MPI_Comm data, MpiBackend* world, std::vector<int> world_ranks, double timeout_s);
   ~MpiBackend() override;
 
   const char* name() const override { return "mpi"; }
@@ -81,6 +88,8 @@ class MpiBackend final : public Backend {
   // ---- failure.cpp ----
   void fail(const std::string& message, bool primary) override;
   RankFailure finish() override;
+  // ---- split.cpp ----
+  SplitBackend split(int color, int key, const std::vector<int>& members) override;
 
   /// This process's rank and the number of processes.
   int rank() const { return rank_; }
@@ -122,13 +131,15 @@ class MpiBackend final : public Backend {
         const std::string seen = evidence();  // before give_up: what the peer had done by the deadline
         give_up();
         throw Timeout(format_error(__FILE__, __LINE__, timeout_message(rank_, timeout_s_, call, peer, tag, count,
-                                                                       seen)));
+                                                                       seen + numbering())));
       }
       back_off(now - start);
     }
   }
 
  private:
+  // "" for a world; "; in this sub-communicator ranks 0..n-1 are world ranks a, b, ..." (split.cpp)
+  std::string numbering() const;
   bool test(MPI_Request& request);
   bool probe(int src, int tag, MPI_Message* message, MPI_Status* status);
   // 1 when a message from `peer` (any tag) waits here unreceived, 0 when
@@ -143,8 +154,10 @@ class MpiBackend final : public Backend {
   [[noreturn]] void abandon(const std::vector<int>& silent);
 
   const double timeout_s_;  // how long a wait may last
-  MPI_Comm data_, control_;
+  MPI_Comm data_, control_;  // control_ is MPI_COMM_NULL in a sub-communicator
   int rank_ = 0, size_ = 1;
+  MpiBackend* world_ = nullptr;  // a sub-communicator's world: its failure protocol
+  std::vector<int> world_ranks_;  // a sub-communicator's ranks in the world; empty in a world
   // failure protocol (failure.cpp)
   std::mutex abort_mutex_;
   MPI_Request abort_request_ = MPI_REQUEST_NULL;  // our posted receive for an abort message

@@ -111,7 +111,7 @@ MpiBackend::~MpiBackend() {
   for (MPI_Request& r : abort_sends_)
     if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
   MPI_Comm_free(&data_);
-  MPI_Comm_free(&control_);
+  if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
 }
 
 std::unique_ptr<MpiBackend> make_backend(double timeout_s) {

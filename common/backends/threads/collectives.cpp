@@ -85,7 +85,7 @@ void World::collective(int me, const Slot& slot, const Share& share,
       bool one_finished = false;
       for (int r = 0; r < size_; ++r) {
         if (arrived_[r]) continue;
-        missing += (missing.empty() ? "rank " : ", rank ") + std::to_string(r);
+        missing += (missing.empty() ? "" : ", ") + name(r);
         one_finished = one_finished || finished_[r];
       }
       if (aborted_) {
@@ -94,7 +94,7 @@ void World::collective(int me, const Slot& slot, const Share& share,
       }
       if (one_finished) {
         leave();
-        DPT_FAIL("rank " << me << " waits " << describe(what) << " for " << missing
+        DPT_FAIL(name(me) << " waits " << describe(what) << " for " << missing
                          << ", and one of them has finished its function without calling it");
       }
       if (Clock::now() >= deadline) {

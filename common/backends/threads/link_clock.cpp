@@ -47,12 +47,17 @@ void World::sleep_on_link(int me, Clock::time_point when, const char* call) cons
   sleep_until_precise(when);
 }
 
-// Reserves the ports for `bytes` from src to dst; returns {departure, arrival}.
+// Reserves the ports for `bytes` from src to dst (ranks here); returns
+// {departure, arrival}. The ports are the world ranks': a sub-world's message
+// queues behind the same rank's messages on any other communicator.
 std::pair<Clock::time_point, Clock::time_point> World::reserve_link(int src, int dst, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(ports_->mutex);
+  auto& out_free = ports_->out_free[world_rank(src)];
+  auto& in_free = ports_->in_free[world_rank(dst)];
   Clock::time_point now = Clock::now();
-  Clock::time_point start = std::max({now, out_free_[src], in_free_[dst]});
+  Clock::time_point start = std::max({now, out_free, in_free});
   Clock::time_point departure = start + to_duration(link_.transfer_seconds(bytes));
-  out_free_[src] = in_free_[dst] = departure;
+  out_free = in_free = departure;
   return {departure, departure + to_duration(link_.latency_us * 1e-6)};
 }
 

@@ -42,6 +42,10 @@ class ThreadsBackend final : public Backend {
   }
   void fail(const std::string& message, bool primary) override { world_->fail(me_, message, primary); }
   RankFailure finish() override { return world_->finish(me_); }
+  SplitBackend split(int, int, const std::vector<int>& members) override {
+    SubWorld sub = world_->split(me_, members);
+    return {std::make_unique<ThreadsBackend>(std::move(sub.world), sub.rank), std::move(sub.traffic)};
+  }
 
  private:
   std::shared_ptr<World> world_;

@@ -48,7 +48,7 @@ std::string World::others_status(int me) const {
   bool all_waiting = true;
   for (int r = 0; r < size_; ++r) {
     if (r == me) continue;
-    out << (out.tellp() > 0 ? "; " : "") << "rank " << r;
+    out << (out.tellp() > 0 ? "; " : "") << name(r);
     if (finished_[r]) {
       out << " has finished";
     } else if (!waits_[r].empty()) {
@@ -81,13 +81,15 @@ void World::throw_timeout(int me, const WaitState& what, const std::string& wait
   std::snprintf(waited, sizeof waited, "%.1f", timeout_s_);
   std::string message = format_error(
       __FILE__, __LINE__,
-      "rank " + std::to_string(me) + " waited " + waited + " s " + describe(what) + waiting_for +
-          peer_evidence(me, what) + "; other ranks: " + others_status(me) +
+      name(me) + " waited " + waited + " s " + describe(what) + waiting_for +
+          peer_evidence(me, what) + "; other ranks: " + others_status(me) + numbering() +
           " (raise --comm-timeout if a peer is only slow)");
   failure_ = {me, message};
+  failed_world_rank_ = world_rank(me);
   failure_primary_ = true;
   aborted_ = true;
   wake_all();
+  stop_children();
   throw Timeout(message);
 }
 

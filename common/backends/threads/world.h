@@ -9,12 +9,19 @@
 //   link_clock.cpp   the simulated network (alpha-beta ports, sleeps)
 //   wait_report.cpp  what a timeout says: every rank's wait (deadlock report)
 //   lifecycle.cpp    a rank failing, a rank finishing its function
+//   split.cpp        sub-worlds (Communicator::split): a World per group,
+//                    told by its parent when a world rank fails or finishes
 //   threads_backend.cpp  the Backend adapter and make_threads_world
 //
 // One mutex guards everything here; each rank sleeps on its own condition
 // variable. Every wait has a deadline (the timeout) and watches the abort
 // flag, except waits a peer is sure to end soon (a copy under way, phase B of
 // a collective). Left out: any lock-free path — clarity first.
+//
+// A sub-world (split.cpp) is a World of its own (mailboxes, slots, mutex),
+// numbered in its own ranks. Locks are taken parent before child, never the
+// other way; the link ports are shared by the whole tree, under their own
+// mutex, taken last (Ports).
 #pragma once
 
 #include <chrono>
@@ -104,6 +111,26 @@ struct Slot {  // one rank's call, posted for the others to read
 };
 
 // ----------------------------------------------------------------------------
+// the simulated link's ports (link_clock.cpp): one per world rank, shared by a
+// world and all its sub-worlds, since a rank has one network port whichever
+// communicator it sends on. Its mutex is a leaf: nothing is locked under it.
+
+struct Ports {
+  explicit Ports(int size) : out_free(size), in_free(size) {}
+  std::mutex mutex;
+  std::vector<std::chrono::steady_clock::time_point> out_free, in_free;  // by world rank
+};
+
+class World;
+/// What World::split hands a member: the group's World, its shared traffic log
+/// and the member's rank in it.
+struct SubWorld {
+  std::shared_ptr<World> world;
+  TrafficLog traffic;
+  int rank = 0;
+};
+
+// ----------------------------------------------------------------------------
 // the world
 
 class World {
@@ -125,8 +152,23 @@ class World {
   // ---- lifecycle.cpp ----
   void fail(int me, const std::string& message, bool primary);
   RankFailure finish(int me);
+  // ---- split.cpp ----
+  /// Rank `me`'s sub-world of the ranks `members` (in their new order; the
+  /// caller gathered them): the first member to ask makes it, the others take it.
+  SubWorld split(int me, const std::vector<int>& members);
 
  private:
+  // ---- split.cpp: what a parent tells its sub-worlds (their mutex not held) ----
+  void stop_from_parent(int world_rank, const std::string& message);
+  void finished_in_parent(int parent_rank);
+  void stop_children();  // mutex_ held: pass this world's failure down
+  /// "rank 2" in a world; "rank 2 (world rank 5)" in a sub-world.
+  std::string name(int r) const;
+  /// A failed world rank as this world names it (it may not be a member).
+  std::string world_name(int world_rank) const;
+  int world_rank(int r) const { return world_ranks_.empty() ? r : world_ranks_[r]; }
+  /// "" in a world; "; in this sub-communicator ranks 0, 1 are world ranks 4, 5".
+  std::string numbering() const;
   using Share = std::function<void(const std::vector<Slot>&)>;
   // ---- gpu_collectives.cpp: reductions over buffers on GPU `device` ----
   void all_reduce_on_gpu(int me, float* data, int64_t count, ReduceOp op, int device);
@@ -168,6 +210,7 @@ class World {
   void wake_all() { for (auto& cv : wake_) cv->notify_all(); }
 
   const int size_;
+  const ThreadsWorldOptions options_;  // what sub-worlds are made with
   const Clock::duration timeout_;
   const double timeout_s_;
   const LinkModel link_;
@@ -178,8 +221,18 @@ class World {
   std::map<std::tuple<int, int, int>, Mailbox> boxes_;  // (src, dst, tag)
   std::vector<std::pair<std::unique_ptr<float[]>, int64_t>> pool_;  // (buffer, capacity)
   int64_t pooled_bytes_ = 0;
-  // link model ports
-  std::vector<Clock::time_point> out_free_, in_free_;
+  // link model ports (by world rank)
+  std::shared_ptr<Ports> ports_;
+  // sub-worlds (split.cpp)
+  std::vector<int> parent_ranks_, world_ranks_;  // per rank here; both empty in a world
+  std::vector<std::weak_ptr<World>> children_;
+  struct PendingSplit {
+    std::shared_ptr<World> world;
+    TrafficLog traffic;
+    int waiting;  // members yet to take it
+  };
+  std::map<std::pair<int64_t, int>, PendingSplit> pending_splits_;  // (split number, first member)
+  std::vector<int64_t> splits_made_;  // per rank
   // collectives
   std::vector<Slot> slots_;
   std::vector<bool> arrived_;
@@ -194,6 +247,7 @@ class World {
   int finished_count_ = 0;
   bool aborted_ = false;
   RankFailure failure_;
+  int failed_world_rank_ = -1;  // failure_'s rank, in world numbering
   bool failure_primary_ = false;
 };
 

@@ -30,6 +30,15 @@ struct RankFailure {
   bool any() const { return rank >= 0; }
 };
 
+class Backend;
+
+/// What Backend::split makes: the new communicator's backend, and the traffic
+/// log handle it records into (bound to the new rank; threads members share one table).
+struct SplitBackend {
+  std::unique_ptr<Backend> backend;
+  TrafficLog traffic;
+};
+
 /// A backend's data movement. Arguments are already checked: counts >= 0,
 /// non-null buffers, peers, roots and tags in range. Called on the rank's
 /// thread or on its progress thread, never on both at once.
@@ -52,6 +61,12 @@ class Backend {
   virtual void barrier() = 0;
   /// Every rank passes `bytes` bytes; recv gets size() * bytes, rank-major.
   virtual void all_gather_bytes(const void* send, void* recv, int64_t bytes) = 0;
+  /// Communicator::split's data movement, after the core has gathered every
+  /// rank's (color, key): `members` are the ranks of this communicator passing
+  /// this rank's `color`, in the new rank order (by key, then rank); this rank
+  /// is among them. Collective over every rank of this backend. The default
+  /// throws "split is not supported on <name> yet" (split.cpp in core).
+  virtual SplitBackend split(int color, int key, const std::vector<int>& members);
   /// False when the backend cannot be called from two threads (MPI without
   /// MPI_THREAD_MULTIPLE): async work then runs at once on the calling thread.
   virtual bool thread_safe() const { return true; }

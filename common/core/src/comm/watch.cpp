@@ -43,6 +43,10 @@ class WatchingBackend : public detail::Backend {
   // peers must hear of it. launch() finishes the inner one, never this.
   void fail(const std::string& message, bool primary) override { detail::CommAccess::fail(inner_, message, primary); }
   detail::RankFailure finish() override { return {}; }
+  // A group split off a watched communicator is not watched.
+  detail::SplitBackend split(int color, int key, const std::vector<int>& members) override {
+    return to_.split(color, key, members);
+  }
 
  private:
   Communicator& inner_;

@@ -42,14 +42,20 @@
 /// returns when its results are in place. Under threads, every rank of a
 /// reduction must pass the same kind of memory.
 ///
+/// Sub-communicators (`split`, as MPI_Comm_split) give groups of ranks their
+/// own ranks, collectives and traffic log: chapter 12's tensor-parallel rows,
+/// chapter 13's pipeline stages. A rank failing anywhere in the world stops
+/// its peers waiting in any sub-communicator (threads; MPI: see mpi_backend.h).
+///
 /// Left out: datatypes other than float32, any-source/any-tag receives,
-/// sub-communicators.
+/// inter-communicators, MPI_UNDEFINED (every rank joins some group).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dpt/check.h"
 #include "dpt/comm/async.h"
@@ -159,6 +165,16 @@ class Communicator {
   /// all_reduce_async on a tensor (kept alive by the returned work).
   std::shared_ptr<Work> all_reduce_async(Tensor tensor, ReduceOp op);
 
+  // ---- sub-communicators ----
+  /// Collective over every rank of this communicator (each must call it): the
+  /// ranks passing the same `color` (>= 0) form a new communicator, ranked by
+  /// (key, this rank) as MPI_Comm_split does. The new one has this one's
+  /// backend kind, timeout and tracer; its calls are logged in its own traffic log
+  /// (ranks numbered in the new communicator).
+  std::unique_ptr<Communicator> split(int color, int key);
+  /// Parent rank of this communicator's rank r (r itself for a world communicator).
+  int parent_rank(int r) const;
+
   // ---- traffic (traffic_log.h) ----
   /// This rank's handle on the traffic log.
   TrafficLog& traffic() { return traffic_; }
@@ -180,6 +196,7 @@ class Communicator {
   double timeout_s_;
   TrafficLog traffic_;
   SpanRecorder* tracer_ = nullptr;  // where calls report their spans (span.h); may be null
+  std::vector<int> parent_ranks_;  // made by split: parent_ranks_[r] = parent rank of r; empty for a world
   std::unique_ptr<detail::AsyncQueue> async_;
 };
 
