@@ -1,7 +1,7 @@
 // test_ch12_chapter.cpp — chapter 12's program, ch12_tensor_parallel: every
 // verdict (gradients = one device's, bytes = the formula) on rank threads
 // and under mpirun, every rank's groups printed, and bad --tp / --dp / --model
-// stopped at the flags with one sentence and exit 2.
+// stopped at the flags with one sentence and exit 2; T x D through groups.
 #include "support/catch.h"
 #include <string>
 
@@ -37,19 +37,40 @@ TEST_CASE("chapter: under mpirun -np 2, ch12's gradients equal one device's", "[
   CHECK(run.output.find("synced gradient = one device's on the global batch") != std::string::npos);
 }
 
+TEST_CASE("chapter: --tp 2 --dp 2 on 4 rank threads passes every verdict, DP bytes = the slices' gradients", "[ch12]") {
+  auto run = dpt_test::run_program("ch12_tensor_parallel", small("--ranks 4 --tp 2 --dp 2"));
+  INFO(dpt_test::summary_line(run.output));
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("DP all-reduce bytes per step = 4 x parameters per rank") != std::string::npos);
+  CHECK(run.output.find("synced gradient = one device's on the global batch") != std::string::npos);
+  CHECK(run.output.find("\u2718") == std::string::npos);
+}
+
+TEST_CASE("chapter: under mpirun -np 4 --tp 2 --dp 2 the gradients equal one device's", "[ch12][mpi]") {
+  if (!dpt::mpi_available()) {
+    WARN("skipped: this dpt was built without MPI");
+    return;
+  }
+  auto run = dpt_test::run_mpi("ch12_tensor_parallel", 4, "--comm mpi --comm-timeout 20 " + small("--tp 2 --dp 2"));
+  INFO(dpt_test::summary_line(run.output));
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("DP all-reduce bytes per step = 4 x parameters per rank") != std::string::npos);
+}
+
 TEST_CASE("chapter: --check-groups prints every rank's TP and DP group", "[ch12]") {
-  auto run = dpt_test::run_program("ch12_tensor_parallel", "--model 32-8-6-8-4 --samples 256 --steps 0 --ranks 4 --check-groups");
+  auto run = dpt_test::run_program("ch12_tensor_parallel", "--model 32-8-6-8-4 --samples 256 --steps 0 --ranks 6 --tp 2 --check-groups");
   INFO(run.output);
   CHECK(run.exit_code == 0);
-  for (const char* line : {"rank 0: TP group [0 1 2 3] as t=0", "rank 3: TP group [0 1 2 3] as t=3, DP group [3] as d=0"})
+  for (const char* line : {"rank 0: TP group [0 1] as t=0, DP group [0 2 4] as d=0", "rank 5: TP group [4 5] as t=1, DP group [1 3 5] as d=2"})
     CHECK(run.output.find(line) != std::string::npos);
 }
 
 TEST_CASE("chapter: --tp that does not divide the hidden width, or T x D not the ranks, is one sentence and exit 2", "[ch12]") {
   struct Bad { std::string args; const char* says; };
   for (const Bad& bad : {Bad{"--ranks 3", "--tp 3 does not divide the hidden width 8"},
-                         Bad{"--ranks 4 --tp 2", "--tp 2 x --dp 1 must equal the 4 ranks"},
-                         Bad{"--ranks 4 --dp 3", "must equal the 4 ranks"},
+                         Bad{"--ranks 4 --tp 2 --dp 3", "--tp 2 x --dp 3 = 6 ranks, but the run has 4"},
+                         Bad{"--ranks 4 --dp 3", "--dp 3 does not divide the 4 ranks"},
+                         Bad{"--ranks 6 --tp 4", "--tp 4 does not divide the 6 ranks"},
                          Bad{"--ranks 2", "give an even number"}}) {
     const bool odd = bad.says == std::string("give an even number");  // a model of three layers
     auto run = dpt_test::run_program("ch12_tensor_parallel", small(bad.args, odd ? "32-8-4-4" : "32-8-6-8-4"));

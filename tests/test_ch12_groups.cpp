@@ -31,18 +31,30 @@ TEST_CASE("groups: a wrong membership is one sentence naming the rank and both l
   CHECK(!group_problem(1, "DP", {1, 3}, {3, 1}).empty());  // the right ranks in the wrong order: group ranks differ
 }
 
-TEST_CASE("groups: on 4 rank threads every rank's groups are checked and listed", "[ch12]") {
+namespace {
+// Every rank's line from check_groups on 4 rank threads split T x D (rank 0 returns them all).
+std::vector<std::string> group_lines(int T, int D) {
   std::mutex mutex;
   std::vector<std::string> lines;
   int others_listing = 0;  // ranks other than 0 return nothing
-  dpt_test::run_ranks(4, [&](Context& ctx) {
-    Groups groups(ctx, 4, 1);
+  dpt_test::run_ranks(T * D, [&](Context& ctx) {
+    Groups groups(ctx, T, D);
     std::vector<std::string> mine = check_groups(ctx, groups);
     std::lock_guard<std::mutex> lock(mutex);
     if (ctx.is_root()) lines = mine;
     else others_listing += mine.empty() ? 0 : 1;
   });
   CHECK(others_listing == 0);
+  return lines;
+}
+}  // namespace
+
+TEST_CASE("groups: on 4 rank threads every rank's groups are checked and listed, T x D = 4 x 1 and 2 x 2", "[ch12]") {
+  std::vector<std::string> lines = group_lines(4, 1);
   REQUIRE(lines.size() == 4);
   CHECK(lines[3] == "rank 3: TP group [0 1 2 3] as t=3, DP group [3] as d=0");
+  lines = group_lines(2, 2);  // two splits of the world
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[1] == "rank 1: TP group [0 1] as t=1, DP group [1 3] as d=0");
+  CHECK(lines[2] == "rank 2: TP group [2 3] as t=0, DP group [0 2] as d=1");
 }

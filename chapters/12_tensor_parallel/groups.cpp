@@ -22,9 +22,16 @@ std::vector<int> expected_dp_members(int world_rank, int tp, int dp) {
 Groups::Groups(Context& ctx, int tp, int dp) : tp_size_(tp), dp_size_(dp) {
   DPT_CHECK(tp >= 1 && dp >= 1 && tp * dp == ctx.world,
             "--tp " << tp << " x --dp " << dp << " = " << tp * dp << " ranks, but the run has " << ctx.world);
-  DPT_CHECK(dp == 1, "--dp " << dp << ": this build has no communicator groups (sub-communicators); run with --dp 1");
-  tp_ = &ctx.comm;
-  dp_rank_ = 0;
+  if (dp == 1) {  // the world is the one TP group
+    tp_ = &ctx.comm;
+    return;
+  }
+  // Two splits of the world, each collective over every rank, in the same order on every rank.
+  owned_.push_back(ctx.comm.split(ctx.rank / tp, ctx.rank));  // TP: consecutive ranks, ranked as in the world
+  owned_.push_back(ctx.comm.split(ctx.rank % tp, ctx.rank));  // DP: the same index in their TP groups
+  tp_ = owned_[0].get();
+  dp_ = owned_[1].get();
+  dp_rank_ = dp_->rank();
 }
 
 std::string group_problem(int world_rank, const std::string& group, const std::vector<int>& expected,
@@ -58,8 +65,9 @@ std::vector<std::string> check_groups(Context& ctx, Groups& groups) {
   for (int r : tp) mine.push_back(float(r));
   for (int r : dp) mine.push_back(float(r));
   const std::size_t width = mine.size();
-  DPT_CHECK(width == std::size_t(3 + T + D), "rank " << ctx.rank << "'s groups have " << tp.size() << " and " << dp.size()
-                                                      << " members, expected " << T << " and " << D);
+  DPT_CHECK(tp.size() == std::size_t(T) && dp.size() == std::size_t(D),
+            "rank " << ctx.rank << "'s TP group has " << tp.size() << " members and its DP group " << dp.size()
+                    << ", expected T = " << T << " and D = " << D << ": the split into groups is wrong");
   std::vector<float> all(width * std::size_t(ctx.world));
   ctx.comm.all_gather(mine.data(), all.data(), int64_t(width));
   std::vector<std::string> lines;

@@ -42,8 +42,8 @@ using namespace dpt;
 using namespace dpt::ch12;
 
 struct Ch12Flags {
-  int tp = 0;  // 0: every rank (world / dp)
-  int dp = 1;
+  int tp = 0;  // 0: world / dp
+  int dp = 0;  // 0: world / tp (1 when neither is given)
   bool check_groups = false;
 };
 
@@ -55,6 +55,22 @@ struct Ch12Flags {
 constexpr double kLossTolerance = 1e-5;
 
 namespace {
+// T and D on `world` ranks from --tp and --dp (0: not given), or the sentence why not (exit 2).
+struct Layout {
+  int tp = 0, dp = 0;
+  std::string problem;
+};
+Layout layout(const Ch12Flags& f, int world) {
+  Layout l;
+  if (f.tp > 0 && f.dp > 0 && f.tp * f.dp != world)
+    l.problem = str("--tp ", f.tp, " x --dp ", f.dp, " = ", f.tp * f.dp, " ranks, but the run has ", world);
+  else if (f.tp > 0 && world % f.tp != 0) l.problem = str("--tp ", f.tp, " does not divide the ", world, " ranks");
+  else if (f.dp > 0 && world % f.dp != 0) l.problem = str("--dp ", f.dp, " does not divide the ", world, " ranks");
+  l.tp = f.tp > 0 ? f.tp : world / (f.dp > 0 ? f.dp : 1);
+  l.dp = world / l.tp;
+  return l;
+}
+
 std::string bytes(double b) { return format_bytes(b); }
 
 // The largest |x| over every rank of the world (a check that every rank holds its formula).
@@ -73,7 +89,8 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   Verdicts& v = lec.verdicts;
-  const int D = f.dp, T = f.tp > 0 ? f.tp : ctx.world / f.dp;
+  const Layout groups_of = layout(f, ctx.world);  // checked at the flags
+  const int T = groups_of.tp, D = groups_of.dp;
 
   // --------------------------------------------------------------------------
   // 1. Groups: who shares a model
@@ -189,18 +206,17 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
 int main(int argc, char** argv) {
   Ch12Flags flags;
   auto add_flags = [&flags](CLI::App& app, Options& options) {
-    app.add_option("--tp", flags.tp, "Ranks that share each layer pair (default: all ranks / --dp)")
+    app.add_option("--tp", flags.tp, "Ranks that share each layer pair (default: ranks / --dp, or all ranks)")
         ->check(CLI::PositiveNumber);
-    app.add_option("--dp", flags.dp, "Models trained side by side (data parallel over TP groups)")
-        ->check(CLI::PositiveNumber)->capture_default_str();
+    app.add_option("--dp", flags.dp, "Models trained side by side, data parallel over TP groups (default: ranks / --tp)")
+        ->check(CLI::PositiveNumber);
     app.add_flag("--check-groups", flags.check_groups, "Print every rank's TP and DP group members (always checked)");
     app.final_callback([&flags, &options, &app] {  // once --ranks and --model are known: exit 2 with a sentence
       const std::string comm = app.get_option("--comm")->as<std::string>();
       const int world = comm == "threads" ? app.get_option("--ranks")->as<int>() : detect_process_environment().world;
-      if (world % flags.dp != 0 || (flags.tp > 0 && flags.tp * flags.dp != world))
-        throw CLI::ValidationError("--tp", str("--tp ", flags.tp > 0 ? flags.tp : world / flags.dp, " x --dp ", flags.dp,
-                                               " must equal the ", world, " ranks"));
-      const int T = flags.tp > 0 ? flags.tp : world / flags.dp;
+      const Layout l = layout(flags, world);
+      if (!l.problem.empty()) throw CLI::ValidationError("--tp", l.problem);
+      const int T = l.tp;
       const std::string problem = tp_model_problem(parse_widths(options.model), T);
       if (!problem.empty()) throw CLI::ValidationError("--tp", problem);
     });
