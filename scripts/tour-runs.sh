@@ -21,7 +21,7 @@ declare -A tour_ranks=(
   [ch08_collectives]="--ranks 8 --nodes 2"
   [ch09_parameter_server]="--ranks 5 --servers 1"
   [ch10_compression]="--ranks 4 --plot build/ch10_accuracy_bytes.svg"   # the accuracy-vs-bytes picture
-  [ch12_tensor_parallel]="--ranks 4"                                    # T = 4: one model over 4 ranks
+  [ch12_tensor_parallel]="--ranks 4 --tp 2 --dp 2"                      # 2 models, each split over 2 ranks
 )
 declare -A tour_fashion=(
   [ch01_sgd]="--steps 1000 --batch 64 --lr 0.1"                      # test ~86 %
@@ -35,5 +35,5 @@ declare -A tour_fashion=(
   [ch09_parameter_server]="--steps 300 --lr 0.1"
   [ch10_compression]="--steps 300 --lr 0.1"
   [ch11_mixed_precision]="--steps 300"                              # Adam lr 1e-3, 4 settings: test ~81 %
-  [ch12_tensor_parallel]="--steps 300 --lr 0.1"                     # 784-256-64-256-10, batch 32 per model: test ~80 %
+  [ch12_tensor_parallel]="--steps 300 --lr 0.2"                     # 784-256-64-256-10, 2 x 32 per step: test ~80 %
 )
