@@ -9,8 +9,9 @@
 //     an op of your own: `backward` gets d loss / d output and returns
 //     d loss / d input for each input, in order. ops.cpp's linear() is one.
 //   - group.all_reduce(tensor, ReduceOp::Sum) works in place on any device;
-//     tensor.clone() copies. The graph outlives your call: a backward closure
-//     that uses `group` must capture a pointer to it (&group), not a copy.
+//     tensor.clone() copies. A backward closure runs after your function has
+//     returned: it may use `group` (captured as [&group] or a pointer: the
+//     communicator outlives training), never a local variable by reference.
 #include "ch12.h"
 
 #include "dpt/autograd.h"
