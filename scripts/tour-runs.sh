@@ -11,7 +11,7 @@
 # shellcheck shell=bash disable=SC2034  # the variables are read where this is sourced
 tour_chapters=(ch01_sgd ch02_batching ch03_naive_dp ch04_ring_allreduce ch05_bucketing ch06_averaging
                ch07_zero ch08_collectives ch09_parameter_server ch10_compression ch11_mixed_precision
-               ch13_pipeline_parallel)
+               ch12_tensor_parallel ch13_pipeline_parallel)
 declare -A tour_ranks=(
   [ch03_naive_dp]="--ranks 4"
   [ch04_ring_allreduce]="--ranks 4"
@@ -21,6 +21,7 @@ declare -A tour_ranks=(
   [ch08_collectives]="--ranks 8 --nodes 2"
   [ch09_parameter_server]="--ranks 5 --servers 1"
   [ch10_compression]="--ranks 4 --plot build/ch10_accuracy_bytes.svg"   # the accuracy-vs-bytes picture
+  [ch12_tensor_parallel]="--ranks 4 --tp 2 --dp 2"                      # 2 models, each split over 2 ranks
   [ch13_pipeline_parallel]="--ranks 4 --gantt build/ch13_pipeline.svg"   # the Gantt chart of both schedules
 )
 declare -A tour_fashion=(
@@ -35,5 +36,6 @@ declare -A tour_fashion=(
   [ch09_parameter_server]="--steps 300 --lr 0.1"
   [ch10_compression]="--steps 300 --lr 0.1"
   [ch11_mixed_precision]="--steps 300"                              # Adam lr 1e-3, 4 settings: test ~81 %
+  [ch12_tensor_parallel]="--steps 300 --lr 0.2"                     # 784-256-64-256-10, 2 x 32 per step: test ~80 %
   [ch13_pipeline_parallel]="--steps 300"                            # Adam lr 1e-3, 4 stages x 8 micro-batches: test ~80 %
 )

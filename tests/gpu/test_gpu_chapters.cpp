@@ -117,6 +117,16 @@ TEST_CASE("ch10 with 2 rank threads on cuda: fp16, PowerSGD and DiLoCo (through 
   check_cuda_matches_cpu("ch10_compression", "--ranks 2 --steps 20 --no-compare --mode diloco --inner-steps 5");
 }
 
+// Chapter 12 splits each layer pair over rank threads that share one GPU: the
+// slices, the two operators' all-reduces on device buffers (in forward and in
+// backward), add_bias and, with --dp, the DP groups' average all run on cuda.
+TEST_CASE("ch12 with 2 and 4 rank threads on cuda: tensor parallel, and x data parallel, ends where cpu ends",
+          "[gpu][chapters]") {
+  DPT_REQUIRE_GPU();
+  check_cuda_matches_cpu("ch12_tensor_parallel", "--ranks 2 --steps 20");
+  check_cuda_matches_cpu("ch12_tensor_parallel", "--ranks 4 --tp 2 --dp 2 --steps 20");
+}
+
 TEST_CASE("ch07 with 2 rank threads on cuda: stages 0 to 3 pass their verdicts, end where cpu ends, and each "
           "rank holds the cpu run's bytes",
           "[gpu][chapters]") {

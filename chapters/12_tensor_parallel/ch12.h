@@ -1,0 +1,121 @@
+/// @file ch12.h
+/// @brief Chapter 12's holes, each specified once: the two operators that
+/// join a rank's slice of a layer to the rest of the model, which slice of a
+/// weight a rank owns (and putting the slices back together), and the two
+/// parallel linear layers of a Megatron MLP pair.
+///
+/// Fill them in `exercises/12_tensor_parallel/`; tiered hints are in
+/// \ref ch12_hints. `ctest --preset student -L ch12` checks them against one
+/// device's forward and backward, written out in the tests;
+/// `ch12_tensor_parallel` prints ✔/✘ verdicts for them.
+///
+/// Words used below. A *group* is the T ranks that share one model (here a
+/// Communicator of size T; group.rank() is t). A tensor is *replicated* when
+/// every rank of the group holds the same values. Weights follow nn.h:
+/// weight (out, in), y = x · weightᵀ + bias.
+#pragma once
+
+#include "dpt/comm.h"
+#include "dpt/tensor.h"
+
+namespace dpt::ch12 {
+
+// ----------------------------------------------------------------------------
+// the two operators
+
+/// The entry of a column-parallel layer (Megatron's "f").
+///
+/// On entry: x (B, D) is replicated over `group`. After the call, each rank
+/// feeds the result into layers that hold only its own slice of the weights,
+/// so each rank's graph beyond this point sees only its slice's share of the
+/// model — the loss depends on x through all T ranks' slices together.
+///
+/// Postconditions:
+///  - forward: the result holds x's values, on every rank;
+///  - backward: the gradient this op passes on to x, on every rank, is the
+///    gradient of the whole model's loss with respect to x — what one device
+///    holding all the slices would compute — and so the same on every rank.
+/// (Hole: exercises/12_tensor_parallel/conjugate.cpp.)
+Tensor copy_to_tp_region(Communicator& group, const Tensor& x);
+
+/// The exit of a row-parallel layer (Megatron's "g").
+///
+/// On entry: partial (B, D) on rank t is rank t's share of a layer output:
+/// the layer output is the elementwise sum of the T ranks' partials. After
+/// the call every rank runs the same (replicated) layers on the result, so
+/// the gradient arriving at the result is the same on every rank.
+///
+/// Postconditions:
+///  - forward: every rank of the group holds the full layer output (the sum
+///    of the T partials), the same on every rank;
+///  - backward: the gradient this op passes on to each rank's partial is
+///    d loss / d partial_t, the derivative of the one loss the model computes.
+/// (Hole: exercises/12_tensor_parallel/conjugate.cpp.)
+Tensor reduce_from_tp_region(Communicator& group, const Tensor& partial);
+
+// ----------------------------------------------------------------------------
+// which slice a rank owns
+
+/// Which features of a layer a rank owns.
+enum class Split {
+  /// A block of output features: rank t of T owns outputs [t·out/T, (t+1)·out/T).
+  /// Megatron's "column-parallel" layer (its A is our weightᵀ).
+  Output,
+  /// A block of input features: rank t of T owns inputs [t·in/T, (t+1)·in/T).
+  /// Megatron's "row-parallel" layer.
+  Input,
+};
+
+/// Rank `rank`'s slice of a full weight or bias.
+///
+/// On entry: `full` is on the host, either a weight (out, in) or a bias
+/// (out,) (a bias only with Split::Output); 0 <= rank < ranks; the split
+/// dimension divides by `ranks` (else dpt::Error saying so).
+///
+/// Postconditions: the result lives on `device`; it is the weight restricted
+/// to the features `split` gives rank `rank` — (out/T, in) for Output, (out,
+/// in/T) for Input, (out/T,) for a bias — with entry (i, j) of the slice equal
+/// to the full entry of the same output and input feature. Over the T ranks,
+/// every entry of `full` is owned exactly once.
+/// (Hole: exercises/12_tensor_parallel/shards.cpp.)
+Tensor shard_weight(const Tensor& full, Split split, int rank, int ranks, Device& device);
+
+/// The inverse, collective over `group`: every rank passes its slice
+/// (shard_weight's shape for its rank, on any device; a gradient of a slice
+/// works the same) and gets the full tensor back on the host, the same on
+/// every rank: shard_weight(gather_weight(group, s, split), split, t, T, …)
+/// = rank t's s.
+/// (Hole: exercises/12_tensor_parallel/shards.cpp.)
+Tensor gather_weight(Communicator& group, const Tensor& shard, Split split);
+
+// ----------------------------------------------------------------------------
+// the two layers of a pair
+
+/// A linear layer split by output features (Split::Output).
+///
+/// On entry: x (B, in) replicated over `group`; weight_shard (out/T, in) and
+/// bias_shard (out/T,) rank t's slices (shard_weight), leaves of the graph.
+///
+/// Postconditions: returns (B, out/T), this rank's block of output features
+/// of x · weightᵀ + bias for the full layer; after backward of the model's
+/// loss, weight_shard and bias_shard hold rank t's slices of the full layer's
+/// gradients, and x gets the whole model's gradient, as one device would.
+/// (Hole: exercises/12_tensor_parallel/parallel_linear.cpp.)
+Tensor column_parallel_linear(Communicator& group, const Tensor& x, const Tensor& weight_shard,
+                              const Tensor& bias_shard);
+
+/// A linear layer split by input features (Split::Input).
+///
+/// On entry: x_shard (B, in/T) is rank t's block of the layer's input
+/// features (what a column-parallel layer and an elementwise op produced);
+/// weight_shard (out, in/T) rank t's slice; bias (out,) the whole bias,
+/// replicated. All leaves of the graph but x_shard.
+///
+/// Postconditions: returns (B, out) = x · weightᵀ + bias for the full input x
+/// and the full layer, on every rank; after backward, weight_shard holds rank
+/// t's slice of the full layer's gradient, bias the full bias gradient (the
+/// same on every rank), and x_shard its block of the gradient of the input.
+/// (Hole: exercises/12_tensor_parallel/parallel_linear.cpp.)
+Tensor row_parallel_linear(Communicator& group, const Tensor& x_shard, const Tensor& weight_shard, const Tensor& bias);
+
+}  // namespace dpt::ch12

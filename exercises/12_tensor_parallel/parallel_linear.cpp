@@ -1,0 +1,29 @@
+// exercises/12_tensor_parallel/parallel_linear.cpp — hole: the two linear
+// layers of a tensor-parallel pair. The contracts are
+// dpt::ch12::column_parallel_linear and dpt::ch12::row_parallel_linear in
+// chapters/12_tensor_parallel/ch12.h; hints in tiers are in
+// docs/ch12_tensor_parallel.md (§ Hints).
+//
+// Pointers:
+//   - linear(x, weight, bias) (dpt/ops.h): x · weightᵀ + bias; pass Tensor()
+//     for no bias. add_bias(y, bias) (bias.h) adds a bias on its own.
+//   - Your two operators (conjugate.cpp) are the only communication a layer needs.
+#include "bias.h"
+#include "ch12.h"
+#include "dpt/check.h"
+#include "dpt/ops.h"
+
+namespace dpt::ch12 {
+
+Tensor column_parallel_linear(Communicator& group, const Tensor& x, const Tensor& weight_shard,
+                              const Tensor& bias_shard) {
+  (void)group, (void)x, (void)weight_shard, (void)bias_shard;
+  throw NotImplemented("ch12: column_parallel_linear — see exercises/12_tensor_parallel/parallel_linear.cpp");
+}
+
+Tensor row_parallel_linear(Communicator& group, const Tensor& x_shard, const Tensor& weight_shard, const Tensor& bias) {
+  (void)group, (void)x_shard, (void)weight_shard, (void)bias;
+  throw NotImplemented("ch12: row_parallel_linear — see exercises/12_tensor_parallel/parallel_linear.cpp");
+}
+
+}  // namespace dpt::ch12
