@@ -122,7 +122,7 @@ TEST_CASE("reduce_from_tp_region: the layer output on every rank, and each parti
       const double g = gap(y.to_vector(), total);
       if (g > 1e-5) {
         const std::vector<float> own = values(ctx.rank, kB * kD);
-        found.add(who + ": after forward this rank must hold the layer output the T partials make: max gap " +
+        found.add(who + ": after forward this rank must hold the layer output the T partials define: max gap " +
                   std::to_string(g) + (gap(y.to_vector(), std::vector<double>(own.begin(), own.end())) == 0
                                            ? " (it holds its own partial only)" : ""));
         return;

@@ -167,16 +167,25 @@ TEST_CASE("row_parallel_linear: the full layer's output on every rank, and each 
                                     {x, "x's block"}})
         if (!p.grad().defined()) return found.add(who + ": " + name + " got no gradient: the loss depends on it on every rank");
       const std::vector<float> dw = ws.grad().to_vector(), db = b.grad().to_vector(), dx = x.grad().to_vector();
-      double gw = 0, gb = 0, gx = 0;
+      double gw = 0, gb = 0, gx = 0, gw_t = 0, gx_t = 0;  // _t: the gap to T times one device's
       for (int64_t o = 0; o < L.out; ++o) {
         gb = std::max(gb, std::fabs(db[std::size_t(o)] - L.db(o)));
-        for (int64_t j = 0; j < k; ++j) gw = std::max(gw, std::fabs(dw[std::size_t(o * k + j)] - L.dw(o, first + j)));
+        for (int64_t j = 0; j < k; ++j) {
+          gw = std::max(gw, std::fabs(dw[std::size_t(o * k + j)] - L.dw(o, first + j)));
+          gw_t = std::max(gw_t, std::fabs(dw[std::size_t(o * k + j)] - T * L.dw(o, first + j)));
+        }
       }
       for (int64_t s = 0; s < L.B; ++s)
-        for (int64_t j = 0; j < k; ++j) gx = std::max(gx, std::fabs(dx[std::size_t(s * k + j)] - L.dx(s, first + j)));
+        for (int64_t j = 0; j < k; ++j) {
+          gx = std::max(gx, std::fabs(dx[std::size_t(s * k + j)] - L.dx(s, first + j)));
+          gx_t = std::max(gx_t, std::fabs(dx[std::size_t(s * k + j)] - T * L.dx(s, first + j)));
+        }
+      const auto seen_as = [](double gap_t) { return gap_t < kTolerance ? std::string("; it is T times one device's") : std::string(); };
       if (gb > kTolerance) found.add(who + ": the bias gradient is not the full layer's (the same on every rank): max gap " + std::to_string(gb));
-      if (gw > kTolerance) found.add(who + ": the weight slice's gradient is not its block of the full layer's: max gap " + std::to_string(gw));
-      if (gx > kTolerance) found.add(who + ": x's block of the input gradient is not the full layer's: max gap " + std::to_string(gx));
+      if (gw > kTolerance)
+        found.add(who + ": the weight slice's gradient is not its block of the full layer's: max gap " + std::to_string(gw) + seen_as(gw_t));
+      if (gx > kTolerance)
+        found.add(who + ": x's block of the input gradient is not the full layer's: max gap " + std::to_string(gx) + seen_as(gx_t));
     });
     found.require_none();
   }
