@@ -1,8 +1,8 @@
 // test_ch12.cpp — chapter 12's operators and shards against sums and index
-// formulas written out here: f passes x on unchanged and hands x the whole
-// model's gradient; g makes the layer output whole and hands each partial
-// the gradient that arrived; a rank's slice is the block of features the
-// contract names, and the gather puts every block back in its place.
+// formulas written out here: after f every rank holds x, and x's gradient is
+// the whole model's; after g every rank holds the layer output, and each
+// partial's gradient is the one loss's; a rank's slice is the block of
+// features the contract names, and the gather puts every block in its place.
 //
 // Here: copy_to_tp_region, reduce_from_tp_region, shard_weight,
 // gather_weight. The layers and a whole model against one device in
@@ -58,9 +58,9 @@ constexpr int64_t kB = 3, kD = 5;
 }  // namespace
 
 // ----------------------------------------------------------------------------
-// f: identity forward; x's gradient is the whole model's
+// f: every rank holds x; x's gradient is the whole model's
 
-TEST_CASE("copy_to_tp_region: forward passes x on unchanged, backward gives x the whole model's gradient", "[ch12][hole:copy_to_tp_region]") {
+TEST_CASE("copy_to_tp_region: every rank holds x, and x's gradient = the whole model's d loss / dx", "[ch12][hole:copy_to_tp_region]") {
   for (int T : {1, 2, 3, 4}) {
     Findings found;
     // The whole model's loss is Σ_r sum(y ∘ C_r): rank r's branch alone sees sum(y ∘ C_r).
@@ -75,7 +75,7 @@ TEST_CASE("copy_to_tp_region: forward passes x on unchanged, backward gives x th
       if (seen != want) {
         found.add("T=" + std::to_string(T) + ", rank " + std::to_string(ctx.rank) + ": forward must hold x's values; element 0 is " +
                   std::to_string(seen[0]) + ", x's is " + std::to_string(want[0]) +
-                  (std::fabs(seen[0] - T * want[0]) < 1e-5 ? " (T times x: the ranks' copies were summed in forward)" : ""));
+                  (std::fabs(seen[0] - T * want[0]) < 1e-5 && T > 1 ? " (it is T times x's)" : ""));
         return;
       }
       Tensor branch = Tensor::from_vector({kB, kD}, values(100 + ctx.rank, kB * kD), ctx.device);
@@ -87,11 +87,17 @@ TEST_CASE("copy_to_tp_region: forward passes x on unchanged, backward gives x th
       const std::vector<float> dx = x.grad().to_vector();
       const double g = gap(dx, whole);
       if (g > 1e-5) {
-        std::vector<double> own(dx.size());
-        for (std::size_t i = 0; i < own.size(); ++i) own[i] = value(100 + ctx.rank, int64_t(i));
+        // What it is instead, measured: this rank's part of the loss alone, or one device's scaled by 1/T or T.
+        std::vector<double> own(dx.size()), mean(dx.size()), times(dx.size());
+        for (std::size_t i = 0; i < own.size(); ++i)
+          own[i] = value(100 + ctx.rank, int64_t(i)), mean[i] = whole[i] / T, times[i] = whole[i] * T;
+        const std::string seen_as = gap(dx, own) < 1e-6     ? "; it is d (this rank's part of the loss) / dx alone"
+                                    : gap(dx, mean) < 1e-6  ? "; it is 1/T of one device's"
+                                    : gap(dx, times) < 1e-5 ? "; it is T times one device's"
+                                                            : "";
         found.add("T=" + std::to_string(T) + ", rank " + std::to_string(ctx.rank) +
-                  ": x's gradient is not the whole model's d loss / dx (the sum of all T ranks' branches): max gap " +
-                  std::to_string(g) + (gap(dx, own) < 1e-6 ? "; it is this rank's branch alone" : ""));
+                  ": x's gradient is not the whole model's d loss / dx (what one device holding every slice computes): max gap " +
+                  std::to_string(g) + seen_as);
       }
     });
     found.require_none();
@@ -99,9 +105,9 @@ TEST_CASE("copy_to_tp_region: forward passes x on unchanged, backward gives x th
 }
 
 // ----------------------------------------------------------------------------
-// g: the output made whole; each partial gets the gradient that arrived
+// g: every rank holds the layer output; each partial's gradient is the one loss's
 
-TEST_CASE("reduce_from_tp_region: forward makes the layer output whole on every rank, backward passes its gradient on", "[ch12][hole:reduce_from_tp_region]") {
+TEST_CASE("reduce_from_tp_region: the layer output on every rank, and each partial's gradient = one device's", "[ch12][hole:reduce_from_tp_region]") {
   for (int T : {1, 2, 3, 4}) {
     Findings found;
     std::vector<double> total(std::size_t(kB * kD), 0), upstream(std::size_t(kB * kD));
@@ -116,7 +122,7 @@ TEST_CASE("reduce_from_tp_region: forward makes the layer output whole on every 
       const double g = gap(y.to_vector(), total);
       if (g > 1e-5) {
         const std::vector<float> own = values(ctx.rank, kB * kD);
-        found.add(who + ": after forward this rank must hold the full layer output (the sum of the T partials): max gap " +
+        found.add(who + ": after forward this rank must hold the layer output the T partials define: max gap " +
                   std::to_string(g) + (gap(y.to_vector(), std::vector<double>(own.begin(), own.end())) == 0
                                            ? " (it holds its own partial only)" : ""));
         return;
@@ -131,9 +137,9 @@ TEST_CASE("reduce_from_tp_region: forward makes the layer output whole on every 
       const std::vector<float> dp = partial.grad().to_vector();
       const double gg = gap(dp, upstream);
       if (gg > 1e-6)
-        found.add(who + ": the gradient passed to the partial is not d loss / d partial (= the gradient arriving at the output): "
+        found.add(who + ": the partial's gradient is not d loss / d partial_t of the model's one loss (what one device computes): "
                         "max gap " + std::to_string(gg) +
-                  (std::fabs(dp[0] - T * upstream[0]) < 1e-5 && T > 1 ? "; it is T times that (the gradients were summed over ranks)" : ""));
+                  (std::fabs(dp[0] - T * upstream[0]) < 1e-5 && T > 1 ? "; it is T times one device's" : ""));
     });
     found.require_none();
   }
@@ -153,21 +159,24 @@ TEST_CASE("shard_weight: rank t owns the block of output or input features the c
       Tensor rows = shard_weight(full, Split::Output, t, T, device);
       REQUIRE(rows.shape() == Shape{out / T, in});
       CHECK(&rows.device() == &device);
+      // Each check is a bool, so a failure prints the property, not the index formula.
       for (int64_t i = 0; i < out / T; ++i)
-        for (int64_t j = 0; j < in; ++j) {
-          INFO("Split::Output slice entry (" << i << ", " << j << ") must be output feature " << t * out / T + i << ", input " << j);
-          REQUIRE(rows.data()[i * in + j] == full.data()[(t * out / T + i) * in + j]);
-        }
+        for (int64_t j = 0; j < in; ++j)
+          if (rows.data()[i * in + j] != full.data()[(t * out / T + i) * in + j])
+            FAIL("Split::Output slice entry (" << i << ", " << j << ") is not the full weight's entry for output feature "
+                                               << t * out / T + i << ", input " << j);
       Tensor cols = shard_weight(full, Split::Input, t, T, device);
       REQUIRE(cols.shape() == Shape{out, in / T});
       for (int64_t i = 0; i < out; ++i)
-        for (int64_t j = 0; j < in / T; ++j) {
-          INFO("Split::Input slice entry (" << i << ", " << j << ") must be output feature " << i << ", input " << t * in / T + j);
-          REQUIRE(cols.data()[i * (in / T) + j] == full.data()[i * in + t * in / T + j]);
-        }
+        for (int64_t j = 0; j < in / T; ++j)
+          if (cols.data()[i * (in / T) + j] != full.data()[i * in + t * in / T + j])
+            FAIL("Split::Input slice entry (" << i << ", " << j << ") is not the full weight's entry for output feature " << i
+                                              << ", input " << t * in / T + j);
       Tensor b = shard_weight(bias, Split::Output, t, T, device);
       REQUIRE(b.shape() == Shape{out / T});
-      for (int64_t i = 0; i < out / T; ++i) REQUIRE(b.data()[i] == bias.data()[t * out / T + i]);
+      for (int64_t i = 0; i < out / T; ++i)
+        if (b.data()[i] != bias.data()[t * out / T + i])
+          FAIL("bias slice entry " << i << " is not the full bias's entry for output feature " << t * out / T + i);
     }
   }
   // T = 4 divides the inputs (8) but not the outputs (6): a sentence, not a slice of the wrong size.

@@ -70,7 +70,7 @@ struct Findings {
 constexpr double kTolerance = 1e-5;
 }  // namespace
 
-TEST_CASE("column_parallel_linear: rank t's output block, its slices' gradients, x's whole gradient", "[ch12][hole:column_parallel_linear]") {
+TEST_CASE("column_parallel_linear: rank t's block of the layer's output, its slices' gradients, x's gradient = one device's", "[ch12][hole:column_parallel_linear]") {
   const Layer L = make_layer(3, 5, 8);
   for (int T : {1, 2, 4}) {
     Findings found;
@@ -110,14 +110,25 @@ TEST_CASE("column_parallel_linear: rank t's output block, its slices' gradients,
       if (gw > kTolerance || gb > kTolerance)
         found.add(who + ": the slices' gradients are not their block of the full layer's: weight gap " + std::to_string(gw) +
                   ", bias gap " + std::to_string(gb));
-      if (gx > kTolerance)
-        found.add(who + ": x's gradient is not the whole layer's d loss / dx (as one device computes it): max gap " + std::to_string(gx));
+      if (gx > kTolerance) {
+        // What it is instead, measured: the part from this rank's block of outputs alone, or one device's over T.
+        double own = 0, mean = 0;
+        for (int64_t s = 0; s < L.B; ++s)
+          for (int64_t j = 0; j < L.in; ++j) {
+            double part = 0;
+            for (int64_t o = first; o < first + k; ++o) part += double(L.c[std::size_t(s * L.out + o)]) * L.w[std::size_t(o * L.in + j)];
+            own = std::max(own, std::fabs(dx[std::size_t(s * L.in + j)] - part));
+            mean = std::max(mean, std::fabs(dx[std::size_t(s * L.in + j)] - L.dx(s, j) / T));
+          }
+        found.add(who + ": x's gradient is not the whole layer's d loss / dx (as one device computes it): max gap " + std::to_string(gx) +
+                  (own < kTolerance ? "; it is the part from this rank's block of outputs alone" : mean < kTolerance ? "; it is 1/T of one device's" : ""));
+      }
     });
     found.require_none();
   }
 }
 
-TEST_CASE("row_parallel_linear: the full output with the bias once on every rank, and each slice's gradient", "[ch12][hole:row_parallel_linear]") {
+TEST_CASE("row_parallel_linear: the full layer's output on every rank, and each slice's gradient = one device's", "[ch12][hole:row_parallel_linear]") {
   const Layer L = make_layer(3, 8, 5);
   for (int T : {1, 2, 4}) {
     Findings found;
@@ -137,31 +148,44 @@ TEST_CASE("row_parallel_linear: the full output with the bias once on every rank
       if (y.shape() != Shape{L.B, L.out}) return found.add(who + ": output " + shape_str(y.shape()) + ", expected the full (" +
                                                            std::to_string(L.B) + ", " + std::to_string(L.out) + ")");
       const std::vector<float> yv = y.to_vector();
-      double gy = 0, bias_times = 0;
+      // What it is instead, measured: x*W^T + m*b for one m on every entry (m = 0: no bias; m = T: T of them)?
+      double gy = 0, m = 0, m_spread = 0;
       for (int64_t s = 0; s < L.B; ++s)
         for (int64_t o = 0; o < L.out; ++o) {
-          gy = std::max(gy, std::fabs(yv[std::size_t(s * L.out + o)] - L.y(s, o)));
-          bias_times = (yv[std::size_t(s * L.out + o)] - L.y(s, o) + L.b[std::size_t(o)]) / L.b[std::size_t(o)];
+          const double got = yv[std::size_t(s * L.out + o)], bo = L.b[std::size_t(o)];
+          gy = std::max(gy, std::fabs(got - L.y(s, o)));
+          const double mo = (got - L.y(s, o) + bo) / bo;
+          if (s == 0 && o == 0) m = mo;
+          m_spread = std::max(m_spread, std::fabs(mo - m));
         }
+      const bool whole_b = m_spread < 1e-3 && std::fabs(m - std::round(m)) < 1e-3;
       if (gy > kTolerance)
         return found.add(who + ": the output is not x*W^T + b of the full layer: max gap " + std::to_string(gy) +
-                         (T > 1 && std::fabs(bias_times - T) < 1e-3 ? " (it holds the bias " + std::to_string(T) +
-                                                                           " times: the bias must be added once)" : ""));
+                         (whole_b ? "; it is x*W^T + " + std::to_string(int(std::lround(m))) + "*b" : ""));
       sum(mul(y, Tensor::from_vector({L.B, L.out}, L.c, ctx.device))).backward();  // replicated above: the same C everywhere
       for (const auto& [p, name] : {std::pair<Tensor, const char*>{ws, "the weight slice"}, {b, "the bias (held whole on every rank)"},
                                     {x, "x's block"}})
         if (!p.grad().defined()) return found.add(who + ": " + name + " got no gradient: the loss depends on it on every rank");
       const std::vector<float> dw = ws.grad().to_vector(), db = b.grad().to_vector(), dx = x.grad().to_vector();
-      double gw = 0, gb = 0, gx = 0;
+      double gw = 0, gb = 0, gx = 0, gw_t = 0, gx_t = 0;  // _t: the gap to T times one device's
       for (int64_t o = 0; o < L.out; ++o) {
         gb = std::max(gb, std::fabs(db[std::size_t(o)] - L.db(o)));
-        for (int64_t j = 0; j < k; ++j) gw = std::max(gw, std::fabs(dw[std::size_t(o * k + j)] - L.dw(o, first + j)));
+        for (int64_t j = 0; j < k; ++j) {
+          gw = std::max(gw, std::fabs(dw[std::size_t(o * k + j)] - L.dw(o, first + j)));
+          gw_t = std::max(gw_t, std::fabs(dw[std::size_t(o * k + j)] - T * L.dw(o, first + j)));
+        }
       }
       for (int64_t s = 0; s < L.B; ++s)
-        for (int64_t j = 0; j < k; ++j) gx = std::max(gx, std::fabs(dx[std::size_t(s * k + j)] - L.dx(s, first + j)));
+        for (int64_t j = 0; j < k; ++j) {
+          gx = std::max(gx, std::fabs(dx[std::size_t(s * k + j)] - L.dx(s, first + j)));
+          gx_t = std::max(gx_t, std::fabs(dx[std::size_t(s * k + j)] - T * L.dx(s, first + j)));
+        }
+      const auto seen_as = [](double gap_t) { return gap_t < kTolerance ? std::string("; it is T times one device's") : std::string(); };
       if (gb > kTolerance) found.add(who + ": the bias gradient is not the full layer's (the same on every rank): max gap " + std::to_string(gb));
-      if (gw > kTolerance) found.add(who + ": the weight slice's gradient is not its block of the full layer's: max gap " + std::to_string(gw));
-      if (gx > kTolerance) found.add(who + ": x's block of the input gradient is not the full layer's: max gap " + std::to_string(gx));
+      if (gw > kTolerance)
+        found.add(who + ": the weight slice's gradient is not its block of the full layer's: max gap " + std::to_string(gw) + seen_as(gw_t));
+      if (gx > kTolerance)
+        found.add(who + ": x's block of the input gradient is not the full layer's: max gap " + std::to_string(gx) + seen_as(gx_t));
     });
     found.require_none();
   }

@@ -1,7 +1,6 @@
 /// @file bias.h
 /// @brief `add_bias(y, bias)`: y (B, out) + bias (out,) on every row, as an
-/// op of its own — linear()'s bias path, for a layer whose bias must be added
-/// after something else happened to x · weightᵀ (row_parallel_linear).
+/// op of its own — the bias path of linear(), callable apart from it.
 #pragma once
 
 #include "dpt/tensor.h"

@@ -30,26 +30,27 @@ namespace dpt::ch12 {
 /// so each rank's graph beyond this point sees only its slice's share of the
 /// model — the loss depends on x through all T ranks' slices together.
 ///
-/// Postconditions:
-///  - forward: the result holds x's values, on every rank;
-///  - backward: the gradient this op passes on to x, on every rank, is the
+/// Postconditions, stated as what the caller needs:
+///  - after forward, every rank holds x's values, unchanged;
+///  - after backward of the model's loss, x's gradient on every rank is the
 ///    gradient of the whole model's loss with respect to x — what one device
-///    holding all the slices would compute — and so the same on every rank.
+///    holding all T slices would compute — and so the same on every rank.
 /// (Hole: exercises/12_tensor_parallel/conjugate.cpp.)
 Tensor copy_to_tp_region(Communicator& group, const Tensor& x);
 
 /// The exit of a row-parallel layer (Megatron's "g").
 ///
-/// On entry: partial (B, D) on rank t is rank t's share of a layer output:
-/// the layer output is the elementwise sum of the T ranks' partials. After
+/// On entry: partial (B, D) on rank t is rank t's share of a layer output,
+/// which is defined as the elementwise sum of the T ranks' partials. After
 /// the call every rank runs the same (replicated) layers on the result, so
 /// the gradient arriving at the result is the same on every rank.
 ///
-/// Postconditions:
-///  - forward: every rank of the group holds the full layer output (the sum
-///    of the T partials), the same on every rank;
-///  - backward: the gradient this op passes on to each rank's partial is
-///    d loss / d partial_t, the derivative of the one loss the model computes.
+/// Postconditions, stated as what the caller needs:
+///  - after forward, every rank of the group holds that layer output, the
+///    same on every rank;
+///  - after backward of the model's loss, each rank's partial holds
+///    d loss / d partial_t, the derivative of the one loss the model
+///    computes (every rank computes a copy of it; it is still one loss).
 /// (Hole: exercises/12_tensor_parallel/conjugate.cpp.)
 Tensor reduce_from_tp_region(Communicator& group, const Tensor& partial);
 

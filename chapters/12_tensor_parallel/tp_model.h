@@ -31,9 +31,9 @@ std::string tp_model_problem(const std::vector<int64_t>& widths, int tp);
 /// Parameters per rank of `widths` split over `tp` ranks, by the formula:
 /// Σ over pairs (in·h + h + h·out)/T + out.
 int64_t parameters_per_rank(const std::vector<int64_t>& widths, int tp);
-/// Floats one rank passes to all-reduce per step, per sample: each pair's
-/// output width (forward), and each pair's input width in backward except
-/// the first pair's (the data needs no gradient).
+/// Floats one rank passes to all-reduce in its TP group per step, per
+/// sample, when f and g are right: the chapter's byte verdict checks the
+/// traffic log against it (derived on the chapter page, after the holes).
 int64_t all_reduced_per_sample(const std::vector<int64_t>& widths);
 
 /// This rank's slices of an MLP, and the forward that joins them.
