@@ -6,6 +6,8 @@
 #include "support/catch.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -202,8 +204,12 @@ TEST_CASE("accumulate_micro_batch: micro-batches of 3, 5 and 8 samples add up to
       cut += (cut.empty() ? "" : " + ") + std::to_string(m);
     }
     const double gap = largest_relative_gap(total, want);
+    bool all_zero = true;  // the tell-tale of a weight that came out 0
+    for (const Tensor& g : total)
+      for (int64_t k = 0; k < g.numel(); ++k) all_zero = all_zero && g.data()[k] == 0.0f;
     INFO("micro-batches of " << cut << " samples: the accumulated gradient is " << gap
-         << " (relative to its largest entry) from the gradient of the whole batch's mean loss. Each of the " << B
+         << " (relative to its largest entry) from the gradient of the whole batch's mean loss"
+         << (all_zero ? ": it is zero everywhere. Is a weight 0, e.g. an integer division?" : ".") << " Each of the " << B
          << " samples must count once and equally, whatever the size of the micro-batch it came in");
     CHECK(gap <= 1e-5);  // the same float sums in another order: ~1e-7
   }
@@ -233,4 +239,25 @@ TEST_CASE("pipeline clock: GPipe on 3 stages and 2 micro-batches by hand, and a 
     CHECK(std::string(e.what()).find("stage 0 waits at B0 for B0 on stage 1") != std::string::npos);
     CHECK(std::string(e.what()).find("stage 1 waits at F1 for F1 on stage 0") != std::string::npos);
   }
+}
+
+TEST_CASE("pipeline clock: the Gantt chart ends each row with the stage's peak in flight, red over its bound", "[ch13]") {
+  // GPipe's schedules drawn against 1F1B's bounds (P = 2, M = 3): both stages hold all 3, stage 0 may hold 2, stage 1 one.
+  Timeline t = replay_pipeline({gpipe(0, 2, 3), gpipe(1, 2, 3)}, [](int, const Op&) { return 1.0; });
+  CHECK(peak_in_flight(t, 0) == 3);
+  CHECK(peak_in_flight(t, 1) == 3);
+  const std::string path = "ch13_test_peaks.svg";
+  write_gantt_svg(path, "peaks", {{"gpipe", t}}, {{2, 1}});
+  std::stringstream svg;
+  svg << std::ifstream(path).rdbuf();
+  std::remove(path.c_str());
+  INFO(svg.str());
+  CHECK(svg.str().find("fill=\"#c00000\" font-weight=\"bold\">peak 3 (\u2264 2)</text>") != std::string::npos);
+  CHECK(svg.str().find("fill=\"#c00000\" font-weight=\"bold\">peak 3 (\u2264 1)</text>") != std::string::npos);
+  write_gantt_svg(path, "peaks", {{"gpipe", t}});  // no bounds: the peaks alone, nothing red
+  std::stringstream plain;
+  plain << std::ifstream(path).rdbuf();
+  std::remove(path.c_str());
+  CHECK(plain.str().find(">peak 3</text>") != std::string::npos);
+  CHECK(plain.str().find("#c00000") == std::string::npos);
 }

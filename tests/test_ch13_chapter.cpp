@@ -17,11 +17,13 @@ using namespace dpt;
 
 namespace {
 const std::string kSmall = "--quiet --model 32-16-16-16-16-4 --samples 256 --steps 20 --batch 8 --micro-batches 4 ";
+// Under threads: a run_schedule that deadlocks fails in seconds, not after the default 30 s.
+const std::string kThreads = "--comm-timeout 3 " + kSmall;
 }
 
 TEST_CASE("chapter: ch13's verdicts pass on 4 stages, training with 1f1b and with gpipe", "[ch13]") {
   for (const char* schedule : {"1f1b", "gpipe"}) {
-    auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 4 " + kSmall + "--schedule " + schedule);
+    auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 4 " + kThreads + "--schedule " + schedule);
     INFO(schedule << ": " << run.output);
     REQUIRE(run.exit_code == 0);
     CHECK(run.output.find("1f1b: peak micro-batches in flight on stage s <= min(P - s, M) (stages 0..P-1: 4, 3, 2, 1)") !=
@@ -33,7 +35,7 @@ TEST_CASE("chapter: ch13's verdicts pass on 4 stages, training with 1f1b and wit
 }
 
 TEST_CASE("chapter: --dp 2 with 2 stages on 4 ranks: the gradient is one device's on the global batch", "[ch13]") {
-  auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 4 --stages 2 --dp 2 " + kSmall);
+  auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 4 --stages 2 --dp 2 " + kThreads);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("synced gradient = one device's on the global batch") != std::string::npos);
@@ -41,7 +43,7 @@ TEST_CASE("chapter: --dp 2 with 2 stages on 4 ranks: the gradient is one device'
 }
 
 TEST_CASE("chapter: a stage twice as slow is named by the verdict", "[ch13]") {
-  auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 3 --stages 3 --slow-stage 1 " + kSmall);
+  auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 3 --stages 3 --slow-stage 1 " + kThreads);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("gpipe: the clock's busiest stage is stage 1, the one --slow-stage slowed") != std::string::npos);
@@ -51,7 +53,7 @@ TEST_CASE("chapter: a stage twice as slow is named by the verdict", "[ch13]") {
 TEST_CASE("chapter: --gantt writes an SVG with a box per op, --gantt-trace a Chrome trace of the same", "[ch13]") {
   const std::string svg = "ch13_test_gantt.svg", trace = "ch13_test_gantt.json";
   std::remove(svg.c_str()), std::remove(trace.c_str());
-  auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 2 --stages 2 " + kSmall + "--gantt " + svg +
+  auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 2 --stages 2 " + kThreads + "--gantt " + svg +
                                                                  " --gantt-trace " + trace);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -62,6 +64,16 @@ TEST_CASE("chapter: --gantt writes an SVG with a box per op, --gantt-trace a Chr
   for (std::size_t at = drawn.str().find("<rect"); at != std::string::npos; at = drawn.str().find("<rect", at + 1)) ++boxes;
   // 2 schedules x 2 stages x 2M ops, plus a background per stage row and the page
   CHECK(boxes == 2 * 2 * 8 + 2 * 2 + 1);
+  INFO("each row ends with the stage's peak micro-batches in flight against its schedule's bound: "
+       "GPipe holds all M = 4, 1F1B min(P - s, M) = 2, 1");
+  CHECK(drawn.str().find(">peak 4 (≤ 4)</text>") != std::string::npos);  // gpipe, both stages
+  CHECK(drawn.str().find(">peak 2 (≤ 2)</text>") != std::string::npos);  // 1f1b stage 0
+  CHECK(drawn.str().find(">peak 1 (≤ 1)</text>") != std::string::npos);  // 1f1b stage 1
+  CHECK(drawn.str().find("#c00000") == std::string::npos);  // nothing over its bound
+  std::size_t opened = 0, closed = 0;  // well formed, as far as text elements go
+  for (std::size_t at = drawn.str().find("<text"); at != std::string::npos; at = drawn.str().find("<text", at + 1)) ++opened;
+  for (std::size_t at = drawn.str().find("</text>"); at != std::string::npos; at = drawn.str().find("</text>", at + 1)) ++closed;
+  CHECK(opened == closed);
   nlohmann::json doc = nlohmann::json::parse(traced.str());
   int spans = 0;
   for (const auto& event : doc["traceEvents"]) spans += event["ph"] == "X";

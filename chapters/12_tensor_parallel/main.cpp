@@ -147,6 +147,8 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
                   D > 1 ? "s" : "", ", global batch ", o.batch * D, ")"));
   say.say(str("every rank of a TP group trains on the same ", o.batch, " samples; the optimizer steps each rank's slices."));
   lec.step_check_batch = o.batch * D;
+  lec.step_check_cause = str("the tensor-parallel group did not combine its partial results",
+                             D > 1 ? ", or the data-parallel ranks did not average theirs" : "");
   TensorParallelRun run = train_tensor_parallel(ctx, groups, o, lec.data, model, &lec.recorder, "ch12 train");
   if (groups.dp_rank() == 0) {  // the trained model, whole, for the harness to score and save
     const std::vector<float> trained = model.gather(false);

@@ -9,8 +9,8 @@
 // then every backward) and for 1F1B (one forward, one backward) alike. They
 // differ in memory: GPipe holds the activations of all M micro-batches at
 // once, 1F1B at most P on stage 0. Either way the gradient is one device's on
-// the whole batch, each micro-batch weighing m/B. With --dp D, D pipelines
-// run side by side and all-reduce their gradients (P × D ranks).
+// the whole batch. With --dp D, D pipelines run side by side and all-reduce
+// their gradients (P × D ranks).
 //
 // A per-stage clock replays what the stages ran (chapter 08's idea: measured
 // or --stage-ms op times, each op starting once its input exists), so the
@@ -97,6 +97,8 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   PipelineStage stage(model, s, P);
   lec.keep(model);  // stage 0 collects every stage's layers into it at the end
   lec.step_check_batch = o.batch * D;
+  lec.step_check_cause = str("the micro-batches' gradients were not weighted and summed into the batch's",
+                             D > 1 ? ", or the pipelines did not average theirs" : "");
   if (o.steps == 0) return;
 
   // --------------------------------------------------------------------------
@@ -141,21 +143,26 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   };
   const bool can_run = w.run_schedule && w.accumulate;
   say.section("3. One step of each schedule, replayed on a per-stage clock");
-  std::vector<ProbedStep> probes;
-  if (can_run)
-    for (const std::string& name : schedules) probes.push_back(probe_step(pipe, stage, batch_of(0), M, name));
   std::vector<int64_t> boundary_floats;  // floats per sample from stage k to k+1: the width where they meet
   for (int k = 0; k + 1 < P; ++k)
     boundary_floats.push_back(model.widths()[std::size_t(stage_layers(int(model.layers().size()), P, k).last)]);
-  if (can_run && ctx.is_root()) clock_and_memory(say, f, probes, boundary_floats, o.batch, v);
+  if (can_run)  // rehearsed first: a run_schedule that deadlocks is a verdict within seconds, not a hung run
+    schedules = schedules_that_run(ctx.comm, schedules, P, M, o.batch / M, boundary_floats, ctx.options.eager_limit_bytes,
+                                   say, v);
+  auto runs = [&](const std::string& name) { return std::find(schedules.begin(), schedules.end(), name) != schedules.end(); };
+  std::vector<ProbedStep> probes;
+  if (can_run)
+    for (const std::string& name : schedules) probes.push_back(probe_step(pipe, stage, batch_of(0), M, name));
+  if (!probes.empty() && ctx.is_root()) clock_and_memory(say, f, probes, boundary_floats, o.batch, v);
   if (ctx.is_root()) micro_batch_sweep(say, P, w.one_f_one_b, v);
 
   // --------------------------------------------------------------------------
   // 4. Training: the gradient is one device's on the global batch
   // A 1F1B not written, or one that cannot run (a ✘ above), leaves GPipe to train with.
-  const std::string trained = f.schedule == "1f1b" && !w.one_f_one_b ? "gpipe" : f.schedule;
-  const bool can_train = can_run;
+  const std::string trained = runs(f.schedule) || !runs("gpipe") ? f.schedule : "gpipe";
+  const bool can_train = can_run && runs(trained);
   say.section(str("4. Training ", o.steps, " steps with ", trained, trained != f.schedule ? " (1f1b cannot run yet)" : "",
+                  can_run && !can_train ? " (run_schedule cannot run it yet)" : "",
                   " (", o.optimizer, ", lr ", fmt(o.lr), ")"));
   if (w.accumulate && ctx.rank == 0) accumulation_check(say, model, batch_of(0), v);  // rank 0 holds the whole model now
   std::unique_ptr<Optimizer> optimizer = make_optimizer(o.optimizer, stage.parameters(), o.lr);

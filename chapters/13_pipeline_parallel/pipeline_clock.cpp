@@ -95,24 +95,38 @@ int slowest_stage(const Timeline& timeline) {
 // ----------------------------------------------------------------------------
 // the Gantt chart: a row per stage, a box per op
 
+int peak_in_flight(const Timeline& timeline, int stage) {
+  int now = 0, most = 0;
+  for (const Placed& p : timeline[std::size_t(stage)]) most = std::max(most, now += p.op.pass == Pass::Forward ? 1 : -1);
+  return most;
+}
+
 void write_gantt_svg(const std::string& path, const std::string& title,
-                     const std::vector<std::pair<std::string, Timeline>>& timelines) {
+                     const std::vector<std::pair<std::string, Timeline>>& timelines,
+                     const std::vector<std::vector<int>>& bounds) {
   double longest = 1e-12;
   int rows = 0;
   for (const auto& [label, t] : timelines) longest = std::max(longest, makespan(t)), rows += int(t.size()) + 1;
-  const double left = 90, width = 820, row_h = 26, top = 40;
+  const double left = 90, width = 820, row_h = 26, top = 40, memory = 110;  // memory: the in-flight column
   const double height = top + row_h * rows + 30;
   auto x_of = [&](double seconds) { return left + width * seconds / longest; };
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + 20 << "\" height=\"" << height
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + memory << "\" height=\"" << height
       << "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << (left + width) / 2 << "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">" << title << "</text>\n";
   double y = top;
-  for (const auto& [label, t] : timelines) {
+  for (std::size_t k = 0; k < timelines.size(); ++k) {
+    const auto& [label, t] = timelines[k];
     svg << "<text x=\"4\" y=\"" << y + 16 << "\" font-weight=\"bold\">" << label << "  (bubble "
-        << fixed(100 * bubble_fraction(t), 1) << " %)</text>\n";
+        << fixed(100 * bubble_fraction(t), 1) << " %)</text>\n"
+        << "<text x=\"" << left + width + 8 << "\" y=\"" << y + 16 << "\" font-weight=\"bold\">in flight</text>\n";
     y += row_h;
     for (std::size_t s = 0; s < t.size(); ++s, y += row_h) {
+      // the chapter's memory point: activations held at once, against the schedule's bound
+      const int peak = peak_in_flight(t, int(s));
+      const bool bounded = k < bounds.size() && s < bounds[k].size(), over = bounded && peak > bounds[k][s];
+      svg << "<text x=\"" << left + width + 8 << "\" y=\"" << y + 16 << "\"" << (over ? " fill=\"#c00000\" font-weight=\"bold\"" : "")
+          << ">peak " << peak << (bounded ? str(" (≤ ", bounds[k][s], ")") : "") << "</text>\n";
       svg << "<text x=\"4\" y=\"" << y + 16 << "\">stage " << s << "</text>\n"
           << "<rect x=\"" << left << "\" y=\"" << y + 2 << "\" width=\"" << x_of(makespan(t)) - left << "\" height=\""
           << row_h - 4 << "\" fill=\"#f2f2f2\"/>\n";
@@ -128,7 +142,8 @@ void write_gantt_svg(const std::string& path, const std::string& title,
   }
   svg << "<text x=\"" << left << "\" y=\"" << height - 10 << "\">time → (one step, " << fixed(longest * 1e3, 1)
       << " ms on the clock); <tspan fill=\"#4a7fb0\">■ forward</tspan> <tspan fill=\"#d0652a\">■ backward</tspan>, "
-      << "grey: the stage waits (the bubble)</text>\n</svg>\n";
+      << "grey: the stage waits (the bubble); "
+      << "in flight: micro-batches held (≤ the schedule's bound)</text>\n</svg>\n";
   write_output_file(path, svg.str());
 }
 

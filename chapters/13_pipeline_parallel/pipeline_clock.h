@@ -49,9 +49,15 @@ int slowest_stage(const Timeline& timeline);
 
 /// Writes one Gantt chart per labelled timeline, stacked, as SVG: a row per
 /// stage, a box per op (forwards blue, backwards orange, the micro-batch's
-/// number inside), idle time blank. Same time scale for all.
+/// number inside), idle time blank. Same time scale for all. At each row's
+/// end, the stage's peak micro-batches in flight (forwarded, not yet
+/// backwarded) against `bounds[k][s]`, timeline k's bound for stage s: "peak
+/// 4 (≤ 4)", red when over. `bounds` empty: the peaks alone.
 void write_gantt_svg(const std::string& path, const std::string& title,
-                     const std::vector<std::pair<std::string, Timeline>>& timelines);
+                     const std::vector<std::pair<std::string, Timeline>>& timelines,
+                     const std::vector<std::vector<int>>& bounds = {});
+/// The most micro-batches stage `stage` of `timeline` held in flight at once.
+int peak_in_flight(const Timeline& timeline, int stage);
 /// The same spans as a Chrome trace (ui.perfetto.dev): one process per
 /// labelled timeline, one track per stage.
 void write_gantt_trace(const std::string& path, const std::vector<std::pair<std::string, Timeline>>& timelines);

@@ -74,17 +74,20 @@ void accumulation_check(const Narrator& say, const MLP& model, const Batch& batc
   for (int64_t k = 0, start = 0; k < 3; start += sizes[std::size_t(k)], ++k)
     accumulate_micro_batch(total, gradient(start, start + sizes[std::size_t(k)]), sizes[std::size_t(k)], B);
   for (Tensor& p : params) p.zero_grad();
-  double gap = 0, scale = 0;
+  double gap = 0, scale = 0, largest = 0;
   for (std::size_t i = 0; i < whole.size(); ++i) {
     gap = std::max(gap, double(max_abs_diff(total[i], whole[i])));
     Tensor zero = Tensor::zeros(whole[i].shape(), whole[i].device());
     scale = std::max(scale, double(max_abs_diff(whole[i], zero)));
+    largest = std::max(largest, double(max_abs_diff(total[i], zero)));
   }
+  const std::string zero_note = largest == 0 ? ": it is zero everywhere. Is a weight 0, e.g. an integer division?" : "";
   say.say(str("micro-batches of ", sizes[0], ", ", sizes[1], " and ", sizes[2], " samples: your sum of their gradients is ",
-              fmt(gap / scale, 3), " (relative) from the gradient of the batch of ", B));
+              fmt(gap / scale, 3), " (relative) from the gradient of the batch of ", B, zero_note));
   v.at_most(str("accumulated gradient of micro-batches of ", sizes[0], " + ", sizes[1], " + ", sizes[2],
                 " = the batch's gradient (relative gap)"), gap / scale, 1e-5,
-            "each sample counts once and equally, whatever its micro-batch's size (float sums in another order: ~1e-7)");
+            largest == 0 ? "your accumulated gradient is zero everywhere: is a weight 0, e.g. an integer division?"
+                         : "each sample counts once and equally, whatever its micro-batch's size (float sums in another order: ~1e-7)");
 }
 
 // ----------------------------------------------------------------------------
@@ -185,6 +188,7 @@ void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector
     return s == f.slow_stage ? 2 * base : base;
   };
   std::vector<std::pair<std::string, Timeline>> drawn;
+  std::vector<std::vector<int>> bounds;  // per drawn timeline, per stage: the in-flight bound its schedule promises
   Table table(str("one step, P = ", P, " stages, M = ", M, " micro-batches (clock: ",
                   set ? str(fixed(f.stage_ms, 2), " ms forward, ", fixed(2 * f.stage_ms, 2), " ms backward") : "measured", ")"),
               {"schedule", "stage", "busy ms", "idle ms", "in flight (formula)", "activation peak", "= micro-batches"});
@@ -204,6 +208,8 @@ void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector
       return 0.0;
     });
     drawn.push_back({probe.name, t});
+    bounds.emplace_back();
+    for (int s = 0; s < P; ++s) bounds.back().push_back(in_flight_formula(probe.name, s, P, M));
     const double bubble = bubble_fraction(t), formula = bubble_formula(P, M), span = makespan(t);
     say.say(str(probe.name, ": the step takes ", fixed(span * 1e3, 2), " ms on the clock; bubble ", fixed(100 * bubble, 2),
                 " % of P x that (formula (P-1)/(M+P-1) = ", fixed(100 * formula, 2), " %)"));
@@ -263,7 +269,7 @@ void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector
   }
   if (say.enabled()) table.print(std::cout);
   if (!f.gantt.empty()) {
-    write_gantt_svg(f.gantt, str("pipeline, P = ", P, ", M = ", M, ": forward and backward per stage and micro-batch"), drawn);
+    write_gantt_svg(f.gantt, str("pipeline, P = ", P, ", M = ", M, ": forward and backward per stage and micro-batch"), drawn, bounds);
     say.say("Gantt chart: " + f.gantt);
   } else {
     say.say("add --gantt FILE.svg for the Gantt chart of these steps, --gantt-trace FILE.json for ui.perfetto.dev");

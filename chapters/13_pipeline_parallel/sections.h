@@ -70,6 +70,17 @@ void accumulation_check(const Narrator& say, const MLP& model, const Batch& batc
 /// schedule holds on stage 0 — the trade the chapter is about, in one table.
 void micro_batch_sweep(const Narrator& say, int stages, bool with_1f1b, Verdicts& v);
 
+/// Collective over `world`, every rank of the run: rank 0 rehearses your
+/// run_schedule on each of `schedules` (rehearsal.cpp: P stand-in stages of
+/// micro_size x width tensors on a private world of rank threads, sends above
+/// `eager_limit_bytes` waiting for their receive, every wait bounded by a few
+/// seconds) and adds a verdict for each; every rank gets those that ran to
+/// the end, in order. `boundary_floats[s]`: the width between stages s and s+1.
+std::vector<std::string> schedules_that_run(Communicator& world, const std::vector<std::string>& schedules, int stages,
+                                            int micro_batches, int64_t micro_size,
+                                            const std::vector<int64_t>& boundary_floats, int64_t eager_limit_bytes,
+                                            const Narrator& say, Verdicts& v);
+
 /// The ops of a schedule by name ("gpipe" or "1f1b") for stage s.
 std::vector<Op> schedule_of(const std::string& name, int stage, int stages, int micro_batches);
 

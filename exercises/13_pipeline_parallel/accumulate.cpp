@@ -4,7 +4,9 @@
 // hints in tiers are in docs/ch13_pipeline_parallel.md (§ Hints).
 //
 // Pointers:
-//   - ops.h: axpy_(y, alpha, x) is y += alpha · x, in place, on any device.
+//   - ops.h: in-place arithmetic on tensors of any device (fill_, scale_, axpy_).
+//   - ch13.h: what micro_grads holds on entry, and what batch_grads must hold
+//     once every micro-batch has been added.
 #include "ch13.h"
 
 #include "dpt/check.h"

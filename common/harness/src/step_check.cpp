@@ -113,7 +113,7 @@ std::string kink_note(const StepCheck& c) {
   return note.str();
 }
 
-void add_step_check_verdicts(Verdicts& v, const StepCheck& c) {
+void add_step_check_verdicts(Verdicts& v, const StepCheck& c, const std::string& cause) {
   if (!c.checked.empty() && c.checked.front() == 0)  // not when the run resumed from a checkpoint
     v.at_most("the replica started from the master copy: max |w - w_flags| before step 0", c.start_difference, 0,
               c.start_difference == 0 ? "the broadcast copies the master's bits"
@@ -124,7 +124,7 @@ void add_step_check_verdicts(Verdicts& v, const StepCheck& c) {
             c.difference, kStepGradientTolerance,
             ok ? "float sums in another order (~1e-6 relative; dpt/step_check.h)" + kink_note(c)
                : "at step " + std::to_string(c.worst_step) +
-                     ", far above float rounding: the ranks did not average the global batch's gradient");
+                     ", far above float rounding: " + cause);
 }
 
 }  // namespace dpt

@@ -73,6 +73,9 @@ class Lecture {
   const bool verify;       ///< --verify: compare chosen steps with one device at the end
   /// Samples per step of the one-device replay (default --batch × ranks).
   int64_t step_check_batch;
+  /// What the step check's ✘ blames (default: the ranks' averaging;
+  /// dpt/step_check.h): the parts this chapter combines into the gradient.
+  std::string step_check_cause = kStepCheckCause;
 
   /// This rank; only in a distributed chapter (run_chapter).
   Context& ctx();

@@ -124,10 +124,16 @@ class StepRecorder {
   std::vector<Snapshot> recorded_;
 };
 
+/// What a failed step check blames unless the chapter says otherwise: the
+/// cross-rank averaging of chapters 03–11.
+inline const char* const kStepCheckCause = "the ranks did not average the global batch's gradient";
+
 /// Adds the verdicts a replay supports: the replica started from the master
 /// copy (bitwise; only when step 0 was recorded, i.e. not after a resume), and every checked step's gradient equals one device's
-/// within kStepGradientTolerance, worded by the outcome.
-void add_step_check_verdicts(Verdicts& verdicts, const StepCheck& check);
+/// within kStepGradientTolerance, worded by the outcome. `cause`: what a
+/// failure says went wrong, the parts the gradient should have been combined
+/// from ("the tensor-parallel group did not combine its partial results").
+void add_step_check_verdicts(Verdicts& verdicts, const StepCheck& check, const std::string& cause = kStepCheckCause);
 
 /// "; N ReLU inputs in M samples sat within rounding of 0, their flips allowed
 /// (without: x)" for a passing verdict's line, or "" when the check met no kink.
