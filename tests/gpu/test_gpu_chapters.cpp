@@ -127,6 +127,18 @@ TEST_CASE("ch12 with 2 and 4 rank threads on cuda: tensor parallel, and x data p
   check_cuda_matches_cpu("ch12_tensor_parallel", "--ranks 4 --tp 2 --dp 2 --steps 20");
 }
 
+// Chapter 13 cuts the model by depth over rank threads that share one GPU:
+// activations and their gradients go stage to stage as device buffers, each
+// stage's activations are counted on its own account, and, with --dp, each
+// stage's gradient is averaged over the pipelines' group.
+TEST_CASE("ch13 with 2 and 4 rank threads on cuda: 1F1B, GPipe, and x data parallel, ends where cpu ends",
+          "[gpu][chapters]") {
+  DPT_REQUIRE_GPU();
+  check_cuda_matches_cpu("ch13_pipeline_parallel", "--ranks 4 --steps 20");
+  check_cuda_matches_cpu("ch13_pipeline_parallel", "--ranks 4 --steps 20 --schedule gpipe");
+  check_cuda_matches_cpu("ch13_pipeline_parallel", "--ranks 4 --stages 2 --dp 2 --steps 20");
+}
+
 TEST_CASE("ch07 with 2 rank threads on cuda: stages 0 to 3 pass their verdicts, end where cpu ends, and each "
           "rank holds the cpu run's bytes",
           "[gpu][chapters]") {
