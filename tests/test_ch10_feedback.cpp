@@ -144,7 +144,7 @@ TEST_CASE("error feedback: nothing is lost — on each rank Σ delivered + resid
   }
 }
 
-TEST_CASE("error feedback: the residual is what this rank owed and its message left out", "[ch10][hole:error_feedback_step]") {
+TEST_CASE("error feedback: each rank's residual after every step matches a serial simulation of it", "[ch10][hole:error_feedback_step]") {
   // The serial simulation, rank by rank: owed p = g + e; delivered = p on
   // every third entry; e' = p − delivered.
   const int world = 3, steps = 4;
@@ -159,7 +159,9 @@ TEST_CASE("error feedback: the residual is what this rank owed and its message l
         e[std::size_t(i)] = i % 3 == 0 ? 0 : owed;
         INFO("rank " << r << ", step " << t << ", entry " << i << (i % 3 == 0 ? " (delivered)" : " (not delivered)")
                      << ": residual should be " << e[std::size_t(i)] << ", got "
-                     << f.residual[std::size_t(r)][std::size_t(t)][std::size_t(i)]);
+                     << f.residual[std::size_t(r)][std::size_t(t)][std::size_t(i)]
+                     << " — the residual is what this rank owed this step (its gradient and what it carried in) "
+                        "less what its own message delivered");
         REQUIRE(f.residual[std::size_t(r)][std::size_t(t)][std::size_t(i)] == Approx(e[std::size_t(i)]).epsilon(1e-5).margin(1e-5));
       }
     }

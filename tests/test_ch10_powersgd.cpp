@@ -2,7 +2,7 @@
 // double: at full rank the approximation is the mean matrix; below it, the
 // projection of the mean onto the span of M·Q (Y (YᵀY)⁻¹ Yᵀ M, no
 // orthonormalization at all), round after round with the warm-started Q; the
-// same bits on every rank; two all-reduces of rows·R and cols·R floats.
+// same bits on every rank; only P- and Q-sized matrices travel.
 #include "support/catch.h"
 #include <cmath>
 #include <cstring>
@@ -135,7 +135,7 @@ TEST_CASE("PowerSGD below full rank projects the mean onto span(M Q), warm-start
   }
 }
 
-TEST_CASE("PowerSGD: the same bits on every rank, two all-reduces of rows*R and cols*R floats", "[ch10][hole:powersgd_round]") {
+TEST_CASE("PowerSGD: the same bits on every rank, and only P- and Q-sized matrices travel", "[ch10][hole:powersgd_round]") {
   const int64_t rows = 8, cols = 5, rank = 2;
   Rounds got = run_rounds(3, rows, cols, rank, 2);
   for (std::size_t r = 1; r < 3; ++r)
@@ -145,8 +145,9 @@ TEST_CASE("PowerSGD: the same bits on every rank, two all-reduces of rows*R and 
       CHECK(got.approx[r][std::size_t(t)] == got.approx[0][std::size_t(t)]);
       CHECK(got.q[r][std::size_t(t)] == got.q[0][std::size_t(t)]);
     }
-  INFO("2 rounds should make 4 all-reduces of " << rank * (rows + cols) * 4 * 2 << " bytes in all; saw " << got.calls
-                                                 << " calls of " << got.bytes << " bytes");
+  INFO("2 rounds should make 4 all-reduces of " << rank * (rows + cols) * 4 * 2 << " bytes in all (per round one P, "
+       << rows << "x" << rank << ", and one Q, " << cols << "x" << rank << "); saw " << got.calls << " calls of "
+       << got.bytes << " bytes" << (got.bytes >= 2 * 4 * rows * cols ? " — as much as M_r itself: only P and Q may travel" : ""));
   CHECK(got.calls == 4);
   CHECK(got.bytes == 2 * 4 * rank * (rows + cols));
 }

@@ -3,7 +3,8 @@
 // reset on an overflow; ×growth_factor after growth_interval clean steps in a
 // row), the expected scales worked out by hand below, not by running code.
 // master_step against updates written out here: SGD's p − lr·g on values
-// chosen so float arithmetic is exact, the skip rule checked bit for bit
+// chosen so float arithmetic is exact (and, at a scale of 1000, either
+// g / S or g · (1/S) to 1 ulp), the skip rule checked bit for bit
 // against a run that never saw the overflowed step.
 //
 // Here: the holes. The rounding (provided) in test_ch11_rounding.cpp, the
@@ -133,6 +134,32 @@ TEST_CASE("master_step: SGD on the fp32 master with the unscaled gradient, then 
                    << " for master " << got[i]);
     CHECK(weights[i] == round_to(got[i], Precision::BF16));
   }
+}
+
+TEST_CASE("master_step: with a scale that is not a power of two (static:1000), the gradient is unscaled to 1 ulp", "[ch11]") {
+  // fp16 gradients of 1000 · loss; masters at 0 and SGD at lr 1, so each
+  // master ends as −(its unscaled gradient), bit for bit. g / 1000 and
+  // g · (1/1000) differ in the last bit for some of these (5 and −999 do);
+  // the contract accepts either: within 1 ulp of the quotient.
+  const std::vector<std::vector<float>> grads = {{5.0f, -999.0f, 3.0f}, {1.0f, 1536.0f}};
+  Pair p = make_pair_of({{0.0f, 0.0f, 0.0f}, {0.0f, 0.0f}});
+  SGD sgd(p.masters, 1.0f);
+  set_grads(p.params, grads);
+  REQUIRE(master_step(p.params, p.masters, sgd, 1000.0f, Precision::FP16));
+  const std::vector<float> got = all_bits(p.masters);
+  std::size_t at = 0;
+  for (const auto& row : grads)
+    for (float g : row) {
+      const float quotient = g / 1000.0f, ulp = std::nextafter(std::fabs(quotient), INFINITY) - std::fabs(quotient);
+      INFO("master " << at << " after one SGD step of lr 1 from 0 should be −(" << g << " / 1000) = " << -quotient
+                     << " (to 1 ulp, " << ulp << "), is " << got[at]
+                     << (std::fabs(got[at] + g) <= std::fabs(g) * 1e-6f ? ": the gradient was not divided by the scale"
+                         : std::fabs(got[at] + quotient) > 1e-3f * std::fabs(quotient)
+                             ? ": not the gradient of the loss — scale · loss's gradient divided by the scale"
+                             : ""));
+      CHECK(std::fabs(got[at] + quotient) <= ulp);
+      ++at;
+    }
 }
 
 TEST_CASE("master_step: keeps updates too small for 16 bits in the fp32 master", "[ch11]") {

@@ -33,9 +33,7 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
 
 // What a recompute_backward that stops (a dpt::Error, not NotImplemented) has
 // most likely missed, in words: "use of an undefined tensor" alone says nothing.
-const std::string kNeeds =
-    "a segment before the last needs the gradient its output received, which the segment after it must have "
-    "delivered to that output's checkpoint";
+const std::string kNeeds = "a segment before the last needs the gradient of the loss with respect to its output";
 
 std::string stopped(const Error& e) {
   std::string what = e.what();  // through forward_backward it already names the hole

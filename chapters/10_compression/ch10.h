@@ -39,13 +39,13 @@ void error_feedback_step(Communicator& comm, Compressor& compressor, std::vector
 /// Top-k's decode (not collective). `gathered` is what an all_gather of every
 /// rank's top-k message returns: (world, 2k) floats, row r from rank r, each
 /// row k index words (index_word) then the k values, value j belonging to
-/// index j. Writes into `mean` (Ψ,) the mean over ranks of the dense vectors
-/// the rows stand for (zero where no rank sent anything).
+/// index j. Row r stands for a dense vector x_r (Ψ,): the vector rank r
+/// compressed, with every entry its message did not carry set to zero.
 ///
-/// Postconditions: mean[i] = (1/world) · Σ over all pairs (i, v) in all rows
-/// of v, for every i in 0…Ψ−1; the sum runs in row order, so every rank that
-/// decodes the same `gathered` gets the same bits. An index outside 0…Ψ−1
-/// throws dpt::Error.
+/// Postconditions: `mean` (Ψ,), whatever it held on entry, is the mean of
+/// x_0 … x_{world−1}, to float rounding, on every one of its Ψ entries; the
+/// same `gathered` decodes to the same bits wherever it is decoded. An
+/// index outside 0…Ψ−1 throws dpt::Error.
 /// (Hole: exercises/10_compression/topk.cpp.)
 void topk_reconstruct(const std::vector<float>& gathered, int world, int64_t k, std::vector<float>& mean);
 
@@ -58,8 +58,8 @@ void topk_reconstruct(const std::vector<float>& gathered, int world, int64_t k, 
 ///    rounding) spanning the columns of M · q_in, and on return
 ///    q = Mᵀ P (cols, rank) and `approx` (rows, cols) = P qᵀ, the same bits
 ///    on every rank;
-///  - exactly two library all_reduce calls (ReduceOp::Avg) are made, one of
-///    rows·rank floats, then one of cols·rank floats; nothing else is sent;
+///  - exactly two library all_reduce calls are made and nothing else is
+///    sent: M_r itself never travels;
 ///  - at rank = min(rows, cols) with M and q_in of full rank, approx = M to
 ///    float rounding (the compression loses nothing).
 /// Requires 1 <= rank <= min(rows, cols).

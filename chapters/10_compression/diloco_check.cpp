@@ -1,6 +1,7 @@
-// diloco_check.cpp — harness, not on the chapter's reading path: the oracle
-// the DiLoCo verdict compares the outer-step hole against (diloco_check.h).
-// It holds the hole's answer, simulated serially in double.
+// diloco_check.cpp — harness, not on the chapter's reading path: the law the
+// DiLoCo verdict holds the outer-step hole to (diloco_check.h). The two
+// trajectories it compares with are the core's dpt::SGD, which shares no code
+// with the hole.
 #include "diloco_check.h"
 
 #include <algorithm>
@@ -9,47 +10,70 @@
 #include <vector>
 
 #include "ch10.h"
+#include "dpt/optim.h"
 
 namespace dpt::ch10 {
 
+namespace {
+double largest_abs(const std::vector<float>& x) {
+  double m = 0;
+  for (float v : x) m = std::max(m, double(std::fabs(v)));
+  return m;
+}
+}  // namespace
+
 double diloco_outer_error(Communicator& comm, const Diloco& d, uint64_t seed) {
-  const std::size_t psi = 64;
-  std::vector<float> before(psi, 0.5f), momentum(psi, 0.0f);
-  std::vector<double> theta(psi, 0.5), buffer(psi, 0.0);
-  auto moved = [&](int r, int t) {  // rank r's parameters after its inner steps of outer step t
+  const int64_t psi = 64;
+  const std::vector<float> start(psi, 0.5f);
+  auto noise = [&](int r, int t) {  // how far rank r's inner steps of outer step t went
     std::mt19937_64 generator(seed + uint64_t(1000 * t + r));
     std::normal_distribution<float> normal(0.0f, 0.1f);
-    std::vector<float> x = before;
-    for (float& v : x) v += normal(generator);
+    std::vector<float> x(psi);
+    for (float& v : x) v = normal(generator);
     return x;
   };
-  double gap = 0, largest = 0;
+  Tensor plain = Tensor::from_vector({psi}, start, Device::host()), heavy = plain.clone();
+  SGD sgd({plain}, d.outer_lr), momentum_sgd({heavy}, d.outer_lr, d.outer_momentum);
+  std::vector<float> before = start, buffer(psi, 0.0f);
+  double gap = 0;
   for (int t = 0; t < 3; ++t) {
-    std::vector<double> mean(psi, 0);
+    std::vector<double> mean_noise(psi, 0);  // Δ = θ₀ − mean_r (θ₀ + noise_r) = −mean_r noise_r
     for (int r = 0; r < comm.size(); ++r) {
-      const std::vector<float> x = moved(r, t);
-      for (std::size_t i = 0; i < psi; ++i) mean[i] += double(x[i]) / comm.size();
+      const std::vector<float> x = noise(r, t);
+      for (int64_t i = 0; i < psi; ++i) mean_noise[std::size_t(i)] += double(x[std::size_t(i)]) / comm.size();
     }
-    for (std::size_t i = 0; i < psi; ++i) {  // SGD(nesterov=True) on the pseudo-gradient, from θ₀
-      const double delta = theta[i] - mean[i];
-      buffer[i] = d.outer_momentum * buffer[i] + delta;
-      theta[i] -= d.outer_lr * (delta + d.outer_momentum * buffer[i]);
-    }
-    std::vector<float> params = moved(comm.rank(), t);
+    std::vector<float> delta(psi);
+    for (int64_t i = 0; i < psi; ++i) delta[std::size_t(i)] = float(-mean_noise[std::size_t(i)]);
+    for (Tensor* w : {&plain, &heavy}) w->set_grad(Tensor::from_vector({psi}, delta, Device::host()));
+    sgd.step(), momentum_sgd.step();
+
+    std::vector<float> params = noise(comm.rank(), t);
+    for (int64_t i = 0; i < psi; ++i) params[std::size_t(i)] += before[std::size_t(i)];
     try {
-      diloco_outer_step(comm, params, before, momentum, d.outer_lr, d.outer_momentum);  // the hole
+      diloco_outer_step(comm, params, before, buffer, d.outer_lr, d.outer_momentum);  // the hole
     } catch (const NotImplemented&) {
       return std::nan("");
     }
-    for (std::size_t i = 0; i < psi; ++i) {
-      const double diff = std::fabs(double(params[i]) - theta[i]);
+    const float* s = plain.data();
+    const float* h = heavy.data();
+    std::vector<float> law(psi);
+    for (int64_t i = 0; i < psi; ++i) law[std::size_t(i)] = s[i] + d.outer_momentum * (h[i] - start[std::size_t(i)]);
+    const double scale = largest_abs(law);
+    for (int64_t i = 0; i < psi; ++i) {
+      const double diff = std::fabs(double(params[std::size_t(i)]) - law[std::size_t(i)]) / scale;
       gap = std::isnan(diff) || std::isnan(gap) ? std::nan("") : std::max(gap, diff);
-      largest = std::max(largest, std::fabs(theta[i]));
+    }
+    if (d.outer_momentum > 0) {  // plain SGD keeps no buffer to compare with
+      const std::vector<float> velocity = momentum_sgd.state_tensors().at(0).to_vector();
+      const double v_scale = largest_abs(velocity);
+      for (int64_t i = 0; i < psi; ++i) {
+        const double diff = std::fabs(double(buffer[std::size_t(i)]) - velocity[std::size_t(i)]) / v_scale;
+        gap = std::isnan(diff) || std::isnan(gap) ? std::nan("") : std::max(gap, diff);
+      }
     }
     before = params;
-    for (std::size_t i = 0; i < psi; ++i) theta[i] = params[i];  // the next step starts where the hole ended
   }
-  return gap / largest;
+  return gap;
 }
 
 }  // namespace dpt::ch10

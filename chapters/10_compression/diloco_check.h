@@ -1,10 +1,11 @@
 /// @file diloco_check.h
 /// @brief Harness, not on the chapter's reading path: the check behind the
-/// verdict on ch10::diloco_outer_step. It runs the hole on known inputs
-/// against an oracle of its own, a serial simulation of PyTorch's
-/// SGD(nesterov=True) in double — which is the hole's answer written out,
-/// so reading it is reading the solution. The tests keep their own oracle
-/// (tests/test_ch10_diloco.cpp).
+/// verdict on ch10::diloco_outer_step. It runs the hole on known inputs and
+/// holds it to a law stated with the core's own optimizer (optim.h), not to
+/// a formula of its own: fed the same gradients from the same start, SGD
+/// with Nesterov momentum μ moves the parameters by plain SGD's move plus
+/// μ times momentum SGD's move, and its buffer is momentum SGD's. The tests
+/// keep their own oracle (tests/test_ch10_diloco.cpp).
 #pragma once
 
 #include <cstdint>
@@ -13,11 +14,13 @@
 
 namespace dpt::ch10 {
 
-/// Collective: three outer steps at `diloco`'s lr and momentum on random
-/// per-rank parameters around a θ₀ of 64 entries (rank r's from seed + r),
-/// against PyTorch's SGD(nesterov=True) on θ₀ − mean θ_r simulated here in
-/// double: the largest |difference| relative to the largest parameter. NaN
-/// when the hole is not written.
+/// Collective: three outer steps at `diloco`'s lr and momentum, each on
+/// random per-rank parameters around where the last one ended (64 entries;
+/// rank r's from seed + r), so every step's Δ = θ₀ − mean θ_r is known in
+/// advance. The same Δs drive two dpt::SGD from the first θ₀: plain (lr)
+/// and momentum (lr, μ). Returns the larger of max |θ − (θ_sgd + μ (θ_mom − θ_start))|
+/// relative to the largest parameter and, when μ > 0, max |buffer − velocity|
+/// relative to the largest velocity. NaN when the hole is not written.
 double diloco_outer_error(Communicator& comm, const Diloco& diloco, uint64_t seed);
 
 }  // namespace dpt::ch10

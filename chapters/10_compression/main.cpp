@@ -115,7 +115,8 @@ void diloco_lecture(Lecture& lec, const Ch10Flags& f, MLP& kept) {
          std::to_string(o.steps / d.inner_steps) + " outer steps, none between them");
   v.at_most("diloco: replicas identical after the last outer step, max |w_r - w_0|", run.replica_spread, 0,
             "every rank steps from the same theta_0 on the same mean");
-  v.at_most("diloco: the outer step = SGD with Nesterov momentum on theta_0 - mean theta_r (3 steps, serial), max |diff| / max",
+  v.at_most("diloco: the outer step = Nesterov SGD on theta_0 - mean theta_r: its move = plain SGD's + mu x momentum "
+            "SGD's, its buffer = momentum SGD's (the core's SGD, 3 steps), max |diff| / max",
             outer, 1e-5, "float rounding of a few operations per entry; from the mean, or without Nesterov, is O(lr)");
   const double gap = max_weight_difference(law, law_dp);
   const bool linear = o.optimizer == "sgd" || o.optimizer == "momentum";

@@ -64,7 +64,8 @@ void update_loss_scale(LossScaler& scaler, bool overflowed);
 /// Postconditions:
 ///  - when every entry of every params[i].grad() is finite: the optimizer has
 ///    taken exactly one step, on masters[i] with the gradient of the loss
-///    itself (params[i].grad() / scale, computed in fp32) — the update a
+///    itself (params[i].grad() / scale, computed in fp32; multiplying by
+///    1/scale instead is accepted, it is within 1 ulp) — the update a
 ///    float32 run would make from that gradient; then every params[i] equals
 ///    masters[i] rounded to `precision` (round_to); returns true;
 ///  - otherwise (an inf or NaN anywhere): params[i], masters[i] and the

@@ -16,8 +16,7 @@ namespace dpt::ch11 {
 namespace {
 // What recompute_backward owes each segment but the last: the sentence its errors carry.
 const char* const kRecomputeNeeds =
-    "a segment before the last needs the gradient its output received, which the segment after it must have "
-    "delivered to that output's checkpoint";
+    "a segment before the last needs the gradient of the loss with respect to its output";
 }  // namespace
 
 const char* recompute_name(Recompute r) {

@@ -6,8 +6,8 @@
 //
 // Pointers:
 //   - precision.h: round_(tensor, precision) rounds in place, has_inf_or_nan(t).
-//   - Tensor: grad(), set_grad(g), clone(), copy_from(src); ops.h: scale_(t, s).
 //   - optimizer.step() updates the tensors it was built on from their grad().
+//   - tensor.h and ops.h have what reading, copying and scaling a tensor take.
 #include "ch11.h"
 
 #include "dpt/check.h"

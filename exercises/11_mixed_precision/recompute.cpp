@@ -7,7 +7,6 @@
 // Pointers:
 //   - autograd.h: backward(scalar) fills the grad() of every leaf that
 //     requires grad; t.set_requires_grad(true) makes t such a leaf.
-//   - ops.h: sum(t), mul(a, b) are differentiable.
 //   - Dropping a handle (t = Tensor()) frees the tensor once no one else holds it.
 #include "ch11.h"
 
