@@ -1,7 +1,7 @@
 /// @file ch13.h
 /// @brief Chapter 13's holes, each specified once: the 1F1B schedule of one
-/// stage, the sum of the micro-batches' gradients, and the run of a stage's
-/// schedule with its neighbours.
+/// stage, the micro-batches' gradients combined into the batch's, and the
+/// run of a stage's schedule with its neighbours.
 ///
 /// A model split by depth over P stages: stage s (rank s of its stage group)
 /// holds a run of consecutive layers; a batch of B samples is cut into M

@@ -142,12 +142,20 @@ namespace {
 int in_flight_formula(const std::string& schedule, int stage, int stages, int micro_batches) {
   return schedule == "gpipe" ? micro_batches : std::min(stages - stage, micro_batches);
 }
+
+// Most micro-batches forwarded and not yet backwarded, read off the op list alone (no run).
+int listed_peak(const std::vector<Op>& ops) {
+  int now = 0, most = 0;
+  for (const Op& op : ops) most = std::max(most, now += op.pass == Pass::Forward ? 1 : -1);
+  return most;
+}
 }  // namespace
 
 void micro_batch_sweep(const Narrator& say, int stages, bool with_1f1b, Verdicts& v) {
   Table table(str("the clock alone, P = ", stages, " equal stages, backward = 2 x forward"),
               {"M", "bubble gpipe", "bubble 1f1b", "(P-1)/(M+P-1)", "stage 0 holds: gpipe", "1f1b"});
   double worst = 0;
+  std::string over;  // the first stage whose 1F1B list holds more than min(P - s, M): no run_schedule needed to see it
   for (int M = 1; M <= 32; M *= 2) {
     std::vector<std::string> row = {std::to_string(M)};
     std::vector<int> held;
@@ -164,17 +172,27 @@ void micro_batch_sweep(const Narrator& say, int stages, bool with_1f1b, Verdicts
       Timeline t = replay_pipeline(all, [](int, const Op& op) { return op.pass == Pass::Forward ? 1.0 : 2.0; });
       worst = std::max(worst, std::fabs(bubble_fraction(t) - bubble_formula(stages, M)));
       row.push_back(fixed(100 * bubble_fraction(t), 1) + " %");
-      int now = 0, most = 0;
-      for (const Op& op : all[0]) most = std::max(most, now += op.pass == Pass::Forward ? 1 : -1);
-      held.push_back(most);
+      held.push_back(listed_peak(all[0]));
+      if (name == "1f1b")
+        for (int s = 0; s < stages && over.empty(); ++s)
+          if (listed_peak(all[std::size_t(s)]) > in_flight_formula(name, s, stages, M))
+            over = str("at M = ", M, " stage ", s, " lists ", schedule_text(all[std::size_t(s)]), ": it holds ",
+                       listed_peak(all[std::size_t(s)]), " micro-batches at once, above min(P - s, M) = ",
+                       in_flight_formula(name, s, stages, M));
     }
     row.push_back(fixed(100 * bubble_formula(stages, M), 1) + " %");
-    for (int h : held) row.push_back(h < 0 ? "-" : std::to_string(h));
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      const bool bounded = i == 1 && held[i] > in_flight_formula("1f1b", 0, stages, M);  // 1F1B: at most min(P, M) on stage 0
+      row.push_back(held[i] < 0 ? "-" : bounded ? str(held[i], " ✘ (<= ", std::min(stages, M), ")") : std::to_string(held[i]));
+    }
     table.add_row(row);
   }
   if (say.enabled()) table.print(std::cout);
   v.at_most("bubble by the clock = (P-1)/(M+P-1) for M = 1 ... 32, largest gap", worst, 1e-9,
             "more micro-batches shrink the bubble; GPipe pays in activations held, 1F1B does not");
+  if (with_1f1b)
+    v.holds("1f1b, from the schedules alone: stage s lists at most min(P - s, M) micro-batches in flight, M = 1 ... 32",
+            over.empty(), over);
 }
 
 void clock_and_memory(const Narrator& say, const Ch13Flags& f, const std::vector<ProbedStep>& probes,

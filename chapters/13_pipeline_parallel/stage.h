@@ -1,7 +1,7 @@
 /// @file stage.h
 /// @brief One pipeline stage (provided): the run of layers it holds, and one
 /// training step of it — the StageWork that your run_schedule drives, your
-/// accumulate_micro_batch summing the micro-batches' gradients, and what the
+/// accumulate_micro_batch combining the micro-batches' gradients, and what the
 /// step measured for the clock and the memory verdicts.
 #pragma once
 

@@ -86,15 +86,15 @@ TEST_CASE("a send above the eager limit waits for its receive, and the report na
   CHECK(deadlock.find("rendezvous: 4.00 MiB is above the 64.00 KiB eager limit") != std::string::npos);
   CHECK(deadlock.find("a deadlock") != std::string::npos);
   // the peer is sending to it too: the cause, said in words
-  CHECK(deadlock.find("rank " + std::to_string(1 - waiting) + " is sending to this rank too, so both ranks send "
-                      "first: use sendrecv") != std::string::npos);
+  CHECK(deadlock.find("rank " + std::to_string(1 - waiting) + " is sending to this rank too: both ranks are "
+                      "sending, each waiting for the other to receive") != std::string::npos);
   CHECK(exchange(int64_t(4) * count) == "");  // the limit is inclusive: 4 MiB fits a 4 MiB limit
 }
 
 TEST_CASE("a rank waiting on a peer that is in no communication call says the peer stopped") {
   // Rank 1 computes (sleeps) past the timeout: a frozen or far slower rank.
   // Rank 0 waits on it, in a recv and in a send above the eager limit: not a
-  // send order to fix, and the message must not leave "both send first" as
+  // send order to fix, and the message must not leave "both ranks are sending" as
   // the only cause.
   for (bool sending : {false, true}) {
     std::string message;
@@ -116,7 +116,7 @@ TEST_CASE("a rank waiting on a peer that is in no communication call says the pe
           std::string::npos);
     CHECK(message.find("rank 1 is in no communication call, so it stopped (frozen), or it is far slower than this "
                        "rank") != std::string::npos);
-    CHECK(message.find("both ranks send first") == std::string::npos);
+    CHECK(message.find("both ranks are sending") == std::string::npos);
   }
 }
 

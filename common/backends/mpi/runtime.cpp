@@ -68,10 +68,11 @@ std::string peer_evidence(const char* call, int peer, int pending) {
   if (std::strcmp(call, "send to") == 0) {
     std::string rendezvous = "; above MPI's eager limit a send waits until " + other + " posts its receive "
                              "(rendezvous)";
-    if (pending == 1) return rendezvous + ", and " + other + " is sending to this rank too: do both ranks send "
-                             "first? use sendrecv";
+    if (pending == 1) return rendezvous + ", and " + other + " is sending to this rank too: both ranks are sending, each "
+                             "waiting for the other to receive";
     if (pending == 0) return rendezvous + ", and " + other + " sends nothing to this rank either: " + stopped;
-    return rendezvous + ": do both ranks send first? use sendrecv; or " + other + " stopped (frozen, or far slower)";
+    return rendezvous + ": if " + other + " is sending to this rank too, both ranks are sending, each waiting for the "
+                        "other to receive; or " + other + " stopped (frozen, or far slower)";
   }
   if (pending == 0) return "; " + other + " has sent this rank nothing: " + stopped;
   if (pending == 2) return "; " + other + " began sending this message and never finished: it stopped (frozen), or "

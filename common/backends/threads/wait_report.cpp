@@ -72,7 +72,7 @@ std::string World::peer_evidence(int me, const WaitState& what) const {
     return ": " + peer + " is in no communication call, so it stopped (frozen), or it is far slower than this rank";
   const WaitState& theirs = *waits_[p].back();
   if (what.to_peer && theirs.to_peer && theirs.peer == me)
-    return ": " + peer + " is sending to this rank too, so both ranks send first: use sendrecv";
+    return ": " + peer + " is sending to this rank too: both ranks are sending, each waiting for the other to receive";
   return "";
 }
 
