@@ -17,23 +17,13 @@ using namespace dpt;
 using namespace dpt::ch11;
 
 namespace {
-float from_bits(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
-uint32_t bits(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
 // The bf16 nearest x, ties to the even mantissa: the two bf16 neighbours of x
 // (x's upper 16 bits, and one step further from 0) compared in double.
 uint16_t bf16_oracle(float x) {
-  const uint32_t b = bits(x);
+  const uint32_t b = bits_of(x);
   const uint16_t down = uint16_t(b >> 16), up = uint16_t(down + 1);
-  const double below = std::fabs(double(x) - double(from_bits(uint32_t(down) << 16)));
-  const double above = std::fabs(double(from_bits(uint32_t(up) << 16)) - double(x));
+  const double below = std::fabs(double(x) - double(word_of(uint32_t(down) << 16)));
+  const double above = std::fabs(double(word_of(uint32_t(up) << 16)) - double(x));
   if (below < above) return down;
   if (above < below) return up;
   return (down & 1u) ? up : down;
@@ -55,12 +45,12 @@ TEST_CASE("bf16 rounding: known bit patterns, ties to even, overflow, NaN", "[ch
   };
   for (const Case& c : cases) {
     INFO(c.why << ": bf16_bits(0x" << std::hex << c.in << ") should be 0x" << c.out << ", got 0x"
-                << bf16_bits(from_bits(c.in)));
-    CHECK(bf16_bits(from_bits(c.in)) == c.out);
+                << bf16_bits(word_of(c.in)));
+    CHECK(bf16_bits(word_of(c.in)) == c.out);
   }
   INFO("a NaN must stay a NaN (not become inf by the rounding carry)");
-  CHECK(std::isnan(round_to(from_bits(0x7F800001u), Precision::BF16)));
-  CHECK(std::isnan(round_to(from_bits(0xFFFFFFFFu), Precision::BF16)));
+  CHECK(std::isnan(round_to(word_of(0x7F800001u), Precision::BF16)));
+  CHECK(std::isnan(round_to(word_of(0xFFFFFFFFu), Precision::BF16)));
 }
 
 TEST_CASE("bf16 rounding equals a nearest-even search on a million random floats", "[ch11]") {
@@ -69,7 +59,7 @@ TEST_CASE("bf16 rounding equals a nearest-even search on a million random floats
   uint32_t first = 0;
   for (int i = 0; i < 1000000; ++i) {
     const uint32_t b = uint32_t(rng.next_u64());
-    const float x = from_bits(b);
+    const float x = word_of(b);
     if (!std::isfinite(x) || (b & 0x7FFFFFFFu) >= 0x7F7F8000u) continue;  // NaN/inf, and those that round to inf
     if (bf16_bits(x) != bf16_oracle(x) && wrong++ == 0) first = b;
   }
@@ -125,7 +115,7 @@ TEST_CASE("fp16 rounding equals the compiler's _Float16 conversion", "[ch11]") {
       continue;
     }
     INFO("from_fp16_bits(0x" << std::hex << h << ") should be " << want << ", got " << got);
-    REQUIRE(bits(got) == bits(want));
+    REQUIRE(bits_of(got) == bits_of(want));
     INFO("fp16_bits(from_fp16_bits(0x" << std::hex << h << ")) must give the pattern back");
     REQUIRE(fp16_bits(got) == h16);
   }
@@ -136,7 +126,7 @@ TEST_CASE("fp16 rounding equals the compiler's _Float16 conversion", "[ch11]") {
   for (int i = 0; i < 1000000; ++i) {
     uint32_t b = uint32_t(rng.next_u64());
     if (i % 2) b = (b & 0x807FFFFFu) | ((100u + uint32_t(rng.below(45))) << 23);  // exponents 2^-27 .. 2^17
-    const float x = from_bits(b);
+    const float x = word_of(b);
     if (std::isnan(x)) continue;
     volatile float in = x;  // the conversion at run time, in the CPU's (or libgcc's) rounding
     const _Float16 h = _Float16(in);

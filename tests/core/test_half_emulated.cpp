@@ -21,16 +21,8 @@ namespace gpu16 = dpt::cuda::emulated;
 
 namespace {
 
-float word(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-uint32_t bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
+using dpt::bits_of;
+using dpt::word_of;
 
 // (float32 bits, its bf16, its fp16), rounded by hand: ties to even, fp16's
 // subnormals, overflow to inf, NaN made quiet.
@@ -76,8 +68,8 @@ const Known kKnown[] = {
 TEST_CASE("16-bit conversions of the GPU round known values to the patterns worked out by hand", "[half][emulator]") {
   for (const Known& k : kKnown) {
     INFO(k.what << ": float32 0x" << std::hex << k.f);
-    CHECK(gpu16::bf16_of(word(k.f)) == k.bf16);
-    CHECK(gpu16::fp16_of(word(k.f)) == k.fp16);
+    CHECK(gpu16::bf16_of(word_of(k.f)) == k.bf16);
+    CHECK(gpu16::fp16_of(word_of(k.f)) == k.fp16);
   }
   // widening: exact values
   CHECK(gpu16::float_of_fp16(0x0001) == 0x1p-24f);
@@ -85,11 +77,11 @@ TEST_CASE("16-bit conversions of the GPU round known values to the patterns work
   CHECK(gpu16::float_of_fp16(0x8001) == -0x1p-24f);
   CHECK(gpu16::float_of_fp16(0x7bff) == 65504.0f);
   CHECK(gpu16::float_of_fp16(0x3c01) == 1.0f + 0x1p-10f);
-  CHECK(bits(gpu16::float_of_fp16(0xfc00)) == 0xff800000u);
-  CHECK(bits(gpu16::float_of_fp16(0x8000)) == 0x80000000u);
+  CHECK(bits_of(gpu16::float_of_fp16(0xfc00)) == 0xff800000u);
+  CHECK(bits_of(gpu16::float_of_fp16(0x8000)) == 0x80000000u);
   CHECK(std::isnan(gpu16::float_of_fp16(0x7e00)));
   CHECK(gpu16::float_of_bf16(0x3f81) == 1.0f + 0x1p-7f);
-  CHECK(bits(gpu16::float_of_bf16(0xff80)) == 0xff800000u);
+  CHECK(bits_of(gpu16::float_of_bf16(0xff80)) == 0xff800000u);
 }
 
 TEST_CASE("16-bit conversions of the GPU give dpt/half.h's bits: every high half, the tie-deciding low halves",
@@ -105,7 +97,7 @@ TEST_CASE("16-bit conversions of the GPU give dpt/half.h's bits: every high half
   for (uint32_t hi = 0; hi <= 0xffffu; ++hi) {
     for (int r = 0; r < 4; ++r) lows.push_back(uint32_t(rng.below(0x10000)));
     for (uint32_t lo : lows) {
-      const float x = word((hi << 16) | lo);
+      const float x = word_of((hi << 16) | lo);
       const bool b = gpu16::bf16_of(x) != dpt::to_bf16(x), h = gpu16::fp16_of(x) != dpt::to_fp16(x);
       if ((b || h) && bf16_wrong + fp16_wrong == 0) first_wrong = (hi << 16) | lo;
       bf16_wrong += b, fp16_wrong += h, ++checked;
@@ -122,8 +114,8 @@ TEST_CASE("16-bit patterns widen to dpt/half.h's float32, and every non-NaN patt
   int wrong_bf16 = 0, wrong_fp16 = 0, trip_bf16 = 0, trip_fp16 = 0;
   for (uint32_t p = 0; p <= 0xffffu; ++p) {
     const auto h = uint16_t(p);
-    wrong_bf16 += bits(gpu16::float_of_bf16(h)) != bits(dpt::from_bf16(h));
-    wrong_fp16 += bits(gpu16::float_of_fp16(h)) != bits(dpt::from_fp16(h));
+    wrong_bf16 += bits_of(gpu16::float_of_bf16(h)) != bits_of(dpt::from_bf16(h));
+    wrong_fp16 += bits_of(gpu16::float_of_fp16(h)) != bits_of(dpt::from_fp16(h));
     if (!std::isnan(dpt::from_bf16(h))) trip_bf16 += gpu16::bf16_of(gpu16::float_of_bf16(h)) != h;
     if (!std::isnan(dpt::from_fp16(h))) trip_fp16 += gpu16::fp16_of(gpu16::float_of_fp16(h)) != h;
   }
@@ -171,7 +163,7 @@ TEST_CASE("16-bit kernels, launched with their plans on the emulator, equal loop
       std::vector<float> back(std::size_t(n), -1.0f);
       gpu16::launch_half_elementwise(launch, gpu16::widen_half_kernel, n, back.data(), h, n, bf16);
       wrong = 0;
-      for (int64_t i = 0; i < n; ++i) wrong += bits(back[std::size_t(i)]) != bits(from(h[i]));
+      for (int64_t i = 0; i < n; ++i) wrong += bits_of(back[std::size_t(i)]) != bits_of(from(h[i]));
       CHECK(wrong == 0);
 
       for (bool relu : {false, true}) {

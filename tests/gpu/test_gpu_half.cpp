@@ -54,16 +54,6 @@ struct OnGpu {
   OnGpu& operator=(const OnGpu&) = delete;
 };
 
-uint32_t bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-float word(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
 uint16_t to16(float x, Half f) { return f == Half::BF16 ? to_bf16(x) : to_fp16(x); }
 float from16(uint16_t h, Half f) { return f == Half::BF16 ? from_bf16(h) : from_fp16(h); }
 
@@ -138,8 +128,8 @@ TEST_CASE("16-bit rounding on cuda:0 gives dpt/half.h's bits for every high half
   Rng rng(3);
   for (uint32_t hi = 0; hi <= 0xffffu; ++hi) {
     for (uint32_t lo : {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0x3000u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
-      x.push_back(word((hi << 16) | lo));
-    for (int r = 0; r < 4; ++r) x.push_back(word((hi << 16) | uint32_t(rng.below(0x10000))));
+      x.push_back(word_of((hi << 16) | lo));
+    for (int r = 0; r < 4; ++r) x.push_back(word_of((hi << 16) | uint32_t(rng.below(0x10000))));
   }
   const auto n = int64_t(x.size());
   OnGpu<float> dx(x);
@@ -164,7 +154,7 @@ TEST_CASE("16-bit rounding on cuda:0 gives dpt/half.h's bits for every high half
     gpu::widen_half(wide.ptr, dall.ptr, int64_t(all.size()), f, 0);
     std::vector<float> w = wide.to_host();
     int64_t wrong = 0;
-    for (uint32_t p = 0; p <= 0xffffu; ++p) wrong += bits(w[p]) != bits(from16(uint16_t(p), f));
+    for (uint32_t p = 0; p <= 0xffffu; ++p) wrong += bits_of(w[p]) != bits_of(from16(uint16_t(p), f));
     CHECK(wrong == 0);
   }
 }
