@@ -10,12 +10,12 @@
 #include "support/catch.h"
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "ch12.h"
 #include "dpt/ops.h"
+#include "support/findings.h"
 #include "support/ranks.h"
 
 using namespace dpt;
@@ -31,19 +31,7 @@ std::vector<float> values(int rank, int64_t n) {
   return v;
 }
 
-// What a rank's check found, reported from the main thread (Catch2 is not thread-safe).
-struct Findings {
-  std::mutex mutex;
-  std::vector<std::string> problems;
-  void add(const std::string& p) {
-    std::lock_guard<std::mutex> lock(mutex);
-    problems.push_back(p);
-  }
-  void require_none() {
-    INFO(problems.size() << " problem(s); the first: " << (problems.empty() ? "" : problems.front()));
-    CHECK(problems.empty());
-  }
-};
+using dpt_test::Findings;
 
 // max |a_i − b_i|; NaN wins.
 double gap(const std::vector<float>& a, const std::vector<double>& b) {

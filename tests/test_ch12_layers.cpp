@@ -3,7 +3,6 @@
 // gradients), and a whole split MLP's gradient against one device's.
 #include "support/catch.h"
 #include <cmath>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "dpt/data.h"
 #include "dpt/nn.h"
 #include "dpt/ops.h"
+#include "support/findings.h"
 #include "support/ranks.h"
 #include "tp_model.h"
 
@@ -54,18 +54,8 @@ Layer make_layer(int64_t B, int64_t in, int64_t out) {
   return {B, in, out, values(1, B * in), values(2, out * in), values(3, out), values(4, B * out)};
 }
 
-struct Findings {
-  std::mutex mutex;
-  std::vector<std::string> problems;
-  void add(const std::string& p) {
-    std::lock_guard<std::mutex> lock(mutex);
-    problems.push_back(p);
-  }
-  void require_none() {
-    INFO(problems.size() << " problem(s); the first: " << (problems.empty() ? "" : problems.front()));
-    CHECK(problems.empty());
-  }
-};
+using dpt_test::Findings;
+
 // Float sums of ≤ 12 products of values ≤ 0.6: rounding ~1e-7; a wrong block or a missing sum is ≥ 1/16.
 constexpr double kTolerance = 1e-5;
 }  // namespace
