@@ -16,6 +16,7 @@
 #include <climits>
 
 #include "cuda_half.cuh"
+#include "cuda_stream_launch.cuh"
 #include "cuda_thread_state.cuh"
 #include "dpt/check.h"
 #include "dpt/gpu.h"
@@ -31,16 +32,6 @@ cudaStream_t current(int device) {
   DPT_CUDA_CHECK(cudaSetDevice(device));
   return static_cast<cudaStream_t>(current_stream(device).handle());
 }
-
-// cuda_half.cuh's `launch` on a GPU: kernel<<<grid, block>>> on `stream`.
-struct StreamLaunch {
-  cudaStream_t stream;
-  template <typename... Params, typename... Args>
-  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) const {
-    kernel<<<grid, block, 0, stream>>>(args...);
-    DPT_CUDA_CHECK(cudaGetLastError());
-  }
-};
 
 cudaDataType_t cuda_type(Half format) { return format == Half::BF16 ? CUDA_R_16BF : CUDA_R_16F; }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cuda_launches.cuh"
+#include "cuda_stream_launch.cuh"
 #include "cuda_thread_state.cuh"
 #include "dpt/check.h"
 #include "dpt/gpu.h"
@@ -76,17 +77,6 @@ struct Aligned {
   }
   Aligned(const Aligned&) = delete;
   Aligned& operator=(const Aligned&) = delete;
-};
-
-// cuda_launches.cuh's `launch` on a GPU: queues kernel<<<grid, block>>> on
-// `stream` and turns a launch error into an exception.
-struct StreamLaunch {
-  cudaStream_t stream;
-  template <typename... Params, typename... Args>
-  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) const {
-    kernel<<<grid, block, 0, stream>>>(args...);
-    DPT_CUDA_CHECK(cudaGetLastError());
-  }
 };
 
 // The Kernels calls of LaunchedKernels (cuda_launches.cuh) queued on the
