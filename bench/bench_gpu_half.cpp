@@ -46,6 +46,7 @@
 #include "dpt/gpu.h"
 #include "dpt/report.h"
 #include "dpt/verdict.h"
+#include "gpu_training_step.h"
 #include "half_step.h"
 
 using namespace dpt;
@@ -101,7 +102,7 @@ json measure_config(const Config& c, Half format, int repeats, double window_s, 
   Tensor x = Tensor::from_vector({c.batch, c.widths.front()}, host_x, Device::host()).to(Device::cuda(0));
   std::vector<int64_t> labels(std::size_t(c.batch));
   for (auto& label_k : labels) label_k = int64_t(rng.below(uint64_t(c.widths.back())));
-  Fp32Step fp32(c.widths, x, labels, lr);
+  TrainingStep fp32(c.widths, x, labels, lr, 7);  // HalfStep's seed: the same masters
   HalfStep half(format, c.widths, x, labels, lr);
 
   // (1) one step each from the same weights: 16 bits = fp32 within rounding.
@@ -113,10 +114,9 @@ json measure_config(const Config& c, Half format, int repeats, double window_s, 
   half.run();
   const double half_first_loss = half.loss.item();
   const double loss_gap = std::fabs(half_first_loss - fp32.loss.item()) / std::fabs(fp32.loss.item());
-  std::vector<std::vector<float>> fp32_after;
-  for (const Tensor& p : fp32.model.parameters()) fp32_after.push_back(p.to_vector());
+  const auto fp32_after = fp32.weights();
   const auto half_after = half.weights();
-  const double gap16 = update_gap(start, half_after, fp32_after);
+  const double gap16 = relative_update_gap(start, half_after, fp32_after);
   v.at_most(label + ": first loss vs fp32's (relative)", loss_gap, 0.02, "16-bit rounding of each operand: <= ~1 %");
   v.at_most(label + ": first update vs fp32's (relative to the largest)", gap16, 0.1,
             "dW from 16-bit x and dy: ~1 % an entry; a wrong gradient is off by ~1");
@@ -143,7 +143,7 @@ json measure_config(const Config& c, Half format, int repeats, double window_s, 
     half.set_weights(start);
     half_graph.replay(stream);
     const double replay_loss_gap = std::fabs(double(half.loss.item()) - half_first_loss) / std::fabs(half_first_loss);
-    const double replay_gap = update_gap(start, half.weights(), half_after);
+    const double replay_gap = relative_update_gap(start, half.weights(), half_after);
     v.at_most(label + ": graph replay's loss = eager step's (relative)", replay_loss_gap, 1e-5,
               "the same kernels on the same data; only cuBLAS's algorithm choice may differ");
     v.at_most(label + ": graph replay's update = eager step's (relative)", replay_gap, 1e-3,

@@ -48,8 +48,10 @@
 #include "dpt/optim.h"
 #include "dpt/report.h"
 #include "dpt/verdict.h"
+#include "gpu_training_step.h"
 
 using namespace dpt;
+using namespace dpt::bench;
 using json = nlohmann::json;
 
 // ----------------------------------------------------------------------------
@@ -129,55 +131,8 @@ std::vector<GemmShape> step_gemms(const std::vector<int64_t>& widths, int64_t ba
 }
 
 // ----------------------------------------------------------------------------
-// (b) the training step
-
-// A model, its optimizer and one fixed batch on cuda:0; run() is one step.
-// `loss` holds the last step's loss tensor (read after a graph replay).
-struct TrainingStep {
-  Rng rng;  // the initial weights: the same seed gives the same model
-  MLP model;
-  SGD optimizer;
-  Tensor x;
-  std::vector<int64_t> labels;
-  Tensor loss;
-  TrainingStep(const std::vector<int64_t>& widths, const Tensor& batch_x, std::vector<int64_t> batch_labels,
-               float lr, uint64_t seed)
-      : rng(seed),
-        model(widths, Device::cuda(0), rng),
-        optimizer(model.parameters(), lr),
-        x(batch_x),
-        labels(std::move(batch_labels)) {}
-  void run() {
-    loss = softmax_cross_entropy(model.forward(x), labels);
-    loss.backward();
-    optimizer.step();
-    optimizer.zero_grad();
-  }
-  std::vector<std::vector<float>> weights() const {
-    std::vector<std::vector<float>> all;
-    for (const Tensor& p : model.parameters()) all.push_back(p.to_vector());
-    return all;
-  }
-};
-
-// ----------------------------------------------------------------------------
-// (c) the step as one CUDA graph
-
-// max |(after_a − before) − (after_b − before)| / max |after_b − before|:
-// how far update a is from update b, relative to b's size.
-double relative_update_gap(const std::vector<std::vector<float>>& before,
-                           const std::vector<std::vector<float>>& after_a,
-                           const std::vector<std::vector<float>>& after_b) {
-  double gap = 0, size = 0;
-  for (std::size_t t = 0; t < before.size(); ++t)
-    for (std::size_t i = 0; i < before[t].size(); ++i) {
-      double da = double(after_a[t][i]) - before[t][i], db = double(after_b[t][i]) - before[t][i];
-      gap = std::max(gap, std::fabs(da - db));
-      if (std::isnan(da - db)) gap = NAN;
-      size = std::max(size, std::fabs(db));
-    }
-  return size > 0 ? gap / size : gap;
-}
+// (b) the training step (TrainingStep, gpu_training_step.h) and (c) the step
+// as one CUDA graph
 
 // Captures `captured`'s step once, checks replays against `eager` steps from
 // the same weights, and times the replays. Memory: a replay writes exactly the

@@ -1,23 +1,20 @@
-// half_step.h — bench_gpu_half's two steps on cuda:0: the chapters' fp32
-// autograd step, and the 16-bit step written out over dpt/gpu_half.h (what it
-// keeps in which format: bench_gpu_half.cpp's header comment). Every buffer is
-// allocated up front, so a CUDA graph of run() writes only memory it owns.
+// half_step.h — bench_gpu_half's 16-bit step on cuda:0, written out over
+// dpt/gpu_half.h (what it keeps in which format: bench_gpu_half.cpp's header
+// comment; the fp32 step it is checked and timed against: gpu_training_step.h).
+// Every buffer is allocated up front, so a CUDA graph of run() writes only
+// memory it owns.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/gpu.h"
 #include "dpt/gpu_half.h"
 #include "dpt/kernels.h"
 #include "dpt/nn.h"
 #include "dpt/ops.h"
-#include "dpt/optim.h"
 
 namespace dpt::bench {
 
@@ -40,24 +37,6 @@ struct Buffer16 {
 // ----------------------------------------------------------------------------
 // the steps
 
-// The chapters' fp32 step: autograd, cuBLAS SGEMM, SGD.
-struct Fp32Step {
-  Rng rng;
-  MLP model;
-  SGD optimizer;
-  Tensor x, loss;
-  std::vector<int64_t> labels;
-  Fp32Step(const std::vector<int64_t>& widths, const Tensor& batch_x, std::vector<int64_t> batch_labels, float lr)
-      : rng(7), model(widths, Device::cuda(0), rng), optimizer(model.parameters(), lr), x(batch_x),
-        labels(std::move(batch_labels)) {}
-  void run() {
-    loss = softmax_cross_entropy(model.forward(x), labels);
-    loss.backward();
-    optimizer.step();
-    optimizer.zero_grad();
-  }
-};
-
 // The 16-bit step of the header comment, every buffer allocated up front, so
 // a CUDA graph of run() writes only memory this object owns.
 struct HalfStep {
@@ -66,7 +45,7 @@ struct HalfStep {
   int64_t batch;
   float lr;
   Rng rng;
-  MLP model;  // the fp32 masters: fc_l.weight (out, in), fc_l.bias (out); the same seed as Fp32Step's
+  MLP model;  // the fp32 masters: fc_l.weight (out, in), fc_l.bias (out); the same seed as its TrainingStep's
   std::vector<Tensor> params, dparams;  // W0, b0, W1, b1, … and their fp32 gradients
   Tensor x, logits, probs, dlogits, loss, one;
   std::vector<int64_t> labels;
@@ -145,18 +124,5 @@ struct HalfStep {
       gpu::copy(params[i].data(), all[i].data(), all[i].size() * sizeof(float), 0);
   }
 };
-
-// max |(a − before) − (b − before)| / max |b − before|: update a against update b.
-inline double update_gap(const std::vector<std::vector<float>>& before, const std::vector<std::vector<float>>& a,
-                  const std::vector<std::vector<float>>& b) {
-  double gap = 0, size = 0;
-  for (std::size_t t = 0; t < before.size(); ++t)
-    for (std::size_t i = 0; i < before[t].size(); ++i) {
-      const double da = double(a[t][i]) - before[t][i], db = double(b[t][i]) - before[t][i];
-      gap = std::isnan(da - db) ? NAN : std::max(gap, std::fabs(da - db));
-      size = std::max(size, std::fabs(db));
-    }
-  return size > 0 ? gap / size : gap;
-}
 
 }  // namespace dpt::bench
