@@ -19,33 +19,9 @@ Without torch or a CUDA device it writes {"skipped": reason} and exits 0.
 """
 import argparse
 import json
-import statistics
 import sys
 
-
-def parse_config(spec):
-    """'784-1024-1024-10@4096' -> ([784, 1024, 1024, 10], 4096)."""
-    widths, _, batch = spec.partition("@")
-    return [int(w) for w in widths.split("-")], int(batch)
-
-
-def time_per_call(torch, fn, repeats, window_ms):
-    """Median over `repeats` windows of the GPU time per call of fn()."""
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def window(calls):
-        start.record()
-        for _ in range(calls):
-            fn()
-        stop.record()
-        stop.synchronize()
-        return start.elapsed_time(stop) / 1e3 / calls
-
-    for _ in range(3):
-        fn()
-    once = window(3)
-    calls = int(min(20000, max(3, window_ms / 1e3 / max(once, 1e-7))))
-    return statistics.median(window(calls) for _ in range(repeats))
+from torch_step import parse_config, time_per_call  # the same configs and timing as bench_gpu_step's side
 
 
 def bench_config(torch, widths, batch, dtype, lr, repeats, window_ms):
