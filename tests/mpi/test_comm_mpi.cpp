@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "support/comm_contract.h"
+#include "support/mpi_world.h"
 #include "dpt/comm.h"
 #include "dpt/launch.h"
 
@@ -32,17 +33,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-dpt::LaunchOptions mpi(double timeout_s = 20) {
-  dpt::LaunchOptions o;
-  o.comm = "mpi";
-  o.timeout_s = timeout_s;
-  return o;
-}
-
-int world_size() {
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  return size ? std::atoi(size) : 1;
-}
+using dpt_test::mpi;
+using dpt_test::world_size;
 
 using dpt_test::contract::contribution;
 using dpt_test::contract::serial_reduce;

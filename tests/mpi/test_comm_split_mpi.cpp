@@ -5,7 +5,6 @@
 // launch() returns, on every process (CHECK only, as test_comm_mpi.cpp says).
 #include "support/catch.h"
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,24 +12,14 @@
 #include "dpt/comm.h"
 #include "dpt/launch.h"
 #include "support/comm_contract.h"
+#include "support/mpi_world.h"
 #include "support/split_grid.h"
 
 using dpt::Context;
 namespace split = dpt_test::split;
 
-namespace {
-dpt::LaunchOptions mpi(double timeout_s = 20) {
-  dpt::LaunchOptions o;
-  o.comm = "mpi";
-  o.timeout_s = timeout_s;
-  return o;
-}
-
-int world_size() {
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  return size ? std::atoi(size) : 1;
-}
-}  // namespace
+using dpt_test::mpi;
+using dpt_test::world_size;
 
 TEST_CASE("mpi split: rows and columns of a 2 x (n/2) grid each run every call among their members") {
   const int n = world_size(), tp = 2;
