@@ -48,85 +48,36 @@
 #include "dpt/optim.h"
 #include "dpt/report.h"
 #include "dpt/verdict.h"
+#include "gpu_timing.h"
 #include "gpu_training_step.h"
+#include "step_shapes.h"
 
 using namespace dpt;
 using namespace dpt::bench;
 using json = nlohmann::json;
 
 // ----------------------------------------------------------------------------
-// timing with GPU events
-
-// Something to time: fn() queues work on the current stream of cuda:0.
-struct Workload {
-  Workload(std::string name_, std::function<void()> fn_) : name(std::move(name_)), fn(std::move(fn_)) {}
-  std::string name;
-  std::function<void()> fn;
-  int calls = 1;                 // calls per timing window (set by calibrate)
-  std::vector<double> per_call;  // seconds per call, one per window
-  double median() const {
-    std::vector<double> v = per_call;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  }
-};
-
-// Seconds per call of `calls` calls of fn, between two events on `stream`.
-double time_window(gpu::Stream& stream, const std::function<void()>& fn, int calls) {
-  gpu::Event start, stop;
-  start.record(stream);
-  for (int i = 0; i < calls; ++i) fn();
-  stop.record(stream);
-  stop.synchronize();
-  return 1e-3 * double(stop.elapsed_ms_since(start)) / calls;
-}
-
-// Warms each workload up, picks its calls per window (about `window_s`), then
-// runs `repeats` rounds of one window each.
-void measure(std::vector<Workload*> workloads, int repeats, double window_s) {
-  gpu::Stream& stream = gpu::current_stream(0);
-  for (Workload* w : workloads) {
-    for (int i = 0; i < 3; ++i) w->fn();
-    double once = time_window(stream, w->fn, 5);
-    w->calls = int(std::clamp(window_s / std::max(once, 1e-7), 3.0, 20000.0));
-  }
-  for (int r = 0; r < repeats; ++r)
-    for (Workload* w : workloads) w->per_call.push_back(time_window(stream, w->fn, w->calls));
-}
-
-// ----------------------------------------------------------------------------
 // (a) the step's GEMMs, each alone on cuBLAS
 
-// c (m, n) = op(a) · op(b), op(a) (m, k), op(b) (k, n), on cuda:0.
-struct GemmShape {
-  std::string name;
-  bool transpose_a, transpose_b;
-  int64_t m, n, k;
+// A step GEMM (step_shapes.h) with its operands on cuda:0.
+struct GemmShape : GemmDims {
   Tensor a, b, c;
-  double flops() const { return 2.0 * double(m) * double(n) * double(k); }
   void run() {
     cuda_kernels(0).gemm(transpose_a, transpose_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());
   }
 };
 
-GemmShape make_gemm(std::string name, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+GemmShape make_gemm(const GemmDims& d) {
   Device& gpu = Device::cuda(0);
   // Operand values do not change a GEMM's time; a constant avoids host work.
-  Tensor a = Tensor::full(ta ? Shape{k, m} : Shape{m, k}, 0.01f, gpu);
-  Tensor b = Tensor::full(tb ? Shape{n, k} : Shape{k, n}, 0.01f, gpu);
-  return {std::move(name), ta, tb, m, n, k, a, b, Tensor::empty({m, n}, gpu)};
+  Tensor a = Tensor::full(d.transpose_a ? Shape{d.k, d.m} : Shape{d.m, d.k}, 0.01f, gpu);
+  Tensor b = Tensor::full(d.transpose_b ? Shape{d.n, d.k} : Shape{d.k, d.n}, 0.01f, gpu);
+  return {d, a, b, Tensor::empty({d.m, d.n}, gpu)};
 }
 
-// The GEMMs one step runs (ops.cpp's linear and its backward), layer by layer.
 std::vector<GemmShape> step_gemms(const std::vector<int64_t>& widths, int64_t batch) {
   std::vector<GemmShape> shapes;
-  for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
-    int64_t in = widths[l], out = widths[l + 1];
-    std::string fc = "fc" + std::to_string(l);
-    shapes.push_back(make_gemm(fc + " forward  x.Wt", false, true, batch, out, in));
-    if (l > 0) shapes.push_back(make_gemm(fc + " backward dy.W", false, false, batch, in, out));
-    shapes.push_back(make_gemm(fc + " backward dyt.x", true, false, out, in, batch));
-  }
+  for (const GemmDims& d : step_gemm_dims(widths, batch)) shapes.push_back(make_gemm(d));
   return shapes;
 }
 
@@ -193,24 +144,6 @@ json graph_step(TrainingStep& eager, TrainingStep& captured, int repeats, double
 // ----------------------------------------------------------------------------
 // one configuration: (a), (b), (c) side by side
 
-struct Config {
-  std::string model;
-  std::vector<int64_t> widths;
-  int64_t batch;
-};
-
-Config parse_config(const std::string& spec) {
-  auto at = spec.find('@');
-  DPT_CHECK(at != std::string::npos, "--config: expected WIDTHS@BATCH such as 784-256-10@256, got '" << spec << "'");
-  Config c{spec.substr(0, at), parse_widths(spec.substr(0, at)), 0};
-  try {
-    c.batch = std::stoll(spec.substr(at + 1));
-  } catch (const std::exception&) {
-  }
-  DPT_CHECK(c.batch > 0, "--config: the batch after '@' must be a positive integer, got '" << spec << "'");
-  return c;
-}
-
 json measure_config(const Config& c, int repeats, double window_s, bool with_graph, float lr, Verdicts& verdicts) {
   const std::string label = c.model + " B=" + std::to_string(c.batch);
   Rng rng(1);
@@ -271,7 +204,7 @@ json copy_reference(int repeats, double window_s) {
 
 json sgemm_peak_reference(int repeats, double window_s) {
   const int64_t n = 8192;
-  GemmShape g = make_gemm("square", false, false, n, n, n);
+  GemmShape g = make_gemm({"square", false, false, n, n, n});
   Workload w{"square", [&g] { g.run(); }};
   measure({&w}, repeats, window_s);
   return {{"m", n}, {"n", n}, {"k", n}, {"seconds", w.median()}, {"tflops", g.flops() / w.median() / 1e12}};
