@@ -50,13 +50,28 @@
 
 namespace dpt {
 
+/// --comm-timeout's default, in seconds: 30, and 120 in the sanitizer builds,
+/// whose ranks run 5 to 15 times slower (a rank computing for 30 s there is
+/// not frozen; tests that judge a timeout set their own).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr double kDefaultCommTimeoutS = 120;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr double kDefaultCommTimeoutS = 120;
+#else
+constexpr double kDefaultCommTimeoutS = 30;
+#endif
+#else
+constexpr double kDefaultCommTimeoutS = 30;
+#endif
+
 /// How to run the ranks; add_launch_flags() fills it from the command line.
 struct LaunchOptions {
   int ranks = 1;                     ///< --ranks N (>= 1); under mpi, must match the process count
   bool ranks_given = false;          ///< set when --ranks was on the command line
   std::string comm = "threads";      ///< --comm threads | mpi | nccl
   std::string device = "cpu";        ///< --device cpu | cuda: where each rank's tensors live
-  double timeout_s = 30;             ///< --comm-timeout SECONDS (> 0, finite)
+  double timeout_s = kDefaultCommTimeoutS;  ///< --comm-timeout SECONDS (> 0, finite)
   /// --eager-limit BYTES: under threads, a send of more bytes waits until its
   /// receive is posted (rendezvous), a smaller one is buffered (eager). 65536
   /// is Open MPI's TCP transport limit (btl_tcp_eager_limit; `ompi_info --param
