@@ -2,7 +2,8 @@
 // TP x DP grid against a serial oracle (support/split_grid.h), ranks ordered
 // by key, nested groups, two groups used in turn, and how a group fails: a
 // rank that throws stops peers waiting in a group (PeerFailed naming it), a
-// rank that never calls is a timeout naming it, a negative color a sentence.
+// rank that never calls is a timeout naming it, a message left unreceived in
+// a group is reported at the end, a negative color a sentence.
 #include "support/catch.h"
 #include <chrono>
 #include <string>
@@ -229,6 +230,28 @@ TEST_CASE("split: a group member missing from a group collective is named in bot
   CHECK(message.find("rank 0 (world rank 2) waited") != std::string::npos);
   CHECK(message.find("for rank 1 (world rank 3), which did not call it") != std::string::npos);
   CHECK(message.find("ranks 0..1 are world ranks 2, 3") != std::string::npos);
+}
+
+TEST_CASE("split: a message nobody received in a group is reported when the ranks end, in both numberings",
+          "[faults]") {
+  for (bool nested : {false, true}) {
+    std::string message;
+    try {
+      dpt::launch(threads(4), [&](Context& ctx) {
+        auto row = ctx.comm.split(ctx.rank / 2, 0);  // {0,1}, {2,3}
+        auto group = nested ? row->split(0, 0) : std::move(row);
+        float x = 1;
+        if (ctx.rank == 2) group->send(&x, 1, 1, 7);  // to world rank 3, which never receives it
+        group->barrier();
+      });
+    } catch (const dpt::Error& e) {
+      message = e.what();
+    }
+    INFO((nested ? "a group of a group: " : "a group: ") << message);
+    CHECK(message.find("never received") != std::string::npos);
+    CHECK(message.find("rank 0 (world rank 2) sent 1 message(s)") != std::string::npos);
+    CHECK(message.find("to rank 1 (world rank 3) (tag 7, in a sub-communicator)") != std::string::npos);
+  }
 }
 
 TEST_CASE("split: a negative color is an error that says what a color is") {

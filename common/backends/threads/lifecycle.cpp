@@ -45,6 +45,7 @@ RankFailure World::finish(int me) {
     if (auto child = weak.lock()) child->finished_in_parent(me);
   if (++finished_count_ == size_) {
     std::string leftover = failure_.any() ? "" : leftover_messages();
+    if (leftover.empty() && !failure_.any()) leftover = leftovers_->get();  // a sub-world's (split.cpp)
     if (!leftover.empty()) {
       failure_ = {me, leftover};
       failed_world_rank_ = world_rank(me);

@@ -20,8 +20,11 @@
 // World and leaves it in pending_splits_ under (split number, first member);
 // the others take it; the last one removes the entry. Nobody waits here.
 //
-// Left out: messages left unreceived in a sub-world are not reported at the
-// end (the world's are, lifecycle.cpp).
+// Ending: a sub-world ends when its last member drops it (its World is
+// destroyed), which is before the world's ranks finish. A message left
+// unreceived in it, or in a sub-world of its own, is handed up (Leftovers);
+// the world reports it when every rank has finished, as its own
+// (lifecycle.cpp), naming both numberings.
 #include <algorithm>
 #include <sstream>
 
@@ -40,6 +43,7 @@ SubWorld World::split(int me, const std::vector<int>& members) {
     const int n = int(members.size());
     auto child = std::make_shared<World>(n, options_);
     child->ports_ = ports_;
+    child->parent_leftovers_ = leftovers_;
     child->parent_ranks_ = members;
     for (int r = 0; r < n; ++r) {
       child->world_ranks_.push_back(world_rank(members[r]));
@@ -55,6 +59,13 @@ SubWorld World::split(int me, const std::vector<int>& members) {
   SubWorld made{it->second.world, it->second.traffic.view(rank), rank};
   if (--it->second.waiting == 0) pending_splits_.erase(it);
   return made;
+}
+
+World::~World() {
+  if (!parent_leftovers_ || failure_.any()) return;  // a world, or a group that failed: said already
+  std::string left = leftover_messages();
+  if (left.empty()) left = leftovers_->get();
+  if (!left.empty()) parent_leftovers_->record(left);
 }
 
 // ----------------------------------------------------------------------------

@@ -99,8 +99,8 @@ std::string World::leftover_messages() const {
     if (mb.messages.empty()) continue;
     auto [src, dst, tag] = key;
     std::ostringstream out;
-    out << "rank " << src << " sent " << mb.messages.size() << " message(s) of "
-        << mb.messages.front().count << " floats to rank " << dst << " (tag " << tag
+    out << name(src) << " sent " << mb.messages.size() << " message(s) of " << mb.messages.front().count
+        << " floats to " << name(dst) << " (tag " << tag << (world_ranks_.empty() ? "" : ", in a sub-communicator")
         << ") that rank " << dst << " never received: every send needs a matching recv";
     return out.str();
   }

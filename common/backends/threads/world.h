@@ -133,9 +133,29 @@ struct SubWorld {
 // ----------------------------------------------------------------------------
 // the world
 
+/// Where a sub-world leaves the first message it saw unreceived when it ended
+/// (its World destroyed), for the world above it to report (split.cpp). Shared
+/// by the parent and its children; its mutex is a leaf.
+struct Leftovers {
+  std::mutex mutex;
+  std::string first;  ///< "" while none was seen
+  void record(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (first.empty()) first = message;
+  }
+  std::string get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return first;
+  }
+};
+
 class World {
  public:
   World(int size, const ThreadsWorldOptions& options);
+  /// A sub-world hands what it left unreceived to its parent (split.cpp).
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
 
   // ---- mailbox.cpp ----
   void send(int me, const float* data, int64_t count, int dst, int tag);
@@ -226,6 +246,8 @@ class World {
   // sub-worlds (split.cpp)
   std::vector<int> parent_ranks_, world_ranks_;  // per rank here; both empty in a world
   std::vector<std::weak_ptr<World>> children_;
+  std::shared_ptr<Leftovers> leftovers_ = std::make_shared<Leftovers>();  // what children left unreceived
+  std::shared_ptr<Leftovers> parent_leftovers_;                           // a sub-world's parent's; null in a world
   struct PendingSplit {
     std::shared_ptr<World> world;
     TrafficLog traffic;
