@@ -37,9 +37,10 @@ namespace {
 
 constexpr std::size_t kMaxWorkspace = 32u << 20;  // what cuBLAS suggests for Hopper
 
-// A refusal: the plan's words, the call, and cuBLASLt's name for the status.
-[[noreturn]] void refused(const std::string& what, const char* call, cublasStatus_t status) {
-  DPT_FAIL(what << ": " << call << " returned " << cublasLtGetStatusName(status) << " ("
+// A refusal: the plan's words, the function called (its name, without the
+// arguments), and cuBLASLt's name for the status.
+[[noreturn]] void refused(const std::string& what, const std::string& call, cublasStatus_t status) {
+  DPT_FAIL(what << ": " << call.substr(0, call.find('(')) << " returned " << cublasLtGetStatusName(status) << " ("
                 << cublasLtGetStatusString(status) << ")");
 }
 #define DPT_LT_CHECK(call)                                                 \
@@ -106,7 +107,7 @@ LtGemm::LtGemm(int device, Half format, bool transpose_a, bool transpose_b, int6
   {
     std::ostringstream s;
     s << "cuBLASLt " << epilogue_name(epilogue) << " GEMM (" << m << ", " << n << ", " << k << ") "
-      << half_name(format) << " on cuda:" << device;
+      << (format == Half::BF16 ? "bf16" : "fp16") << " on cuda:" << device;
     p.what = s.str();
   }
   const std::string& what = p.what;
@@ -187,7 +188,7 @@ LtGemm::LtGemm(int device, Half format, bool transpose_a, bool transpose_b, int6
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   DPT_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(p.handle, p.desc, p.a, p.b, p.d, p.d, p.preference, 1, &result, &found));
-  if (found == 0) refused(what, "cublasLtMatmulAlgoGetHeuristic (no algorithm found)", CUBLAS_STATUS_NOT_SUPPORTED);
+  if (found == 0) refused(what + " (no algorithm found)", "cublasLtMatmulAlgoGetHeuristic", CUBLAS_STATUS_NOT_SUPPORTED);
   if (result.state != CUBLAS_STATUS_SUCCESS) refused(what, "cublasLtMatmulAlgoGetHeuristic", result.state);
   p.algo = result.algo;
   p.workspace_bytes = result.workspaceSize;
