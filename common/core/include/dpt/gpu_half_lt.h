@@ -61,21 +61,27 @@ inline int64_t relu_mask_bytes(int64_t m, int64_t n) { return m * relu_mask_row_
 /// c's type) for BiasGradient; relu_mask (relu_mask_bytes(m, n)) written by
 /// BiasRelu, read by ReluBackward. bias, bias_grad and relu_mask 16-byte aligned.
 struct LtOperands {
-  const uint16_t* a = nullptr;
-  const uint16_t* b = nullptr;
-  uint16_t* c16 = nullptr;
-  float* c32 = nullptr;
-  const void* bias = nullptr;
-  void* bias_grad = nullptr;
-  void* relu_mask = nullptr;
+  const uint16_t* a = nullptr;  ///< op(a) (m, k): a stored (m, k), or (k, m) when transpose_a
+  const uint16_t* b = nullptr;  ///< op(b) (k, n): b stored (k, n), or (n, k) when transpose_b
+  uint16_t* c16 = nullptr;      ///< c (m, n) in 16 bits, or null when c32 is given
+  float* c32 = nullptr;         ///< c (m, n) in float32, or null when c16 is given
+  const void* bias = nullptr;   ///< Bias, BiasRelu: n values of c's type, added to every row
+  void* bias_grad = nullptr;    ///< BiasGradient: m values of c's type, written
+  void* relu_mask = nullptr;    ///< BiasRelu writes it, ReluBackward reads it: relu_mask_bytes(m, n)
 };
 
 /// One planned cuBLASLt GEMM c = op(a)·op(b) with `epilogue`, sums in fp32
 /// (no split-K partial sums in 16 bits). Needs m, n, k ≥ 1.
 class LtGemm {
  public:
+  /// Plans c = op(a)·op(b) with `epilogue` on GPU `device`, for exactly these
+  /// pointers. Throws dpt::Error, in a sentence naming the cuBLASLt call and
+  /// its status, when cuBLASLt refuses the plan or the operands break the
+  /// contract (LtOperands); nothing is queued then.
   LtGemm(int device, Half format, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
          Epilogue epilogue, const LtOperands& operands);
+  /// Frees the plan's handle, descriptors and workspace (destroy a CUDA graph
+  /// that captured run() first).
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -85,7 +91,9 @@ class LtGemm {
   /// What cuBLASLt picked, for a log: "bias+relu (m, n, k) bf16, workspace W bytes".
   const char* description() const;
 
-  struct Plan;  // the cuBLASLt handle, descriptors, algorithm and workspace
+  /// The cuBLASLt handle, descriptors, algorithm and workspace (defined by
+  /// the backend: cuda_half_lt.cpp, or none/gpu_half_lt.cpp without CUDA).
+  struct Plan;
 
  private:
   std::unique_ptr<Plan> plan_;
