@@ -193,7 +193,6 @@ LtGemm::LtGemm(int device, Half format, bool transpose_a, bool transpose_b, int6
   p.algo = result.algo;
   p.workspace_bytes = result.workspaceSize;
   if (p.workspace_bytes > 0) DPT_CUDA_CHECK(cudaMalloc(&p.workspace, p.workspace_bytes));
-  p.what += ", workspace " + std::to_string(p.workspace_bytes) + " bytes";
 }
 
 LtGemm::~LtGemm() = default;
@@ -207,7 +206,5 @@ void LtGemm::run() const {
   DPT_LT_CHECK(cublasLtMatmul(p.handle, p.desc, &alpha, p.a_ptr, p.a, p.b_ptr, p.b, &beta, p.d_ptr, p.d, p.d_ptr,
                               p.d, &p.algo, p.workspace, p.workspace_bytes, stream));
 }
-
-const char* LtGemm::description() const { return plan_->what.c_str(); }
 
 }  // namespace dpt::gpu

@@ -14,6 +14,5 @@ LtGemm::LtGemm(int device, Half, bool, bool, int64_t, int64_t, int64_t, Epilogue
 }
 LtGemm::~LtGemm() = default;
 void LtGemm::run() const { DPT_FAIL("LtGemm::run: " << unavailable_reason()); }
-const char* LtGemm::description() const { return "cuBLASLt (not built)"; }
 
 }  // namespace dpt::gpu

@@ -88,8 +88,6 @@ class LtGemm {
 
   /// Queues the GEMM on the calling thread's current stream of the device.
   void run() const;
-  /// What cuBLASLt picked, for a log: "bias+relu (m, n, k) bf16, workspace W bytes".
-  const char* description() const;
 
   /// The cuBLASLt handle, descriptors, algorithm and workspace (defined by
   /// the backend: cuda_half_lt.cpp, or none/gpu_half_lt.cpp without CUDA).
