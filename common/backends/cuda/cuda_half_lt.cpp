@@ -43,6 +43,8 @@ constexpr std::size_t kMaxWorkspace = 32u << 20;  // what cuBLAS suggests for Ho
   DPT_FAIL(what << ": " << call.substr(0, call.find('(')) << " returned " << cublasLtGetStatusName(status) << " ("
                 << cublasLtGetStatusString(status) << ")");
 }
+// A cuBLASLt call's status; a refusal names it and the plan's `what` (a
+// local of the caller).
 #define DPT_LT_CHECK(call)                                                 \
   do {                                                                     \
     const cublasStatus_t dpt_lt_status_ = (call);                          \
@@ -70,6 +72,9 @@ uint32_t alignment_of(const void* p) {
   return bytes;
 }
 
+// The epilogue's vectors and mask: cuBLASLt's heuristic picks vector loads
+// by their alignment (it reads those pointers, not A's or B's); this plan
+// asks 16 bytes of them, as cuBLASLt does of its operands for full speed.
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
@@ -119,7 +124,7 @@ LtGemm::LtGemm(int device, Half format, bool transpose_a, bool transpose_b, int6
   const bool uses_mask = epilogue == Epilogue::BiasRelu || epilogue == Epilogue::ReluBackward;
   if (uses_bias)
     DPT_CHECK(ops.bias && aligned16(ops.bias), what << ": bias must be given and 16-byte aligned (it is at "
-                                                    << ops.bias << "); cuBLASLt reads it in 16-byte pieces");
+                                                    << ops.bias << "); dpt's own buffers are 64-byte aligned");
   if (epilogue == Epilogue::BiasGradient)
     DPT_CHECK(ops.bias_grad && aligned16(ops.bias_grad),
               what << ": bias_grad must be given and 16-byte aligned (it is at " << ops.bias_grad << ")");
