@@ -7,9 +7,9 @@
 // it needs, as those do.
 //
 // Left out: cuBLASLt (fused bias/ReLU epilogues, algorithm choice by
-// heuristics), aligned copies of odd-offset operands (cuda_kernels.cu makes
-// them so an fp32 result does not depend on where a view starts; here an
-// operand off 16 bytes only costs speed).
+// heuristics: cuda_half_lt.cpp), aligned copies of odd-offset operands
+// (cuda_kernels.cu makes them so an fp32 result does not depend on where a
+// view starts; here an operand off 16 bytes only costs speed).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 

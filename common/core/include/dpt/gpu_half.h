@@ -13,9 +13,10 @@
 ///     dpt::gpu::gemm_half(0, dpt::gpu::Half::BF16, false, true, B, out, in,
 ///                         1.0f, x16, w16, 0.0f, y16);                // y = x·Wᵀ
 ///
-/// Left out: fp8, cuBLASLt epilogues (bias and ReLU fused into the GEMM),
-/// a CPU side (the CPU emulates 16 bits by rounding float32: chapter 11's
-/// precision.h). Built without CUDA, every function says so in a sentence.
+/// Left out: fp8, bias and ReLU fused into the GEMM (cuBLASLt's epilogues:
+/// gpu_half_lt.h), a CPU side (the CPU emulates 16 bits by rounding
+/// float32: chapter 11's precision.h). Built without CUDA, every function
+/// says so in a sentence.
 #pragma once
 
 #include <cstdint>
