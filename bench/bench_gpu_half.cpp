@@ -137,7 +137,7 @@ bool check_and_time(Step& step, const std::string& key, const std::string& label
   const double loss_gap = std::fabs(first_loss - fp32.loss) / std::fabs(fp32.loss);
   const auto after = step.weights();
   const double gap16 = relative_update_gap(start, after, fp32.after);
-  // Every operand rounded to 8 significant bits (bf16) is off by ≤ 2^-9 ≈ 0.2 %;
+  // Every operand rounded to 8 significant bits (bf16) is off by ≤ 2^-8 ≈ 0.4 %;
   // a few such in a row per layer, three layers: a few % at worst, while a
   // missing, transposed or doubled term is off by ~100 %.
   v.at_most(label + ": first loss vs fp32's (relative)", loss_gap, 0.02, "16-bit rounding of each operand: <= ~1 %");
