@@ -51,9 +51,11 @@
 #include "dpt/gpu.h"
 #include "dpt/report.h"
 #include "dpt/verdict.h"
+#include "gpu_timing.h"
 #include "gpu_training_step.h"
 #include "half_step.h"
 #include "half_step_lt.h"
+#include "step_shapes.h"
 
 using namespace dpt;
 using namespace dpt::bench;
@@ -62,42 +64,12 @@ using gpu::Half;
 
 // ----------------------------------------------------------------------------
 // timing: GPU events around a window of calls, the median of `repeats` windows
+// (gpu_timing.h)
 
 double median_per_call(const std::function<void()>& fn, int repeats, double window_s) {
-  gpu::Stream& stream = gpu::current_stream(0);
-  auto window = [&](int calls) {
-    gpu::Event start, stop;
-    start.record(stream);
-    for (int i = 0; i < calls; ++i) fn();
-    stop.record(stream);
-    stop.synchronize();
-    return 1e-3 * double(stop.elapsed_ms_since(start)) / calls;
-  };
-  for (int i = 0; i < 3; ++i) fn();
-  const int calls = int(std::clamp(window_s / std::max(window(3), 1e-7), 3.0, 20000.0));
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) t.push_back(window(calls));
-  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-  return t[t.size() / 2];
-}
-
-// ----------------------------------------------------------------------------
-// one configuration
-
-struct Config {
-  std::string model;
-  std::vector<int64_t> widths;
-  int64_t batch = 0;
-};
-
-Config parse_config(const std::string& spec) {
-  const auto at = spec.find('@');
-  DPT_CHECK(at != std::string::npos, "--config: expected WIDTHS@BATCH such as 784-1024-1024-10@4096, got '" << spec << "'");
-  Config c{spec.substr(0, at), parse_widths(spec.substr(0, at))};
-  char* end = nullptr;
-  c.batch = std::strtoll(spec.c_str() + at + 1, &end, 10);
-  DPT_CHECK(c.batch > 0 && end && *end == '\0', "--config: the batch after '@' must be a positive integer, got '" << spec << "'");
-  return c;
+  Workload w{"", fn};
+  measure({&w}, repeats, window_s);
+  return w.median();
 }
 
 // ----------------------------------------------------------------------------
