@@ -160,12 +160,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   std::vector<Config> configs;
-  try {
-    for (const auto& spec : specs) configs.push_back(parse_config(spec));
-  } catch (const Error& e) {
-    std::cerr << "bench_gemm_half: " << e.what() << "\n";
-    return 2;
-  }
+  if (!parse_configs(specs, "bench_gemm_half", configs)) return 2;
   json doc = {{"bench", "gemm_half"}};
   int status = 0;
   try {

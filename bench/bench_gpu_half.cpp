@@ -276,12 +276,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   const Half format = format_name == "bf16" ? Half::BF16 : Half::FP16;
   std::vector<Config> configs;
-  try {
-    for (const auto& spec : specs) configs.push_back(parse_config(spec));
-  } catch (const Error& e) {
-    std::cerr << "bench_gpu_half: " << e.what() << "\n";
-    return 2;
-  }
+  if (!parse_configs(specs, "bench_gpu_half", configs)) return 2;
   json doc = {{"bench", "gpu_half"}, {"format", format_name}};
   int status = 0;
   try {

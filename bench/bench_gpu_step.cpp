@@ -282,12 +282,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   std::vector<Config> configs;
-  try {
-    for (const auto& spec : specs) configs.push_back(parse_config(spec));
-  } catch (const Error& e) {
-    std::cerr << "bench_gpu_step: " << e.what() << "\n";
-    return 2;
-  }
+  if (!parse_configs(specs, "bench_gpu_step", configs)) return 2;
   try {
     return run(configs, repeats, window_ms / 1e3, !no_graph, lr, json_path);
   } catch (const Error& e) {

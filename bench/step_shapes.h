@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,18 @@ inline Config parse_config(const std::string& spec) {
   DPT_CHECK(c.batch > 0 && end && *end == '\0' && end != spec.c_str() + at + 1,
             "--config: the batch after '@' must be a positive integer, got '" << spec << "'");
   return c;
+}
+
+/// Every --config parsed into `out`; on a bad one prints "<bench>: <why>" and
+/// returns false (the caller exits 2, as for any bad flag).
+inline bool parse_configs(const std::vector<std::string>& specs, const char* bench, std::vector<Config>& out) {
+  try {
+    for (const std::string& spec : specs) out.push_back(parse_config(spec));
+    return true;
+  } catch (const Error& e) {
+    std::cerr << bench << ": " << e.what() << "\n";
+    return false;
+  }
 }
 
 /// c (m, n) = op(a) · op(b) with op(a) (m, k) — a is (k, m) when transposed —

@@ -28,36 +28,16 @@
 #include "dpt/half.h"
 #include "dpt/nn.h"  // Rng
 #include "support/gpu.h"
+#include "support/on_gpu.h"
 
 using namespace dpt;
 using gpu::Half;
+using dpt_test::from16;
+using dpt_test::OnGpu;
+using dpt_test::to16;
 
 namespace {
 
-// `count` elements of T in cuda:0's memory, freed at the end of the scope.
-template <typename T>
-struct OnGpu {
-  T* ptr = nullptr;
-  int64_t count;
-  explicit OnGpu(int64_t n) : count(n) {
-    ptr = static_cast<T*>(gpu::allocate(0, std::size_t(n) * sizeof(T)));
-    REQUIRE(ptr != nullptr);
-  }
-  explicit OnGpu(const std::vector<T>& host) : OnGpu(int64_t(host.size())) {
-    gpu::copy(ptr, host.data(), host.size() * sizeof(T), 0);
-  }
-  std::vector<T> to_host() const {
-    std::vector<T> host(static_cast<std::size_t>(count));
-    gpu::copy(host.data(), ptr, host.size() * sizeof(T), 0);
-    return host;
-  }
-  ~OnGpu() { gpu::free(0, ptr); }
-  OnGpu(const OnGpu&) = delete;
-  OnGpu& operator=(const OnGpu&) = delete;
-};
-
-uint16_t to16(float x, Half f) { return f == Half::BF16 ? to_bf16(x) : to_fp16(x); }
-float from16(uint16_t h, Half f) { return f == Half::BF16 ? from_bf16(h) : from_fp16(h); }
 
 // n values in ±[0.25, 2) with random signs, rounded to the format on the host.
 std::vector<uint16_t> operand(int64_t n, Half f, Rng& rng) {

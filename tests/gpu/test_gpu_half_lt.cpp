@@ -26,37 +26,17 @@
 #include "dpt/half.h"
 #include "dpt/nn.h"  // Rng
 #include "support/gpu.h"
+#include "support/on_gpu.h"
 
 using namespace dpt;
 using gpu::Epilogue;
 using gpu::Half;
+using dpt_test::from16;
+using dpt_test::OnGpu;
+using dpt_test::to16;
 
 namespace {
 
-// `count` elements of T in cuda:0's memory, freed at the end of the scope.
-template <typename T>
-struct OnGpu {
-  T* ptr = nullptr;
-  int64_t count;
-  explicit OnGpu(int64_t n) : count(n) {
-    ptr = static_cast<T*>(gpu::allocate(0, std::size_t(n) * sizeof(T)));
-    REQUIRE(ptr != nullptr);
-  }
-  explicit OnGpu(const std::vector<T>& host) : OnGpu(int64_t(host.size())) {
-    gpu::copy(ptr, host.data(), host.size() * sizeof(T), 0);
-  }
-  std::vector<T> to_host() const {
-    std::vector<T> host(static_cast<std::size_t>(count));
-    gpu::copy(host.data(), ptr, host.size() * sizeof(T), 0);
-    return host;
-  }
-  ~OnGpu() { gpu::free(0, ptr); }
-  OnGpu(const OnGpu&) = delete;
-  OnGpu& operator=(const OnGpu&) = delete;
-};
-
-uint16_t to16(float x, Half f) { return f == Half::BF16 ? to_bf16(x) : to_fp16(x); }
-float from16(uint16_t h, Half f) { return f == Half::BF16 ? from_bf16(h) : from_fp16(h); }
 double unit_roundoff(Half f) { return f == Half::BF16 ? 0x1p-8 : 0x1p-11; }
 double sum_bound(int64_t k, double size) { return double(k + 4) * 0x1p-22 * size; }
 // Two values each rounded once to 16 bits from nearby floats: |v − r(v)| ≤
