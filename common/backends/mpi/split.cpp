@@ -4,7 +4,9 @@
 // order the core computed (MPI's rule is the same: key, then rank). The new
 // backend has no control_ of its own: its fail() and stop_reason() are its
 // world's, so an abort message from any process of the world stops a wait in
-// any group, and the PeerFailed names the world rank.
+// any group, and the PeerFailed names the world rank. split_group makes the
+// same group as an MpiBackend: the NCCL backend's groups use it as their
+// control plane (nccl/split.cpp).
 //
 // What is not covered: MPI_Comm_split itself blocks without a timeout. The
 // core's all_gather_bytes before it (a polling wait, with the timeout and the
