@@ -16,7 +16,6 @@
 // wraps at 80 columns wherever the host name in the sentence puts the break.
 #include <unistd.h>
 
-#include <climits>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -29,7 +28,7 @@
 #include "support/child_says.h"
 #include "support/comm_contract.h"
 #include "support/gpu.h"
-#include "support/run_program.h"
+#include "support/mpi_child.h"
 
 using dpt::Context;
 using dpt::Device;
@@ -125,28 +124,9 @@ std::string joined(const std::vector<std::string>& lines) {
   return all;
 }
 
-std::string self_path() {
-  char path[PATH_MAX] = {};
-  ssize_t got = readlink("/proc/self/exe", path, sizeof path - 1);
-  return got > 0 ? std::string(path, std::size_t(got)) : "dpt_gpu_tests";
-}
-
-// `mpirun -np np` on the hidden case below with --comm `comm`, and `env`
-// (VAR=value ...) exported to the ranks, under `timeout` so a hang fails
-// instead of blocking; Catch2's colour off (mpirun gives the ranks a terminal).
+// The hidden case below, with --comm `comm`, on `np` ranks (support/mpi_child.h).
 dpt_test::ProgramResult run_child(const std::string& comm, int np, const std::string& env) {
-  std::string mpiexec = DPT_MPIEXEC;
-  std::string exports = " -x DPT_TEST_CHILD";
-  std::string command = "DPT_TEST_CHILD=" + comm + " " + env + " timeout 300 " +
-                        (mpiexec.empty() ? std::string("mpirun") : mpiexec) +
-                        " --allow-run-as-root --oversubscribe -np " + std::to_string(np);
-  for (std::size_t at = 0; at < env.size();) {  // -x each VAR of env
-    std::size_t eq = env.find('=', at), space = env.find(' ', at);
-    exports += " -x " + env.substr(at, eq - at);
-    at = space == std::string::npos ? env.size() : space + 1;
-  }
-  return dpt_test::run_command(command + exports + " " + self_path() +
-                               " 'child: collectives on GPU buffers under mpirun' " + dpt_test::kCatchNoColour);
+  return dpt_test::run_child_case("child: collectives on GPU buffers under mpirun", comm, np, env);
 }
 
 // Runs the child with --comm `comm` on `np` ranks: each must report ok.
@@ -158,11 +138,6 @@ void check_every_rank_ok(const std::string& comm, int np) {
     std::string line = comm + " child: rank " + std::to_string(r) + " of " + std::to_string(np) + " ok=1";
     CHECK(run.output.find(line) != std::string::npos);
   }
-}
-
-void require_nccl() {
-  DPT_REQUIRE_GPU();
-  if (!dpt::gpu::built_with_nccl()) DPT_SKIP("this dpt was built without the NCCL communicator");
 }
 
 }  // namespace
@@ -261,12 +236,12 @@ TEST_CASE("child: collectives on GPU buffers under mpirun", "[.]") {
 }
 
 TEST_CASE("NCCL under mpirun -np 1: every collective on GPU and host buffers matches the oracle", "[gpu]") {
-  require_nccl();
+  DPT_REQUIRE_NCCL();
   check_every_rank_ok("nccl", 1);
 }
 
 TEST_CASE("NCCL under mpirun -np 2 on one GPU is refused with one sentence naming both ranks, no hang", "[gpu]") {
-  require_nccl();
+  DPT_REQUIRE_NCCL();
   dpt_test::ProgramResult run = run_child("nccl", 2, "CUDA_VISIBLE_DEVICES=0");
   INFO(run.output);
   CHECK(run.exit_code != 0);
@@ -288,7 +263,7 @@ TEST_CASE("NCCL under mpirun -np 2 on one GPU is refused with one sentence namin
 }
 
 TEST_CASE("NCCL under mpirun -np 2 on two GPUs: every collective matches the oracle", "[gpu]") {
-  require_nccl();
+  DPT_REQUIRE_NCCL();
   if (dpt::gpu::device_count() < 2) DPT_SKIP("needs 2 GPUs for 2 NCCL ranks");
   check_every_rank_ok("nccl", 2);
 }
@@ -300,7 +275,7 @@ TEST_CASE("MPI under mpirun -np 2 on one GPU: GPU buffers staged through host me
 }
 
 TEST_CASE("a chapter runs under mpirun -np 1 --comm nccl, its host buffers staged through the GPU", "[gpu]") {
-  require_nccl();
+  DPT_REQUIRE_NCCL();
   dpt_test::ProgramResult run = dpt_test::run_mpi("ch04_ring_allreduce", 1, "--comm nccl --comm-timeout 60");
   INFO(run.output);
   CHECK(run.exit_code == 0);

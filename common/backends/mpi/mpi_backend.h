@@ -99,6 +99,9 @@ class MpiBackend final : public Backend {
   /// All-gathers every rank's call and throws the mismatch sentence if they
   /// differ (collectives.cpp); returns once every rank has made the call.
   void preflight(const CollectiveCall& call);
+  /// split()'s group as an MpiBackend (split.cpp): the NCCL backend's
+  /// sub-communicators take it as their control plane.
+  std::unique_ptr<MpiBackend> split_group(int color, int key, const std::vector<int>& members);
   /// Non-empty when this rank must stop: it failed, or a peer did (failure.cpp).
   std::string stop_reason();
 

@@ -4,7 +4,9 @@
 // order the core computed (MPI's rule is the same: key, then rank). The new
 // backend has no control_ of its own: its fail() and stop_reason() are its
 // world's, so an abort message from any process of the world stops a wait in
-// any group, and the PeerFailed names the world rank.
+// any group, and the PeerFailed names the world rank. split_group makes the
+// same group as an MpiBackend: the NCCL backend's groups use it as their
+// control plane (nccl/split.cpp).
 //
 // What is not covered: MPI_Comm_split itself blocks without a timeout. The
 // core's all_gather_bytes before it (a polling wait, with the timeout and the
@@ -29,6 +31,12 @@ MpiBackend::MpiBackend(MPI_Comm data, MpiBackend* world, std::vector<int> world_
 }
 
 SplitBackend MpiBackend::split(int color, int key, const std::vector<int>& members) {
+  std::unique_ptr<MpiBackend> made = split_group(color, key, members);
+  const int rank = made->rank(), size = made->size();
+  return {std::move(made), TrafficLog(size).view(rank)};
+}
+
+std::unique_ptr<MpiBackend> MpiBackend::split_group(int color, int key, const std::vector<int>& members) {
   MPI_Comm group;
   DPT_MPI_CHECK(MPI_Comm_split(data_, color, key, &group));
   DPT_MPI_CHECK(MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN));
@@ -39,7 +47,7 @@ SplitBackend MpiBackend::split(int color, int key, const std::vector<int>& membe
   DPT_CHECK(size == int(members.size()) && members[rank] == rank_,
             "MPI_Comm_split made a group of " << size << " ranks with this rank at " << rank
                                               << ", the core expected " << members.size() << " ranks");
-  return {std::move(made), TrafficLog(size).view(rank)};
+  return made;
 }
 
 std::string MpiBackend::numbering() const {

@@ -6,6 +6,7 @@
 //   collectives.cpp     all_reduce, reduce_scatter, all_gather, broadcast, barrier
 //   point_to_point.cpp  send, recv, sendrecv (ncclSend/ncclRecv)
 //   stream_wait.cpp     waiting with a timeout, aborting
+//   split.cpp           sub-communicators: ncclCommSplit, an MPI group as their control plane
 //
 // Every call queues its NCCL work on the backend's own stream, after the
 // caller's stream (an event: the caller's kernels and scratch come first),
@@ -35,6 +36,7 @@
 #include <nccl.h>
 
 #include <memory>
+#include <vector>
 
 #include "comm/gpu_floats.h"
 #include "mpi/mpi_backend.h"
@@ -46,10 +48,9 @@ namespace nccl {
 
 class NcclBackend final : public Backend {
  public:
-  /// Takes over `control` (bootstrapped: same world) and NCCL communicator
-  /// `comm` on GPU `device`.
-  /// `comm` on GPU `device` (non-blocking, initialised); `timeout_s` bounds
-  /// the wait for its orderly end.
+  /// Takes over `control` (the same ranks: a world, or split.cpp's group)
+  /// and NCCL communicator `comm` on GPU `device` (non-blocking,
+  /// initialised); `timeout_s` bounds the wait for its orderly end.
   NcclBackend(std::unique_ptr<mpi::MpiBackend> control, ncclComm_t comm, int device, double timeout_s);
   ~NcclBackend() override;
 
@@ -70,6 +71,10 @@ class NcclBackend final : public Backend {
   void all_gather_bytes(const void* send, void* recv, int64_t bytes) override {
     control_->all_gather_bytes(send, recv, bytes);
   }
+  // ---- split.cpp ----
+  /// An MPI group and ncclCommSplit's communicator, on this GPU; must be
+  /// destroyed before this backend.
+  SplitBackend split(int color, int key, const std::vector<int>& members) override;
   // ---- the failure protocol is MPI's ----
   void fail(const std::string& message, bool primary) override { control_->fail(message, primary); }
   /// MPI's agreement; after a failure the NCCL communicator is aborted (a

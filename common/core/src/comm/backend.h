@@ -64,9 +64,8 @@ class Backend {
   /// Communicator::split's data movement, after the core has gathered every
   /// rank's (color, key): `members` are the ranks of this communicator passing
   /// this rank's `color`, in the new rank order (by key, then rank); this rank
-  /// is among them. Collective over every rank of this backend. The default
-  /// throws "split is not supported on <name> yet" (split.cpp in core).
-  virtual SplitBackend split(int color, int key, const std::vector<int>& members);
+  /// is among them. Collective over every rank of this backend.
+  virtual SplitBackend split(int color, int key, const std::vector<int>& members) = 0;
   /// False when the backend cannot be called from two threads (MPI without
   /// MPI_THREAD_MULTIPLE): async work then runs at once on the calling thread.
   virtual bool thread_safe() const { return true; }

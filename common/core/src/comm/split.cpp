@@ -10,18 +10,13 @@
 // Each rank learns every rank's (color, key) by one all_gather_bytes, so a
 // rank that never calls split is a timeout naming it (in all_gather_bytes),
 // before any backend-specific work starts. The backend then builds the group
-// (threads: a World of its own; MPI: MPI_Comm_split).
+// (threads: a World of its own; MPI: MPI_Comm_split; NCCL: ncclCommSplit,
+// with an MPI group as its control plane).
 #include <algorithm>
 
 #include "comm/backend.h"
 
 namespace dpt {
-
-namespace detail {
-SplitBackend Backend::split(int, int, const std::vector<int>&) {
-  DPT_FAIL("split is not supported on " << name() << " yet: use --comm threads or --comm mpi");
-}
-}  // namespace detail
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   DPT_CHECK(color >= 0, "split: color must be >= 0 (the ranks passing the same color form one "

@@ -44,8 +44,8 @@
 ///
 /// Sub-communicators (`split`, as MPI_Comm_split) give groups of ranks their
 /// own ranks, collectives and traffic log: chapter 12's tensor-parallel rows,
-/// chapter 13's pipeline stages. A rank failing anywhere in the world stops
-/// its peers waiting in any sub-communicator (threads; MPI: see mpi_backend.h).
+/// chapter 13's pipeline stages (NCCL: ncclCommSplit). A rank failing anywhere
+/// stops its peers waiting in any group (threads; MPI, NCCL: mpi_backend.h).
 ///
 /// Left out: datatypes other than float32, any-source/any-tag receives,
 /// inter-communicators, MPI_UNDEFINED (every rank joins some group).
