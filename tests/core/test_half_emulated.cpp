@@ -1,9 +1,11 @@
-// test_half_emulated.cpp — the GPU's 16-bit conversions (common/backends/
-// cuda/cuda_half.cuh), run here: the bit functions the kernels call, against
-// patterns worked out by hand and against dpt/half.h (a separate
-// implementation, the CPU's, which chapters 10 and 11 use); then the kernels
-// themselves, launched with their own plans on the CPU emulator
-// (support/cuda_emulator.h), against loops over dpt/half.h.
+// test_half_emulated.cpp — the GPU's 16-bit conversions (dpt/half_math.h, as
+// common/backends/cuda/cuda_half.cuh's kernels call them), run here: the bit
+// functions, against patterns worked out by hand and against dpt/half.h (a
+// separate implementation, the CPU's, which chapter 10 uses); then the
+// kernels themselves — conversions, bias + ReLU, chapter 11's in-place
+// rounding with its counts and the inf-or-NaN count — launched with their own
+// plans on the CPU emulator (support/cuda_emulator.h), against loops over
+// dpt/half.h.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
