@@ -14,10 +14,13 @@
 // backward recomputes the rest — the same gradients, bit for bit, for less
 // peak memory and about a third more compute.
 //
-// What it leaves out: fp8, GPU tensor cores (here 16-bit values are float32
-// rounded to the format: the same numbers, not the same speed), ZeRO's
-// traffic and its layer-by-layer gathering (chapter 07). Theory:
-// docs/ch11_mixed_precision.md.
+// 16-bit values are float32 tensors rounded to the format (the same numbers a
+// 16-bit tensor holds, twice the bytes). With --device cuda the rounding runs
+// as kernels and the Linear GEMMs as bf16/fp16 tensor-core GEMMs summing in
+// fp32; on the CPU, fp32 GEMMs of the same values.
+//
+// What it leaves out: fp8, 16-bit storage itself, ZeRO's traffic and its
+// layer-by-layer gathering (chapter 07). Theory: docs/ch11_mixed_precision.md.
 //
 // Run it:
 //     build/reference/bin/ch11_mixed_precision                       # fp32, bf16, fp16 with and without scaling
@@ -75,10 +78,8 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   Verdicts& v = lec.verdicts;
-  // 16-bit storage is emulated by rounding on the CPU (precision.h): a --device cuda run says so and uses cpu:0.
-  Device& device = lec.device().is_host_memory() ? lec.device() : Device::cpu(0);
-  if (&device != &lec.device())
-    say.say("(ch11 rounds to 16 bits on the CPU: this run uses " + device.name() + ", not " + lec.device().name() + ")");
+  // --device cuda: rounding runs as kernels, the Linear GEMMs on tensor cores (half_linear.h).
+  Device& device = lec.device();
   Setting mine{parse_precision(f.precision), parse_loss_scale(f.loss_scale, f.growth_interval), f.loss_scale,
                parse_recompute(f.recompute)};
   if (o.steps == 0) return lec.keep(build_model(o, device));
@@ -191,7 +192,7 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
       std::vector<ZeroMixedRun> zero;
       for (int stage = 0; stage <= 3; ++stage)
         if (f.stage == "all" || f.stage == std::to_string(stage))
-          zero.push_back(train_zero_mixed(o, lec.data, mine, stage, f.ranks));
+          zero.push_back(train_zero_mixed(o, lec.data, mine, stage, f.ranks, device.is_host_memory() ? "cpu" : "cuda"));
       report_zero_memory(zero, formula_bytes(mine.precision, o.optimizer), mine.precision, say, v);
     });
   }
@@ -213,7 +214,7 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
     if (s.precision == Precision::FP32) continue;
     bool representable = true;
     for (const Tensor& w : r.model.parameters())
-      for (int64_t k = 0; k < w.numel(); ++k) representable = representable && round_to(w.data()[k], s.precision) == w.data()[k];
+      for (float x : w.to_vector()) representable = representable && round_to(x, s.precision) == x;
     v.holds(s.name() + ": the weights forward reads are " + precision_name(s.precision) + " values", representable,
             representable ? "" : "a weight is not representable: cast the master back after the step");
     v.holds(s.name() + ": a skipped step left weights, masters and optimizer state bit-identical", r.skipped_changed == 0,

@@ -58,9 +58,13 @@ int64_t MixedRun::skipped() const {
 
 namespace {
 
+// Every value of `tensors`, in order, copied to the host (from a GPU too).
 std::vector<float> bits_of(const std::vector<Tensor>& tensors) {
   std::vector<float> all;
-  for (const Tensor& t : tensors) all.insert(all.end(), t.data(), t.data() + t.numel());
+  for (const Tensor& t : tensors) {
+    const std::vector<float> values = t.to_vector();
+    all.insert(all.end(), values.begin(), values.end());
+  }
   return all;
 }
 

@@ -7,7 +7,8 @@
 ///
 /// What a 16-bit step stores, and where (the store op of precision.h):
 ///   x, every Linear's output (B, out) and the logits — in the format;
-///   the GEMMs multiply 16-bit values and sum in fp32 (tensor cores do so);
+///   the GEMMs multiply 16-bit values and sum in fp32 (tensor cores do so:
+///   on cuda they run there, half_linear.h);
 ///   every activation's gradient, and each weight's gradient — in the format;
 ///   the loss, its gradient, the master weights and the optimizer — fp32.
 /// fp32 runs skip all of it: no master copy, the optimizer on the weights.
@@ -70,7 +71,8 @@ struct MixedRun {
 
 /// Trains `setting` from the model the flags give (--seed, --load-weights),
 /// its weights rounded to the format, for o.steps steps of o.batch on
-/// `device` (host memory), counting every gradient entry it stores.
+/// `device` (cpu, or cuda: 16-bit GEMMs on tensor cores, half_linear.h),
+/// counting every gradient entry it stores.
 MixedRun train_mixed(const Options& o, const Dataset& data, Device& device, const Setting& setting,
                      bool show_progress);
 

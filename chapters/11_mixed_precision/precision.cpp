@@ -1,5 +1,6 @@
-// precision.cpp — rounding float32 to bf16 and fp16 (the core's conversions,
-// dpt/half.h), and the autograd op that stores an activation in 16 bits.
+// precision.cpp — rounding float32 to bf16 and fp16 where the tensor lives
+// (a loop over dpt/half_math.h here, its kernel on a GPU: dpt/gpu_half.h), and
+// the autograd op that stores an activation in 16 bits.
 #include "precision.h"
 
 #include <cmath>
@@ -7,7 +8,9 @@
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
+#include "dpt/gpu_half.h"
 #include "dpt/half.h"
+#include "dpt/half_math.h"
 
 namespace dpt::ch11 {
 
@@ -37,23 +40,25 @@ float round_to(float x, Precision p) {
 
 void round_(Tensor t, Precision p, Flushes* count) {
   if (p == Precision::FP32 || !t.defined()) return;
-  DPT_CHECK(t.device().is_host_memory(), "ch11 rounds to " << precision_name(p) << " on the CPU; the tensor is on "
-                                                           << t.device().name() << " (run with --device cpu)");
-  float* d = t.data();
-  const int64_t n = t.numel();
-  int64_t zeros_before = 0, zeros_after = 0, tiny_after = 0;
-  if (count)
-    for (int64_t i = 0; i < n; ++i) zeros_before += (d[i] == 0);
-  if (p == Precision::BF16)
-    for (int64_t i = 0; i < n; ++i) d[i] = from_bf16_bits(bf16_bits(d[i]));
-  else
-    for (int64_t i = 0; i < n; ++i) d[i] = from_fp16_bits(fp16_bits(d[i]));
+  const bool bf16 = p == Precision::BF16;
+  math::RoundingCounts met{};
+  if (t.device().is_host_memory()) {  // one element's math is half_math.h's, as the GPU's kernel
+    float* d = t.data();
+    const int64_t n = t.numel();
+    if (count)
+      for (int64_t i = 0; i < n; ++i) d[i] = math::round_counting(d[i], bf16, met);
+    else if (bf16)  // a loop per format: the compiler sees which conversion
+      for (int64_t i = 0; i < n; ++i) d[i] = math::round_float(d[i], true);
+    else
+      for (int64_t i = 0; i < n; ++i) d[i] = math::round_float(d[i], false);
+  } else {
+    gpu::round_floats(t.data(), t.numel(), bf16 ? gpu::Half::BF16 : gpu::Half::FP16, t.device().index(),
+                      count ? &met : nullptr);
+  }
   if (!count) return;
-  const float normal = smallest_normal(p);
-  for (int64_t i = 0; i < n; ++i) zeros_after += (d[i] == 0), tiny_after += (std::fabs(d[i]) < normal);
-  count->nonzero += n - zeros_before;
-  count->tiny += tiny_after - zeros_before;
-  count->flushed += zeros_after - zeros_before;  // rounding never turns 0 into anything else
+  count->nonzero += int64_t(met.nonzero);
+  count->flushed += int64_t(met.flushed);
+  count->tiny += int64_t(met.tiny);
 }
 
 Tensor store(const Tensor& x, Precision p, Flushes* gradient_flushes) {
@@ -68,9 +73,10 @@ Tensor store(const Tensor& x, Precision p, Flushes* gradient_flushes) {
 }
 
 bool has_inf_or_nan(const Tensor& t) {
+  if (!t.device().is_host_memory()) return gpu::count_inf_or_nan(t.data(), t.numel(), t.device().index()) > 0;
   const float* d = t.data();
   for (int64_t i = 0; i < t.numel(); ++i)
-    if (!std::isfinite(d[i])) return true;
+    if (math::is_inf_or_nan(d[i])) return true;
   return false;
 }
 

@@ -1,6 +1,6 @@
 /// @file precision.h
-/// @brief The two 16-bit formats of mixed-precision training, on the CPU:
-/// a float32 rounded to bf16 or fp16 is the same number a GPU would store.
+/// @brief The two 16-bit formats of mixed-precision training: a float32
+/// rounded to bf16 or fp16 is the same number a GPU would store.
 ///
 ///     bf16: 1 sign, 8 exponent, 7 mantissa bits — float32's range, 3 digits
 ///     fp16: 1 sign, 5 exponent, 10 mantissa bits — largest 65504, smallest
@@ -14,6 +14,9 @@
 /// Storage stays float32 (tensor.h has one dtype): a "16-bit tensor" here is a
 /// float32 tensor every element of which is representable in the format.
 /// Memory tables count its elements at the format's width (bytes_per_value).
+/// Rounding and the overflow test run where the tensor lives: a loop on the
+/// CPU, a kernel on a GPU (dpt/gpu_half.h), both calling one element's math
+/// from dpt/half_math.h — so a cuda run rounds exactly as a cpu run does.
 ///
 /// Left out: fp8, stochastic rounding, denormals-are-zero modes.
 #pragma once
@@ -61,9 +64,9 @@ struct Flushes {
   double tiny_fraction() const { return nonzero ? double(tiny) / double(nonzero) : 0.0; }
 };
 
-/// Rounds every element of `t` (host memory) to the format, in place (`t`
-/// is a handle: the caller's tensor changes, `round_(w.grad(), p)` included);
-/// adds what it met to `*count` when given.
+/// Rounds every element of `t` to the format, in place (`t` is a handle: the
+/// caller's tensor changes, `round_(w.grad(), p)` included); adds what it met
+/// to `*count` when given (on a GPU that waits for the counts).
 void round_(Tensor t, Precision p, Flushes* count = nullptr);
 
 /// Differentiable: x rounded to the format — where a 16-bit run stores an
@@ -73,7 +76,7 @@ void round_(Tensor t, Precision p, Flushes* count = nullptr);
 /// when given (it must outlive backward). Identity both ways for FP32.
 Tensor store(const Tensor& x, Precision p, Flushes* gradient_flushes = nullptr);
 
-/// True when any element of `t` (host memory) is ±inf or NaN.
+/// True when any element of `t` is ±inf or NaN (on a GPU: counted there, waits).
 bool has_inf_or_nan(const Tensor& t);
 
 }  // namespace dpt::ch11

@@ -10,6 +10,7 @@
 #include "dpt/memory_ledger.h"
 #include "ch11.h"
 #include "dpt/ops.h"
+#include "half_linear.h"
 
 namespace dpt::ch11 {
 
@@ -43,7 +44,7 @@ std::vector<int64_t> segment_bounds(int64_t layers, Recompute r) {
 Tensor forward_layers(const MLP& model, Tensor h, int64_t begin, int64_t end, Precision p, Flushes* flushes) {
   const std::vector<Linear>& layers = model.layers();
   for (int64_t i = begin; i < end; ++i) {
-    h = store(layers[std::size_t(i)].forward(h), p, flushes);  // 16-bit inputs, fp32 sums, the output stored
+    h = store(half_linear(layers[std::size_t(i)], h, p), p, flushes);  // 16-bit inputs, fp32 sums, the output stored
     if (i + 1 < int64_t(layers.size())) h = relu(h);           // max(h, 0) of a 16-bit value is one
   }
   return h;

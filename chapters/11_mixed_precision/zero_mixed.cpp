@@ -163,10 +163,12 @@ RankResult train_rank(Context& ctx, const Options& o, const Dataset& data, const
 
 }  // namespace
 
-ZeroMixedRun train_zero_mixed(const Options& o, const Dataset& data, const Setting& setting, int stage, int world) {
+ZeroMixedRun train_zero_mixed(const Options& o, const Dataset& data, const Setting& setting, int stage, int world,
+                              const std::string& device) {
   DPT_CHECK(setting.precision != Precision::FP32, "ZeRO with fp32 weights is chapter 07's: give --precision bf16 or fp16");
   LaunchOptions launch_options;
   launch_options.ranks = world;
+  launch_options.device = device;
   launch_options.private_world = true;  // thread ranks of their own, whoever started this process
   ZeroMixedRun run;
   run.stage = stage, run.world = world;

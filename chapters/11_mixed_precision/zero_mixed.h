@@ -57,8 +57,11 @@ struct ZeroMixedRun {
 
 /// Trains at `stage` on `world` thread ranks (16-bit `setting.precision`,
 /// its scaler) until two steps were taken (at most 30 tries), from the flags'
-/// model, and measures every rank. Throws dpt::Error for fp32.
-ZeroMixedRun train_zero_mixed(const Options& o, const Dataset& data, const Setting& setting, int stage, int world);
+/// model, and measures every rank. `device` "cpu" (rank r on cpu:r) or
+/// "cuda" (every rank on the one GPU, each on its own ledger account, as
+/// chapter 07's). Throws dpt::Error for fp32.
+ZeroMixedRun train_zero_mixed(const Options& o, const Dataset& data, const Setting& setting, int stage, int world,
+                              const std::string& device = "cpu");
 
 /// Prints the table of `runs` (formula, padding, predicted, measured per
 /// rank) and adds one verdict per stage and category: each rank's measured

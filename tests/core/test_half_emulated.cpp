@@ -1,9 +1,11 @@
-// test_half_emulated.cpp — the GPU's 16-bit conversions (common/backends/
-// cuda/cuda_half.cuh), run here: the bit functions the kernels call, against
-// patterns worked out by hand and against dpt/half.h (a separate
-// implementation, the CPU's, which chapters 10 and 11 use); then the kernels
-// themselves, launched with their own plans on the CPU emulator
-// (support/cuda_emulator.h), against loops over dpt/half.h.
+// test_half_emulated.cpp — the GPU's 16-bit conversions (dpt/half_math.h, as
+// common/backends/cuda/cuda_half.cuh's kernels call them), run here: the bit
+// functions, against patterns worked out by hand and against dpt/half.h (a
+// separate implementation, the CPU's, which chapter 10 uses); then the
+// kernels themselves — conversions, bias + ReLU, chapter 11's in-place
+// rounding with its counts and the inf-or-NaN count — launched with their own
+// plans on the CPU emulator (support/cuda_emulator.h), against loops over
+// dpt/half.h.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -191,6 +193,50 @@ TEST_CASE("16-bit kernels, launched with their plans on the emulator, equal loop
         wrong += dy[i] != (from(h[i]) > 0.0f ? before[std::size_t(i + at.offset)] : uint16_t(0));
       CHECK(wrong == 0);
       CHECK(dy[n] == 0xbeef);
+    }
+  }
+}
+
+TEST_CASE("round_floats and count_inf_or_nan kernels, launched with their plans on the emulator, round as "
+          "dpt/half.h and count what a loop counts",
+          "[half][emulator]") {
+  emulator::Launch launch;
+  dpt::Rng rng(17);
+  for (int64_t n : {int64_t(1), int64_t(300), int64_t(2100), int64_t(300000)}) {  // 1, 2, 9 and 1024 blocks of partials
+    if (n > 10000 && !emulator::kFast) continue;  // threads under the sanitizers: keep it small
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (float& v : x) v = rng.below(8) == 0 ? 0.0f : std::ldexp(rng.uniform(-1.0f, 1.0f), int(rng.below(50)) - 34);
+    if (n > 5) x[1] = INFINITY, x[2] = NAN, x[3] = 70000.0f, x[4] = -0.0f;
+    for (bool bf16 : {true, false}) {
+      INFO("n = " << n << ", " << (bf16 ? "bf16" : "fp16"));
+      const float normal = bf16 ? 0x1p-126f : 0x1p-14f;
+      uint64_t nonzero = 0, flushed = 0, tiny = 0, not_finite = 0;
+      std::vector<float> want(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {  // the oracle: dpt/half.h and std::fabs
+        want[i] = bf16 ? dpt::from_bf16(dpt::to_bf16(x[i])) : dpt::from_fp16(dpt::to_fp16(x[i]));
+        nonzero += x[i] != 0.0f, flushed += x[i] != 0.0f && want[i] == 0.0f;
+        tiny += x[i] != 0.0f && std::fabs(want[i]) < normal, not_finite += !std::isfinite(want[i]);
+      }
+      const unsigned blocks = gpu16::count_blocks(n);
+      std::vector<dpt::math::RoundingCounts> partials(blocks + 1, dpt::math::RoundingCounts{7, 7, 7});
+      std::vector<float> got = x;
+      gpu16::launch_round_floats(launch, got.data(), n, bf16, partials.data(), partials.data() + blocks);
+      int wrong = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) wrong += bits_of(got[i]) != bits_of(want[i]);
+      CHECK(wrong == 0);
+      CHECK(partials[blocks].nonzero == nonzero);
+      CHECK(partials[blocks].flushed == flushed);
+      CHECK(partials[blocks].tiny == tiny);
+
+      std::vector<float> plain = x;  // no counts asked: the same bits
+      gpu16::launch_round_floats(launch, plain.data(), n, bf16, nullptr, nullptr);
+      wrong = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) wrong += bits_of(plain[i]) != bits_of(want[i]);
+      CHECK(wrong == 0);
+
+      std::vector<unsigned long long> counts(blocks + 1, 7);
+      gpu16::launch_count_inf_or_nan(launch, got.data(), n, counts.data(), counts.data() + blocks);
+      CHECK(counts[blocks] == not_finite);
     }
   }
 }

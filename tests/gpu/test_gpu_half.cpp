@@ -198,3 +198,39 @@ TEST_CASE("a 16-bit GEMM with k = 0 is refused with a sentence", "[gpu]") {
   CHECK_THROWS_WITH(gpu::gemm_half(0, Half::BF16, false, false, 2, 2, 0, 1.0f, nullptr, nullptr, 0.0f, c.ptr),
                     contains_text("must be positive"));
 }
+
+TEST_CASE("float32 rounded in place on cuda:0 gives dpt/half.h's bits, and its counts equal a count on the host",
+          "[gpu]") {
+  DPT_REQUIRE_GPU();
+  Rng rng(29);
+  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(300001)}) {  // one block of partials, 4, and the cap of 1024
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (float& v : x) v = rng.below(8) == 0 ? 0.0f : std::ldexp(rng.uniform(-1.0f, 1.0f), int(rng.below(50)) - 34);
+    if (n > 5) x[1] = INFINITY, x[2] = NAN, x[3] = 70000.0f, x[4] = -0.0f;
+    for (Half f : {Half::BF16, Half::FP16}) {
+      INFO("n = " << n << ", " << gpu::half_name(f));
+      const float normal = f == Half::BF16 ? 0x1p-126f : 0x1p-14f;
+      uint64_t nonzero = 0, flushed = 0, tiny = 0, not_finite = 0;
+      std::vector<float> want(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {  // the oracle: dpt/half.h and std::fabs, on the host
+        want[i] = from16(to16(x[i], f), f);
+        nonzero += x[i] != 0.0f, flushed += x[i] != 0.0f && want[i] == 0.0f;
+        tiny += x[i] != 0.0f && std::fabs(want[i]) < normal, not_finite += !std::isfinite(want[i]);
+      }
+      OnGpu<float> counted(x), plain(x);
+      math::RoundingCounts met{1, 2, 3};  // round_floats adds to what is there
+      gpu::round_floats(counted.ptr, n, f, 0, &met);
+      gpu::round_floats(plain.ptr, n, f, 0);
+      int64_t wrong = 0, wrong_plain = 0;
+      const std::vector<float> got = counted.to_host(), got_plain = plain.to_host();
+      for (std::size_t i = 0; i < x.size(); ++i)
+        wrong += bits_of(got[i]) != bits_of(want[i]), wrong_plain += bits_of(got_plain[i]) != bits_of(want[i]);
+      CHECK(wrong == 0);
+      CHECK(wrong_plain == 0);
+      CHECK(met.nonzero == nonzero + 1);
+      CHECK(met.flushed == flushed + 2);
+      CHECK(met.tiny == tiny + 3);
+      CHECK(gpu::count_inf_or_nan(counted.ptr, n, 0) == int64_t(not_finite));
+    }
+  }
+}

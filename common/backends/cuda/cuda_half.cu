@@ -1,6 +1,7 @@
 // cuda_half.cu — dpt/gpu_half.h on a GPU: cublasGemmEx with bf16/fp16
 // operands and CUBLAS_COMPUTE_32F (tensor cores), and cuda_half.cuh's kernels
-// launched on the calling thread's current stream.
+// launched on the calling thread's current stream. The counts (round_floats,
+// count_inf_or_nan) sum in stream-ordered scratch and copy 8 or 24 bytes back.
 //
 // The cuBLAS handle is the thread's own (cuda_thread_state.cuh), shared with
 // the fp32 GEMMs of cuda_kernels.cu; each call sets the stream and math mode
@@ -31,6 +32,33 @@ using namespace dpt::cuda;
 cudaStream_t current(int device) {
   DPT_CUDA_CHECK(cudaSetDevice(device));
   return static_cast<cudaStream_t>(current_stream(device).handle());
+}
+
+// `bytes` of stream-ordered scratch on the current stream of `device`, given
+// back in the stream's order when it goes out of scope.
+struct Scratch {
+  int device;
+  void* ptr = nullptr;
+  Scratch(int gpu, std::size_t bytes, const char* what) : device(gpu) {
+    ptr = gpu::allocate_on_stream(gpu, bytes);
+    DPT_CHECK(ptr, what << " on cuda:" << gpu << ": no room for " << bytes << " bytes of partial counts");
+  }
+  ~Scratch() {
+    try {
+      gpu::free_on_stream(device, ptr);
+    } catch (...) {  // a GPU already in error: its memory goes with the context (unwinding must go on)
+    }
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+// The result of a count the stream is computing, once it is there: copied
+// back into `host` and waited for.
+template <typename T>
+void read_back(T& host, const T* on_device, cudaStream_t stream) {
+  DPT_CUDA_CHECK(cudaMemcpyAsync(&host, on_device, sizeof(T), cudaMemcpyDeviceToHost, stream));
+  DPT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 cudaDataType_t cuda_type(Half format) { return format == Half::BF16 ? CUDA_R_16BF : CUDA_R_16F; }
@@ -90,6 +118,34 @@ void add_bias_relu_half(uint16_t* y, const float* bias, int64_t rows, int64_t co
 void relu_backward_half(uint16_t* dy, const uint16_t* y, int64_t n, Half format, int device) {
   StreamLaunch launch{current(device)};
   launch_relu_backward_half(launch, dy, y, n, format == Half::BF16);
+}
+
+void round_floats(float* x, int64_t n, Half format, int device, math::RoundingCounts* counts) {
+  if (n <= 0) return;
+  cudaStream_t stream = current(device);
+  StreamLaunch launch{stream};
+  const bool bf16 = format == Half::BF16;
+  if (counts == nullptr) return launch_round_floats(launch, x, n, bf16, nullptr, nullptr);
+  const unsigned blocks = count_blocks(n);  // partials, then the sum
+  Scratch scratch(device, (blocks + 1) * sizeof(math::RoundingCounts), "round_floats");
+  auto* partials = static_cast<math::RoundingCounts*>(scratch.ptr);
+  launch_round_floats(launch, x, n, bf16, partials, partials + blocks);
+  math::RoundingCounts met{};
+  read_back(met, partials + blocks, stream);
+  *counts = *counts + met;
+}
+
+int64_t count_inf_or_nan(const float* x, int64_t n, int device) {
+  if (n <= 0) return 0;
+  cudaStream_t stream = current(device);
+  StreamLaunch launch{stream};
+  const unsigned blocks = count_blocks(n);
+  Scratch scratch(device, (blocks + 1) * sizeof(unsigned long long), "count_inf_or_nan");
+  auto* partials = static_cast<unsigned long long*>(scratch.ptr);
+  launch_count_inf_or_nan(launch, x, n, partials, partials + blocks);
+  unsigned long long found = 0;
+  read_back(found, partials + blocks, stream);
+  return int64_t(found);
 }
 
 }  // namespace dpt::gpu

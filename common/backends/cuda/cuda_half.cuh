@@ -1,9 +1,9 @@
-// cuda_half.cuh — the device side of dpt/gpu_half.h: float32 ↔ bf16/fp16 as
-// bit patterns (host-device functions), the kernels that apply them, and the
-// plans (grids) that launch them over a `launch(kernel, grid, block, args...)`
-// callable, as cuda_launches.cuh does.
+// cuda_half.cuh — the device side of dpt/gpu_half.h: the kernels that apply
+// dpt/half_math.h's float32 ↔ bf16/fp16 conversions (host-device functions on
+// the bits), and the plans (grids) that launch them over a
+// `launch(kernel, grid, block, args...)` callable, as cuda_launches.cuh does.
 //
-// The conversions are written here on the bits, not with cuda_bf16.h's
+// The conversions are written on the bits, not with cuda_bf16.h's
 // intrinsics, so the CPU tests can run this very code (tests/core/
 // test_half_emulated.cpp) against dpt/half.h, a separate implementation, and
 // against patterns worked out by hand. Included by cuda_half.cu and by that
@@ -13,10 +13,10 @@
 // Left out: loads wider than two elements, stochastic rounding.
 #pragma once
 
-#include <string.h>
-
 #include <algorithm>
 #include <cstdint>
+
+#include "dpt/half_math.h"
 
 #ifdef __CUDACC__
 #define DPT_HALF_HD __host__ __device__
@@ -31,72 +31,16 @@ namespace dpt::cuda {
 inline namespace DPT_CUDA_BUILD {
 
 // ----------------------------------------------------------------------------
-// bits
+// bits: dpt/half_math.h's, the functions chapter 11's CPU loops run too
 
-DPT_HALF_HD inline uint32_t float_bits(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t bits;
-  memcpy(&bits, &x, sizeof bits);
-  return bits;
-#endif
-}
-
-DPT_HALF_HD inline float bits_float(uint32_t bits) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(bits);
-#else
-  float x;
-  memcpy(&x, &bits, sizeof x);
-  return x;
-#endif
-}
-
-/// float32 → bf16: its top 16 bits, rounded on the low 16 by adding just
-/// under half (0x7fff) plus the kept part's last bit (ties go to even). A
-/// carry runs into the exponent: the next binade, or inf past the largest.
-DPT_HALF_HD inline uint16_t bf16_of(float x) {
-  const uint32_t f = float_bits(x);
-  if ((f & 0x7fffffffu) > 0x7f800000u) return uint16_t((f >> 16) | 0x0040u);  // NaN → quiet NaN
-  return uint16_t((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
-}
-
-/// float32 → fp16, by the float's biased exponent e:
-///   e ≥ 143 (|x| ≥ 2^16), inf, NaN: ±inf, or a quiet NaN;
-///   113 ≤ e ≤ 142 (normal): rebias by 127 − 15 = 112 and round away 13 bits
-///     (|x| from 65520 carries into inf);
-///   102 ≤ e ≤ 112 (subnormal): the value in units of 2^-24 is the 24-bit
-///     significand shifted right by 126 − e (14 … 24 bits), rounded;
-///   e ≤ 101 (|x| < 2^-25): ±0.
-DPT_HALF_HD inline uint16_t fp16_of(float x) {
-  const uint32_t f = float_bits(x), sign = (f >> 16) & 0x8000u, a = f & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);
-  if (a >= 0x47800000u) return uint16_t(sign | 0x7c00u);
-  if (a >= 0x38800000u) return uint16_t(sign | ((a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13));
-  const uint32_t e = a >> 23;
-  if (e < 102u) return uint16_t(sign);
-  const uint32_t significand = (a & 0x007fffffu) | 0x00800000u, shift = 126u - e;
-  return uint16_t(sign | ((significand + (1u << (shift - 1)) - 1u + ((significand >> shift) & 1u)) >> shift));
-}
-
-/// bf16 → float32: the pattern is float32's top half (exact).
-DPT_HALF_HD inline float float_of_bf16(uint16_t h) { return bits_float(uint32_t(h) << 16); }
-
-/// fp16 → float32 (exact): subnormals are mantissa · 2^-24, inf and NaN keep
-/// their mantissa, normals rebias their exponent by 112.
-DPT_HALF_HD inline float float_of_fp16(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0) {
-    const float v = float(m) * 5.9604644775390625e-8f;  // 2^-24; m < 2^10, so exact
-    return sign ? -v : v;
-  }
-  if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
-  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-DPT_HALF_HD inline uint16_t half_of(float x, bool bf16) { return bf16 ? bf16_of(x) : fp16_of(x); }
-DPT_HALF_HD inline float float_of(uint16_t h, bool bf16) { return bf16 ? float_of_bf16(h) : float_of_fp16(h); }
+using math::bf16_of;
+using math::bits_float;
+using math::float_bits;
+using math::float_of;
+using math::float_of_bf16;
+using math::float_of_fp16;
+using math::fp16_of;
+using math::half_of;
 
 // ----------------------------------------------------------------------------
 // kernels: grid-stride over elements (or rows × columns), n may exceed 2^31
@@ -173,6 +117,57 @@ __global__ void relu_backward_half_pairs_kernel(uint32_t* dy, const uint32_t* y,
 }
 
 // ----------------------------------------------------------------------------
+// float32 tensors rounded in place, and counts summed on the device (no
+// atomics: each block writes its partial, one block sums the partials; the
+// emulator runs both as written)
+
+constexpr int kHalfCountBlocks = 1024;  // most partials a count leaves for its second pass
+
+// Every thread's `mine` summed over the block (kHalfThreads threads); the
+// result in every thread. Once per kernel: the shared array is the call's.
+template <typename T>
+__device__ T half_block_sum(T mine) {
+  __shared__ T shared[kHalfThreads];
+  shared[threadIdx.x] = mine;
+  __syncthreads();
+  for (unsigned half = kHalfThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] = shared[threadIdx.x] + shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+// x (n floats) = math::round_counting(x): rounded in place; with `partials`,
+// partials[block] = what this block's share met (every thread takes part in the
+// sum: `partials` is the same for the whole grid).
+__global__ void round_floats_kernel(float* x, int64_t n, bool bf16, math::RoundingCounts* partials) {
+  math::RoundingCounts mine{};
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = math::round_counting(x[i], bf16, mine);
+  if (partials == nullptr) return;
+  const math::RoundingCounts total = half_block_sum(mine);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// partials[block] = entries of this block's share of x (n floats) that are ±inf or NaN.
+__global__ void count_inf_or_nan_kernel(const float* x, int64_t n, unsigned long long* partials) {
+  unsigned long long mine = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    mine += math::is_inf_or_nan(x[i]) ? 1ull : 0ull;
+  const unsigned long long total = half_block_sum(mine);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// *out = Σ partials[0 .. count); one block of kHalfThreads.
+template <typename T>
+__global__ void sum_partials_kernel(const T* partials, int count, T* out) {
+  T mine{};
+  for (int i = int(threadIdx.x); i < count; i += int(blockDim.x)) mine = mine + partials[i];
+  const T total = half_block_sum(mine);
+  if (threadIdx.x == 0) *out = total;
+}
+
+// ----------------------------------------------------------------------------
 // plans
 
 inline unsigned half_blocks(int64_t n) {
@@ -229,6 +224,35 @@ void launch_bias_relu_half(Launch& launch, uint16_t* y, const float* bias, int64
            reinterpret_cast<const FloatPair*>(bias), rows, cols / 2, relu, bf16);
   else
     launch(bias_relu_half_kernel, dim3(across, down), dim3(kHalfThreads), y, bias, rows, cols, relu, bf16);
+}
+
+/// Blocks of a count over n elements: each writes one partial (1 … kHalfCountBlocks).
+inline unsigned count_blocks(int64_t n) {
+  return unsigned(std::clamp<int64_t>((n + kHalfThreads - 1) / kHalfThreads, 1, kHalfCountBlocks));
+}
+
+/// x (n floats) rounded in place; with `partials` (count_blocks(n) of them)
+/// and `out`, *out = what the rounding met, summed. Nothing for n ≤ 0.
+template <typename Launch>
+void launch_round_floats(Launch& launch, float* x, int64_t n, bool bf16, math::RoundingCounts* partials,
+                         math::RoundingCounts* out) {
+  if (n <= 0) return;
+  if (partials == nullptr) return launch_half_elementwise(launch, round_floats_kernel, n, x, n, bf16, partials);
+  const unsigned blocks = count_blocks(n);
+  launch(round_floats_kernel, dim3(blocks), dim3(kHalfThreads), x, n, bf16, partials);
+  launch(sum_partials_kernel<math::RoundingCounts>, dim3(1), dim3(kHalfThreads),
+         static_cast<const math::RoundingCounts*>(partials), int(blocks), out);
+}
+
+/// *out = entries of x (n floats, n ≥ 1) that are ±inf or NaN, through
+/// count_blocks(n) partials.
+template <typename Launch>
+void launch_count_inf_or_nan(Launch& launch, const float* x, int64_t n, unsigned long long* partials,
+                             unsigned long long* out) {
+  const unsigned blocks = count_blocks(n);
+  launch(count_inf_or_nan_kernel, dim3(blocks), dim3(kHalfThreads), x, n, partials);
+  launch(sum_partials_kernel<unsigned long long>, dim3(1), dim3(kHalfThreads),
+         static_cast<const unsigned long long*>(partials), int(blocks), out);
 }
 
 }  // namespace DPT_CUDA_BUILD

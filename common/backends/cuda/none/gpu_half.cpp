@@ -31,4 +31,10 @@ void relu_backward_half(uint16_t*, const uint16_t*, int64_t, Half, int device) {
   unavailable("relu_backward_half", device);
 }
 
+void round_floats(float*, int64_t, Half, int device, math::RoundingCounts*) { unavailable("round_floats", device); }
+int64_t count_inf_or_nan(const float*, int64_t, int device) {
+  unavailable("count_inf_or_nan", device);
+  return 0;
+}
+
 }  // namespace dpt::gpu

@@ -13,13 +13,19 @@
 ///     dpt::gpu::gemm_half(0, dpt::gpu::Half::BF16, false, true, B, out, in,
 ///                         1.0f, x16, w16, 0.0f, y16);                // y = x·Wᵀ
 ///
+/// Chapter 11 keeps its 16-bit values in float32 tensors (each element
+/// representable in the format): `round_floats` rounds such a tensor in place
+/// and counts what the rounding met, `count_inf_or_nan` finds an overflow —
+/// one element's math is dpt/half_math.h's, which the CPU loops run too.
+///
 /// Left out: fp8, bias and ReLU fused into the GEMM (cuBLASLt's epilogues:
-/// gpu_half_lt.h), a CPU side (the CPU emulates 16 bits by rounding
-/// float32: chapter 11's precision.h). Built without CUDA, every function
-/// says so in a sentence.
+/// gpu_half_lt.h), a CPU side (the CPU loops over half_math.h: chapter 11's
+/// precision.cpp). Built without CUDA, every function says so in a sentence.
 #pragma once
 
 #include <cstdint>
+
+#include "dpt/half_math.h"
 
 namespace dpt::gpu {
 
@@ -59,5 +65,16 @@ void add_bias_relu_half(uint16_t* y, const float* bias, int64_t rows, int64_t co
 /// dy (n, 16-bit) = 0 where y ≤ 0, else unchanged: ReLU's backward, from its
 /// 16-bit output y (y > 0 exactly where its input was).
 void relu_backward_half(uint16_t* dy, const uint16_t* y, int64_t n, Half format, int device);
+
+/// x (n floats in GPU `device`'s memory) rounded to `format` in place, each
+/// element half_math.h's round_counting. With `counts`, what the rounding met
+/// is summed on the device and added to *counts: that call waits for the
+/// device (a 24-byte copy back), so it cannot be captured in a CUDA graph;
+/// without, it is queued and returns at once.
+void round_floats(float* x, int64_t n, Half format, int device, math::RoundingCounts* counts = nullptr);
+
+/// How many of x (n floats in GPU `device`'s memory) are ±inf or NaN
+/// (half_math.h's is_inf_or_nan), counted on the device. Waits for it.
+int64_t count_inf_or_nan(const float* x, int64_t n, int device);
 
 }  // namespace dpt::gpu
