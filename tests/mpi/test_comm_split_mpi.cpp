@@ -1,7 +1,8 @@
 // test_comm_split_mpi.cpp — Communicator::split under a real mpirun: the
 // TP x DP grid of support/split_grid.h (rows and columns, every collective
-// against the serial oracle), and a failing process stopping peers that wait
-// in a group. Each process records its own rank's view; the checks run after
+// against the serial oracle), a failing process stopping peers that wait in
+// a group, and a message nobody received, in the world or a group, reported
+// on every rank at the end. Each process records its own rank's view; the checks run after
 // launch() returns, on every process (CHECK only, as test_comm_mpi.cpp says).
 #include "support/catch.h"
 #include <chrono>
@@ -62,5 +63,27 @@ TEST_CASE("mpi split: a failing process stops peers waiting in a group, which na
   if (rank != failing) {
     INFO("rank " << rank << " (waiting in its group or the world) heard: " << seen);
     CHECK(seen.find("stopped because rank " + std::to_string(failing) + " failed") != std::string::npos);
+  }
+}
+
+TEST_CASE("mpi: a message nobody received is reported on every rank when the ranks end, in the world or a group") {
+  const int n = world_size();
+  for (bool in_group : {false, true}) {
+    int rank = -1;
+    std::string message = dpt_test::contract::launch_message(mpi(20), [&](Context& ctx) {
+      rank = ctx.rank;
+      auto pair = ctx.comm.split(ctx.rank / 2, 0);  // {0,1}, {2,3}, ...
+      float x = 1;
+      if (in_group && n >= 2) {
+        if (ctx.rank == 0) pair->send(&x, 1, 1, 7);  // world rank 1 never receives it
+      } else if (ctx.rank == 0) {
+        ctx.comm.send(&x, 1, n - 1, 7);  // a small message: an eager send completes unreceived
+      }
+      ctx.comm.barrier();
+    });
+    const int receiver = in_group ? 1 : n - 1;
+    INFO("rank " << rank << (in_group ? ", a group: " : ", the world: ") << message);
+    CHECK(message.find("rank 0 sent 1 message(s) to rank " + std::to_string(receiver) + " that rank " +
+                       std::to_string(receiver) + " never received") != std::string::npos);
   }
 }

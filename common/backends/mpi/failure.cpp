@@ -98,22 +98,26 @@ RankFailure MpiBackend::finish() {
   //    named. No deadline while nobody has failed: a peer may compute for
   //    long after we are done (as MPI_Finalize would wait). Once a failure is
   //    known, the silent ranks get grace_s(), then the job ends (abandon).
-  int mine = !self_failed_.load() ? 0 : self_primary_ ? 1 : 2;
-  std::vector<int> states(size_, 0);
-  states[rank_] = mine;
+  //    With its state, each tells each how many point-to-point messages it
+  //    sent it (unreceived.cpp compares).
+  const int64_t mine = !self_failed_.load() ? 0 : self_primary_ ? 1 : 2;
+  std::vector<int64_t> told(2 * std::size_t(size_), 0), telling(2 * std::size_t(size_), 0);  // (state, sent) per rank
+  told[2 * rank_] = mine;
   std::vector<MPI_Request> receives(size_, MPI_REQUEST_NULL), sends;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    DPT_MPI_CHECK(MPI_Irecv(&states[r], 1, MPI_INT, r, kStateTag, control_, &receives[r]));
+    telling[2 * r] = mine, telling[2 * r + 1] = sent_to_[r].load();
+    DPT_MPI_CHECK(MPI_Irecv(&told[2 * r], 2, MPI_INT64_T, r, kStateTag, control_, &receives[r]));
     sends.emplace_back();
-    DPT_MPI_CHECK(MPI_Isend(&mine, 1, MPI_INT, r, kStateTag, control_, &sends.back()));
+    DPT_MPI_CHECK(MPI_Isend(&telling[2 * r], 2, MPI_INT64_T, r, kStateTag, control_, &sends.back()));
   }
+  auto states = [&](int r) { return told[2 * std::size_t(r)]; };
   Clock::time_point start = Clock::now(), deadline = Clock::time_point::max();
   for (;;) {
     bool answered = true, failure_known = mine != 0 || !stop_reason().empty();
     for (int r = 0; r < size_; ++r) {
       if (receives[r] != MPI_REQUEST_NULL && !test(receives[r])) answered = false;
-      failure_known = failure_known || (receives[r] == MPI_REQUEST_NULL && states[r] != 0);
+      failure_known = failure_known || (receives[r] == MPI_REQUEST_NULL && states(r) != 0);
     }
     int sent = 0;
     DPT_MPI_CHECK(MPI_Testall(int(sends.size()), sends.data(), &sent, MPI_STATUSES_IGNORE));
@@ -133,7 +137,7 @@ RankFailure MpiBackend::finish() {
   RankFailure failure;  // the lowest primary rank, else the lowest PeerFailed one
   for (int want : {1, 2})
     for (int r = 0; r < size_ && !failure.any(); ++r)
-      if (states[r] == want) failure.rank = r;
+      if (states(r) == want) failure.rank = r;
   // 2. Its message, from itself.
   if (failure.any()) {
     std::vector<char> text(kAbortBytes, '\0');
@@ -153,14 +157,18 @@ RankFailure MpiBackend::finish() {
     if (!cancelled) received_from = status.MPI_SOURCE;
   }
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || r == received_from || states[r] == 0) continue;
+    if (r == rank_ || r == received_from || states(r) == 0) continue;
     std::vector<char> sink(kAbortBytes);
     DPT_MPI_CHECK(MPI_Recv(sink.data(), kAbortBytes, MPI_CHAR, r, kAbortTag, control_, MPI_STATUS_IGNORE));
   }
   if (!abort_sends_.empty())
     DPT_MPI_CHECK(MPI_Waitall(int(abort_sends_.size()), abort_sends_.data(), MPI_STATUSES_IGNORE));
   abort_sends_.clear();
-  return failure;
+  if (failure.any()) return failure;
+  // 4. Nobody failed (every rank knows it): were all messages received?
+  std::vector<int64_t> sent_to_me(size_, 0);
+  for (int r = 0; r < size_; ++r) sent_to_me[r] = r == rank_ ? sent_to_[r].load() : told[2 * std::size_t(r) + 1];
+  return agree_on_unreceived(unreceived_here(sent_to_me));
 }
 
 }  // namespace mpi

@@ -6,6 +6,7 @@
 //   collectives.cpp     the MPI all-reduce and friends, after a preflight
 //   failure.cpp         the abort protocol: fail(), finish(), stop_reason()
 //   split.cpp           sub-communicators: MPI_Comm_split, failures through the world's protocol
+//   unreceived.cpp      messages sent that nobody received, found at the end
 //
 // Every wait is a polling loop over a non-blocking call (MPI_Isend,
 // MPI_Improbe, MPI_Iallreduce, ...) instead of a blocking one, so that a rank
@@ -170,6 +171,17 @@ class MpiBackend final : public Backend {
   bool self_primary_ = false;
   std::string own_message_;  // 'P'/'S' + our error, what we send to peers
   std::vector<MPI_Request> abort_sends_;
+  // Point-to-point messages completed with each world rank, counted in the
+  // world's backend for this communicator and every group of it
+  // (count_message); finish() compares what each peer sent with what this
+  // process received. Atomic: async work may send from another thread.
+  std::unique_ptr<std::atomic<int64_t>[]> sent_to_, received_from_;
+  void count_message(bool sent, int peer);  // peer in this communicator's numbering
+  // finish(), when nobody failed: the first message some peer sent this
+  // process that it never received, or ""; then the lowest rank with one
+  // tells every rank (unreceived.cpp).
+  std::string unreceived_here(const std::vector<int64_t>& sent_to_me) const;
+  RankFailure agree_on_unreceived(const std::string& mine);
 };
 
 /// A backend on two fresh duplicates of MPI_COMM_WORLD (starts MPI first).

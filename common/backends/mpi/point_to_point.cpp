@@ -58,6 +58,7 @@ void MpiBackend::send(const float* data, int64_t count, int dst, int tag) {
   DPT_MPI_CHECK(MPI_Isend(data, int_count(count, "send"), MPI_FLOAT, dst, tag, data_, &request));
   wait_for("send to", dst, tag, count, [&] { return test(request); },
            [&] { MPI_Request_free(&request); });
+  count_message(true, dst);
 }
 
 void MpiBackend::recv(float* data, int64_t count, int src, int tag) {
@@ -67,6 +68,7 @@ void MpiBackend::recv(float* data, int64_t count, int src, int tag) {
   MPI_Request request = receive_matched(&message, status, data, count, src, tag);
   wait_for("recv from", src, tag, count, [&] { return test(request); }, [] {},
            [&] { return peer_evidence("recv from", src, 2); });
+  count_message(false, src);
 }
 
 void MpiBackend::sendrecv(const float* send_buf, int64_t send_count, int dst, float* recv_buf,
@@ -98,6 +100,8 @@ void MpiBackend::sendrecv(const float* send_buf, int64_t send_count, int dst, fl
               " floats) is not: rank " + std::to_string(dst) + " has not taken it, so it waits on another rank, "
               "or it stopped (frozen, or far slower)";
      });
+  count_message(true, dst);
+  count_message(false, src);
 }
 
 }  // namespace mpi

@@ -99,6 +99,9 @@ MpiBackend::MpiBackend(MPI_Comm data, MPI_Comm control, double timeout_s)
     : timeout_s_(timeout_s), data_(data), control_(control), abort_buffer_(kAbortBytes, '\0') {
   MPI_Comm_rank(data_, &rank_);
   MPI_Comm_size(data_, &size_);
+  sent_to_ = std::make_unique<std::atomic<int64_t>[]>(std::size_t(size_));
+  received_from_ = std::make_unique<std::atomic<int64_t>[]>(std::size_t(size_));
+  for (int r = 0; r < size_; ++r) sent_to_[r] = 0, received_from_[r] = 0;
   DPT_MPI_CHECK(MPI_Irecv(abort_buffer_.data(), kAbortBytes, MPI_CHAR, MPI_ANY_SOURCE, kAbortTag,
                           control_, &abort_request_));
 }

@@ -47,7 +47,7 @@ RankFailure World::finish(int me) {
     std::string leftover = failure_.any() ? "" : leftover_messages();
     if (leftover.empty() && !failure_.any()) leftover = leftovers_->get();  // a sub-world's (split.cpp)
     if (!leftover.empty()) {
-      failure_ = {me, leftover};
+      failure_ = {me, leftover, true};
       failed_world_rank_ = world_rank(me);
     }
   }

@@ -180,6 +180,7 @@ void launch_processes(const LaunchOptions& o, const std::function<void(Context&)
   CommAccess::set_tracer(*comm, nullptr);
   if (!out.failure.any() && !o.trace_path.empty()) gather_and_write_trace(*comm, tracer, o.trace_path);
   if (out.error) std::rethrow_exception(out.error);
+  if (out.failure.unreceived) DPT_FAIL(out.failure.message);  // nobody threw: a send nobody received
   if (out.failure.any()) throw_peer_failure(out.failure);
 }
 

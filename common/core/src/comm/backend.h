@@ -26,6 +26,9 @@ namespace detail {
 struct RankFailure {
   int rank = -1;        ///< the rank whose error is the root cause; -1 when all succeeded
   std::string message;  ///< its error message
+  /// No rank threw: the run ended with messages sent that nobody received
+  /// (`rank` is the one that should have received them; `message` says so).
+  bool unreceived = false;
   /// True when some rank failed.
   bool any() const { return rank >= 0; }
 };
