@@ -85,7 +85,7 @@ TEST_CASE("sgd_update: with momentum 0 moves each parameter by -lr times its gra
   }
 }
 
-TEST_CASE("sgd_update: the first step with momentum moves by -lr times the gradient", "[ch01]") {
+TEST_CASE("sgd_update: the first step with momentum matches torch's first step", "[ch01]") {
   int off = first_step_off(0.9f, 1, {0.1f}, 11);
   INFO("momentum 0.9: " << first_step_words(off));
   CHECK(off == 0);
@@ -102,12 +102,12 @@ TEST_CASE("sgd_update: the velocity carries over between calls (torch's SGD over
   }
 }
 
-TEST_CASE("sgd_update: the velocity sums gradients, not steps (the learning rate changes between calls)", "[ch01]") {
+TEST_CASE("sgd_update: follows torch's SGD when the learning rate changes between calls", "[ch01]") {
   int off = first_step_off(0.9f, 6, {0.1f, 0.02f, 0.05f}, 13);
   INFO("with a learning rate that changes between calls the parameter left torch's SGD after step "
        << off << " of 6; " << (off == 1 ? first_step_words(off)
-                                        : "torch's velocity accumulates gradients, and the current lr scales it "
-                                          "when it is applied"));
+                                        : "what does torch's velocity accumulate: gradients, or steps already "
+                                          "scaled by the learning rate of their call?"));
   CHECK(off == 0);
 }
 

@@ -143,7 +143,8 @@ void add_verdicts(Verdicts& v, const Context& ctx, const DataParallelRun& run, d
   v.near("host traffic per step (bytes)", measured, needed, 0,
          measured == needed ? "2(N-1)S exactly, what the average needs; the model's size sets it, not the run"
          : measured > needed ? "more than the average needs (from the model's size): which bytes did the mean not need?"
-                             : "less than the average needs: did every gradient reach rank 0, and the mean every rank?");
+                             : "less than the average needs: did every gradient reach rank 0, and the mean every rank, "
+                               "by send and recv (the hole's; a library collective moves its bytes its own way)?");
 }
 
 // ----------------------------------------------------------------------------

@@ -86,8 +86,10 @@ inline void check_matches_single_device(const std::string& program, int ranks, b
   std::string args = extra + " --no-verify " + small_problem(8) + " " + common_flags + " --save-weights " + dp;
   auto run = mpi ? run_mpi(program, ranks, "--comm mpi --comm-timeout 20 " + args)
                  : run_program(program, "--ranks " + std::to_string(ranks) + " " + args);
-  INFO(summary_line(run.output));
+  INFO("the program's own last line (its verdicts are not what this test judges): " << summary_line(run.output));
   REQUIRE(run.exit_code == 0);
+  INFO("judged here: the weights after training = one device's on the global batch, to "
+       << dpt::kSingleDeviceTolerance);
   CHECK(max_weight_difference(single, dp) < dpt::kSingleDeviceTolerance);
   std::remove(dp.c_str());
   std::remove(single.c_str());

@@ -125,8 +125,12 @@ class StepRecorder {
 };
 
 /// What a failed step check blames unless the chapter says otherwise: the
-/// cross-rank averaging of chapters 03–11.
-inline const char* const kStepCheckCause = "the ranks did not average the global batch's gradient";
+/// gradient of chapters 03–11, averaged across ranks, is not one device's —
+/// asked, not told (an average over the wrong ranks and a gradient left over
+/// from an earlier step fail alike).
+inline const char* const kStepCheckCause =
+    "the ranks' gradient is not one device's on the global batch (averaged over every rank's shard? nothing "
+    "left from an earlier step?)";
 
 /// Adds the verdicts a replay supports: the replica started from the master
 /// copy (bitwise; only when step 0 was recorded, i.e. not after a resume), and every checked step's gradient equals one device's
