@@ -52,11 +52,11 @@ std::string launch_problem(const std::vector<Bucket>& layout, int params, const 
       problem = hooks() + ", bucket " + std::to_string(b) + " was launched while its parameter " + std::to_string(p) +
                 " was not ready: its all-reduce would send a gradient backward has not finished";
     else if (b != int(launched.size()))
-      problem = hooks() + ", bucket " + std::to_string(b) + " was launched before bucket " +
-                std::to_string(launched.size()) + ": hooks fire in another order on another rank, where bucket " +
-                std::to_string(launched.size()) + " could go first; then the two ranks' all-reduce number " +
-                std::to_string(launched.size() + 1) + " would be different buckets, and their rings would add up "
-                "gradients of different parameters (or deadlock on different sizes)";
+      problem = hooks() + ", bucket " + std::to_string(b) + " was this rank's all-reduce number " +
+                std::to_string(launched.size() + 1) + ": hooks fire in another order on another rank, where "
+                "another bucket could be its number " + std::to_string(launched.size() + 1) +
+                "; then the two ranks' rings would add up gradients of different parameters (or deadlock on "
+                "different sizes)";
     launched.push_back(b);
   });
   for (int p : order) {

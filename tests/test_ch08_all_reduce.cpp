@@ -162,7 +162,8 @@ TEST_CASE("two_level_all_reduce: across nodes only same-index ranks talk, 1/G of
       CHECK(double(inside) == 2.0 * (g - 1) / g * s);
     }
     INFO(world << " ranks on " << nodes << " nodes: the busiest rank sent " << busiest << " bytes across nodes; "
-         "a halving-doubling of S/G among the K nodes sends at most " << across_bound << ", and a flat ring's "
+         "the contract allows at most " << across_bound << " (1/G of what a halving-doubling of the whole "
+         "vector among the K nodes sends), and a flat ring's "
          "busiest rank " << 2.0 * (world - 1) / world * s);
     CHECK(double(busiest) <= across_bound);
     CHECK(busiest > 0);

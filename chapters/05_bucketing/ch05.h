@@ -71,7 +71,7 @@ struct BucketState {
   std::vector<Tensor> flat;                 ///< bucket → its packed gradients (bytes/4,), on the rank's device
   std::vector<std::shared_ptr<Work>> work;  ///< bucket → its all-reduce once launched; before that a
                                             ///< placeholder whose wait() throws (no rank would ever run it)
-  std::function<void(int bucket)> launch;   ///< packs bucket b and queues its all-reduce (sets work[b])
+  std::function<void(int bucket)> launch;   ///< packs bucket b and queues its all-reduce (sets work[b], not launched[b])
 };
 
 /// --find-unused-parameters (provided, not a hole): the indices of `params`

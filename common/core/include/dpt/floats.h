@@ -4,9 +4,9 @@
 /// add a received chunk, divide by the world size, a scratch buffer), so the
 /// same ring, bucket and ZeRO code runs on `cpu:k` and on `cuda:k` devices.
 ///
-///     dpt::Floats scratch(data, largest_chunk);        // in data's memory
-///     comm.sendrecv(data + out, n_out, right, scratch.data(), n_in, left);
-///     dpt::add_floats(data + in, scratch.data(), n_in);   // data[in + i] += scratch[i]
+///     dpt::Floats scratch(data, n);                    // n floats in data's memory
+///     comm.recv(scratch.data(), n, peer);
+///     dpt::add_floats(data + at, scratch.data(), n);   // data[at + i] += scratch[i]
 ///
 /// On host memory these are the plain loops (the same bits). On a GPU they
 /// are kernels and copies queued on the calling thread's current stream

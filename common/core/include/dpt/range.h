@@ -3,8 +3,8 @@
 /// chunk (chapter 04), a ZeRO shard or layer (07), a block of a collective
 /// (08), a server's shard (09) — and `mod`, the ring's index arithmetic.
 ///
-///     Range chunk = ring_chunk(count, n, mod(r - s, n));   // step s's chunk
-///     comm.send(data + chunk.begin, chunk.size(), mod(r + 1, n));
+///     Range last = ring_chunk(count, n, n - 1);            // a chunk, by index
+///     comm.send(data + last.begin, last.size(), mod(r - 1, n));   // to the left neighbour
 ///
 /// Left out: how a vector is cut into ranges; each chapter's contract says.
 #pragma once
