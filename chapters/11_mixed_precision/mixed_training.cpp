@@ -7,6 +7,7 @@
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
+#include "dpt/flatten.h"
 #include "dpt/memory_ledger.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
@@ -58,16 +59,6 @@ int64_t MixedRun::skipped() const {
 
 namespace {
 
-// Every value of `tensors`, in order, copied to the host (from a GPU too).
-std::vector<float> bits_of(const std::vector<Tensor>& tensors) {
-  std::vector<float> all;
-  for (const Tensor& t : tensors) {
-    const std::vector<float> values = t.to_vector();
-    all.insert(all.end(), values.begin(), values.end());
-  }
-  return all;
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
@@ -115,8 +106,8 @@ MixedRun train_mixed(const Options& o, const Dataset& data, Device& device, cons
         MemoryScope scope(MemoryCategory::Grads);
         for (Tensor& w : params) round_(w.grad(), p, &run.flushes);  // weight gradients stored in 16 bits
       }
-      const std::vector<float> before = bits_of(params), masters_before = bits_of(masters),
-                               state_before = bits_of(optimizer->state_tensors());
+      const std::vector<float> before = flatten(params), masters_before = flatten(masters),
+                               state_before = flatten(optimizer->state_tensors());
       bool stepped;
       {
         MemoryScope scope(MemoryCategory::OptimizerState);
@@ -124,8 +115,8 @@ MixedRun train_mixed(const Options& o, const Dataset& data, Device& device, cons
       }
       for (Tensor& m : masters) m.zero_grad();  // the unscaled fp32 gradient is transient
       run.overflowed.push_back(!stepped);
-      if (!stepped && !(same_bits(before, bits_of(params)) && same_bits(masters_before, bits_of(masters)) &&
-                        same_bits(state_before, bits_of(optimizer->state_tensors()))))
+      if (!stepped && !(same_bits(before, flatten(params)) && same_bits(masters_before, flatten(masters)) &&
+                        same_bits(state_before, flatten(optimizer->state_tensors()))))
         ++run.skipped_changed;
       update_loss_scale(scaler, !stepped);
     }

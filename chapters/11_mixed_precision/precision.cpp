@@ -28,7 +28,7 @@ Precision parse_precision(const std::string& text) {
 
 int bytes_per_value(Precision p) { return p == Precision::FP32 ? 4 : 2; }
 
-float smallest_normal(Precision p) { return p == Precision::FP16 ? 0x1p-14f : 0x1p-126f; }
+float smallest_normal(Precision p) { return math::smallest_normal_of(p != Precision::FP16); }
 
 float round_to(float x, Precision p) {
   switch (p) {

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "ch11.h"
+#include "dpt/flatten.h"
 #include "dpt/gpu.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
@@ -64,13 +65,10 @@ void overflowed_step(const Options& o, Device& device, const Narrator& say, Verd
   for (Tensor& w : params) round_(w, Precision::FP16), masters.push_back(w.clone().set_requires_grad(true));
   std::unique_ptr<Optimizer> opt = make_optimizer(o.optimizer, masters, o.lr);
   auto all_bits = [&] {  // weights, masters and optimizer state, copied to the host
-    std::vector<float> bits;
-    for (const auto& group : {params, masters, opt->state_tensors()})
-      for (const Tensor& t : group) {
-        const std::vector<float> values = t.to_vector();
-        bits.insert(bits.end(), values.begin(), values.end());
-      }
-    return bits;
+    std::vector<Tensor> all = params;
+    all.insert(all.end(), masters.begin(), masters.end());
+    for (const Tensor& t : opt->state_tensors()) all.push_back(t);
+    return flatten(all);
   };
   for (int step = 0; step < 2; ++step) {  // one good step first, so the optimizer holds state to keep
     for (std::size_t i = 0; i < params.size(); ++i) {
@@ -127,11 +125,9 @@ void recompute_section(const Options& o, Device& device, Precision p, const std:
     const double before = double(device.ledger().current(MemoryCategory::Activations));
     forward_backward(net, batch, p, 1.0f, r, nullptr);
     const double peak = double(device.ledger().peak(MemoryCategory::Activations)) - before;
-    std::vector<float> grads;  // copied to the host (from a GPU too)
-    for (const Tensor& w : params) {
-      const std::vector<float> g = w.grad().to_vector();
-      grads.insert(grads.end(), g.begin(), g.end());
-    }
+    std::vector<Tensor> grad_tensors;
+    for (const Tensor& w : params) grad_tensors.push_back(w.grad());
+    const std::vector<float> grads = flatten(grad_tensors);  // copied to the host (from a GPU too)
     std::vector<double> times;  // the same step again, for its time only
     for (int rep = 0; rep < 7; ++rep) {
       for (Tensor& w : params) w.zero_grad();

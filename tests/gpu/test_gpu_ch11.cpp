@@ -31,6 +31,7 @@
 #include "ch11.h"
 #include "dpt/data.h"
 #include "dpt/device.h"
+#include "dpt/flatten.h"
 #include "dpt/options.h"
 #include "mixed_training.h"
 #include "recompute.h"
@@ -70,12 +71,9 @@ double curve_gap(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 std::vector<float> grads_of(const MLP& model) {
-  std::vector<float> all;
-  for (const Tensor& w : model.parameters()) {
-    const std::vector<float> g = w.grad().to_vector();
-    all.insert(all.end(), g.begin(), g.end());
-  }
-  return all;
+  std::vector<Tensor> grads;
+  for (const Tensor& w : model.parameters()) grads.push_back(w.grad());
+  return flatten(grads);  // to the host, in order
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
