@@ -6,7 +6,7 @@
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
-#include "dpt/gpu.h"
+#include "dpt/floats.h"
 #include "dpt/gpu_half.h"
 #include "dpt/kernels.h"
 
@@ -15,26 +15,15 @@ namespace dpt::ch11 {
 namespace {
 
 // t's values as 16-bit patterns in stream-ordered scratch on t's GPU (exact
-// when each is representable in `format`), given back in the stream's order
-// at the end of the scope: after the GEMMs queued before then have read it.
+// when each is representable in `format`): dpt::Floats, two patterns a float,
+// given back in its stream's order after the GEMMs queued before then.
 struct HalfCopy {
-  int device;
-  uint16_t* ptr = nullptr;
-  HalfCopy(const Tensor& t, gpu::Half format) : device(t.device().index()) {
-    const std::size_t bytes = std::size_t(t.numel() > 0 ? t.numel() : 1) * sizeof(uint16_t);
-    ptr = static_cast<uint16_t*>(gpu::allocate_on_stream(device, bytes));
-    DPT_CHECK(ptr, "a 16-bit linear on " << t.device().name() << ": no room for a " << gpu::half_name(format)
-                                         << " copy of " << shape_str(t.shape()));
-    gpu::round_to_half(ptr, t.data(), t.numel(), format, device);
+  Floats scratch;
+  uint16_t* ptr;
+  HalfCopy(const Tensor& t, gpu::Half format)
+      : scratch(t.device().index(), (t.numel() + 1) / 2), ptr(reinterpret_cast<uint16_t*>(scratch.data())) {
+    gpu::round_to_half(ptr, t.data(), t.numel(), format, t.device().index());
   }
-  ~HalfCopy() {
-    try {
-      gpu::free_on_stream(device, ptr);
-    } catch (...) {  // a GPU already in error: its memory goes with the context (unwinding must go on)
-    }
-  }
-  HalfCopy(const HalfCopy&) = delete;
-  HalfCopy& operator=(const HalfCopy&) = delete;
 };
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "cuda_stream_launch.cuh"
 #include "cuda_thread_state.cuh"
 #include "dpt/check.h"
+#include "dpt/floats.h"
 #include "dpt/gpu.h"
 #include "dpt/gpu_half.h"
 #include "library_check.h"
@@ -34,23 +35,15 @@ cudaStream_t current(int device) {
   return static_cast<cudaStream_t>(current_stream(device).handle());
 }
 
-// `bytes` of stream-ordered scratch on the current stream of `device`, given
-// back in the stream's order when it goes out of scope.
+// `count` values of T in stream-ordered scratch on the current stream of
+// `device` (dpt::Floats: given back in that stream's order).
+template <typename T>
 struct Scratch {
-  int device;
-  void* ptr = nullptr;
-  Scratch(int gpu, std::size_t bytes, const char* what) : device(gpu) {
-    ptr = gpu::allocate_on_stream(gpu, bytes);
-    DPT_CHECK(ptr, what << " on cuda:" << gpu << ": no room for " << bytes << " bytes of partial counts");
-  }
-  ~Scratch() {
-    try {
-      gpu::free_on_stream(device, ptr);
-    } catch (...) {  // a GPU already in error: its memory goes with the context (unwinding must go on)
-    }
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
+  Floats floats;
+  T* ptr;
+  Scratch(int device, int64_t count)
+      : floats(device, int64_t((std::size_t(count) * sizeof(T) + sizeof(float) - 1) / sizeof(float))),
+        ptr(reinterpret_cast<T*>(floats.data())) {}
 };
 
 // The result of a count the stream is computing, once it is there: copied
@@ -127,8 +120,8 @@ void round_floats(float* x, int64_t n, Half format, int device, math::RoundingCo
   const bool bf16 = format == Half::BF16;
   if (counts == nullptr) return launch_round_floats(launch, x, n, bf16, nullptr, nullptr);
   const unsigned blocks = count_blocks(n);  // partials, then the sum
-  Scratch scratch(device, (blocks + 1) * sizeof(math::RoundingCounts), "round_floats");
-  auto* partials = static_cast<math::RoundingCounts*>(scratch.ptr);
+  Scratch<math::RoundingCounts> scratch(device, blocks + 1);
+  math::RoundingCounts* partials = scratch.ptr;
   launch_round_floats(launch, x, n, bf16, partials, partials + blocks);
   math::RoundingCounts met{};
   read_back(met, partials + blocks, stream);
@@ -140,8 +133,8 @@ int64_t count_inf_or_nan(const float* x, int64_t n, int device) {
   cudaStream_t stream = current(device);
   StreamLaunch launch{stream};
   const unsigned blocks = count_blocks(n);
-  Scratch scratch(device, (blocks + 1) * sizeof(unsigned long long), "count_inf_or_nan");
-  auto* partials = static_cast<unsigned long long*>(scratch.ptr);
+  Scratch<unsigned long long> scratch(device, blocks + 1);
+  unsigned long long* partials = scratch.ptr;
   launch_count_inf_or_nan(launch, x, n, partials, partials + blocks);
   unsigned long long found = 0;
   read_back(found, partials + blocks, stream);
