@@ -140,12 +140,9 @@ bool check_and_time(Step& step, const std::string& key, const std::string& label
 
 json measure_config(const Config& c, Half format, int repeats, double window_s, float lr, Verdicts& v) {
   const std::string label = c.model + " B=" + std::to_string(c.batch) + " " + gpu::half_name(format);
-  Rng rng(1);
-  std::vector<float> host_x(std::size_t(c.batch * c.widths.front()));
-  for (float& value : host_x) value = rng.uniform(-1.0f, 1.0f);
-  Tensor x = Tensor::from_vector({c.batch, c.widths.front()}, host_x, Device::host()).to(Device::cuda(0));
-  std::vector<int64_t> labels(std::size_t(c.batch));
-  for (auto& label_k : labels) label_k = int64_t(rng.below(uint64_t(c.widths.back())));
+  const GpuBatch drawn = random_batch(c.widths, c.batch);
+  const Tensor& x = drawn.x;
+  const std::vector<int64_t>& labels = drawn.labels;
   json row = {{"model", c.model}, {"batch", c.batch}, {"format", gpu::half_name(format)}};
   row["flops"] = 6.0 * double(c.batch) * [&] {
     double s = 0;

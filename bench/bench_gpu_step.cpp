@@ -146,12 +146,9 @@ json graph_step(TrainingStep& eager, TrainingStep& captured, int repeats, double
 
 json measure_config(const Config& c, int repeats, double window_s, bool with_graph, float lr, Verdicts& verdicts) {
   const std::string label = c.model + " B=" + std::to_string(c.batch);
-  Rng rng(1);
-  std::vector<float> host_x(std::size_t(c.batch * c.widths.front()));
-  for (float& v : host_x) v = rng.uniform(-1.0f, 1.0f);
-  Tensor x = Tensor::from_vector({c.batch, c.widths.front()}, host_x, Device::host()).to(Device::cuda(0));
-  std::vector<int64_t> labels(std::size_t(c.batch));
-  for (auto& label_k : labels) label_k = int64_t(rng.below(uint64_t(c.widths.back())));
+  const GpuBatch drawn = random_batch(c.widths, c.batch);
+  const Tensor& x = drawn.x;
+  const std::vector<int64_t>& labels = drawn.labels;
 
   std::vector<GemmShape> shapes = step_gemms(c.widths, c.batch);
   TrainingStep eager(c.widths, x, labels, lr, 7), captured(c.widths, x, labels, lr, 7);

@@ -16,6 +16,22 @@
 
 namespace dpt::bench {
 
+// The batch both GPU benches train on: x (batch, widths[0]) uniform in
+// [-1, 1) on cuda:0 and labels below widths.back(), drawn from seed 1.
+struct GpuBatch {
+  Tensor x;
+  std::vector<int64_t> labels;
+};
+inline GpuBatch random_batch(const std::vector<int64_t>& widths, int64_t batch) {
+  Rng rng(1);
+  std::vector<float> host_x(std::size_t(batch * widths.front()));
+  for (float& v : host_x) v = rng.uniform(-1.0f, 1.0f);
+  GpuBatch b{Tensor::from_vector({batch, widths.front()}, host_x, Device::host()).to(Device::cuda(0)),
+             std::vector<int64_t>(std::size_t(batch))};
+  for (auto& label : b.labels) label = int64_t(rng.below(uint64_t(widths.back())));
+  return b;
+}
+
 // A model, its optimizer and one fixed batch on cuda:0; run() is one step.
 // `loss` holds the last step's loss tensor (read after a graph replay).
 struct TrainingStep {

@@ -73,13 +73,32 @@ struct HalfStep {
     gpu::synchronize(0);  // `ones` is freed at the end of the constructor
   }
 
+  // x and every weight cast to 16 bits from the fp32 masters (LtHalfStep's too).
+  void cast_inputs() {
+    gpu::round_to_half(x16.ptr, x.data(), x.numel(), format, 0);
+    for (std::size_t l = 0; l + 1 < widths.size(); ++l)
+      gpu::round_to_half(w16[l]->ptr, params[2 * l].data(), params[2 * l].numel(), format, 0);
+  }
+  // From the logits: the loss, its gradient in fp32, and that cast to 16 bits.
+  void loss_and_gradient() {
+    Kernels& k = cuda_kernels(0);
+    const int64_t classes = widths.back();
+    k.softmax_cross_entropy(probs.data(), loss.data(), logits.data(), labels.data(), batch, classes);
+    k.softmax_cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), one.data(), batch, classes);
+    gpu::round_to_half(dlogits16.ptr, dlogits.data(), dlogits.numel(), format, 0);
+  }
+  // SGD on the fp32 masters from the fp32 gradients.
+  void update() {
+    Kernels& k = cuda_kernels(0);
+    for (std::size_t i = 0; i < params.size(); ++i)
+      k.sgd_step(params[i].data(), dparams[i].data(), lr, 0.0f, params[i].numel());
+  }
+
   void run() {
     Kernels& k = cuda_kernels(0);
     const std::size_t layers = widths.size() - 1;
     // forward: x (B, in) → … → logits (B, classes)
-    gpu::round_to_half(x16.ptr, x.data(), x.numel(), format, 0);
-    for (std::size_t l = 0; l < layers; ++l)
-      gpu::round_to_half(w16[l]->ptr, params[2 * l].data(), params[2 * l].numel(), format, 0);
+    cast_inputs();
     const uint16_t* in = x16.ptr;
     for (std::size_t l = 0; l < layers; ++l) {
       const int64_t fan_in = widths[l], fan_out = widths[l + 1];
@@ -92,11 +111,8 @@ struct HalfStep {
         k.add_bias(logits.data(), params[2 * l + 1].data(), batch, fan_out);
       }
     }
-    const int64_t classes = widths.back();
-    k.softmax_cross_entropy(probs.data(), loss.data(), logits.data(), labels.data(), batch, classes);
     // backward: dy (B, out) in 16 bits from the logits' gradient down
-    k.softmax_cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), one.data(), batch, classes);
-    gpu::round_to_half(dlogits16.ptr, dlogits.data(), dlogits.numel(), format, 0);
+    loss_and_gradient();
     const uint16_t* dy = dlogits16.ptr;
     for (std::size_t l = layers; l-- > 0;) {
       const int64_t fan_in = widths[l], fan_out = widths[l + 1];
@@ -110,8 +126,7 @@ struct HalfStep {
       gpu::relu_backward_half(dact16[l - 1]->ptr, act16[l - 1]->ptr, batch * fan_in, format, 0);
       dy = dact16[l - 1]->ptr;
     }
-    for (std::size_t i = 0; i < params.size(); ++i)
-      k.sgd_step(params[i].data(), dparams[i].data(), lr, 0.0f, params[i].numel());
+    update();
   }
 
   std::vector<std::vector<float>> weights() const {

@@ -78,28 +78,17 @@ struct LtHalfStep {
   }
 
   void run() {
-    Kernels& k = cuda_kernels(0);
     const std::size_t layers = base.widths.size() - 1;
-    const int64_t batch = base.batch, classes = base.widths.back();
-    gpu::round_to_half(base.x16.ptr, base.x.data(), base.x.numel(), base.format, 0);
-    for (std::size_t l = 0; l < layers; ++l) {
-      const Tensor& weight = base.params[2 * l];
-      gpu::round_to_half(base.w16[l]->ptr, weight.data(), weight.numel(), base.format, 0);
-      if (l + 1 < layers)
-        gpu::round_to_half(bias16[l]->ptr, base.params[2 * l + 1].data(), base.widths[l + 1], base.format, 0);
-    }
+    base.cast_inputs();
+    for (std::size_t l = 0; l + 1 < layers; ++l)  // hidden biases too: cuBLASLt adds a bias of the output's type
+      gpu::round_to_half(bias16[l]->ptr, base.params[2 * l + 1].data(), base.widths[l + 1], base.format, 0);
     for (const auto& gemm : forward) gemm->run();
-    k.softmax_cross_entropy(base.probs.data(), base.loss.data(), base.logits.data(), base.labels.data(), batch,
-                            classes);
-    k.softmax_cross_entropy_backward(base.dlogits.data(), base.probs.data(), base.labels.data(), base.one.data(),
-                                     batch, classes);
-    gpu::round_to_half(base.dlogits16.ptr, base.dlogits.data(), base.dlogits.numel(), base.format, 0);
+    base.loss_and_gradient();
     for (std::size_t l = layers; l-- > 0;) {  // layer l's dy is ready: its dW and db, then the dy below
       weight_grad[l]->run();
       if (l > 0) input_grad[l]->run();
     }
-    for (std::size_t i = 0; i < base.params.size(); ++i)
-      k.sgd_step(base.params[i].data(), base.dparams[i].data(), base.lr, 0.0f, base.params[i].numel());
+    base.update();
   }
 
   std::vector<std::vector<float>> weights() const { return base.weights(); }
