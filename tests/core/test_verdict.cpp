@@ -65,3 +65,26 @@ TEST_CASE("a non-finite loss stops training with a sentence naming the step", "[
                                                             contains_text("--lr"));
   CHECK_THROWS_AS(require_finite_loss(-std::numeric_limits<double>::infinity(), 3, 0.1), Error);
 }
+
+TEST_CASE("a check that cannot fail on the run's shape prints a dash, never a tick", "[verdict]") {
+  Verdicts v;
+  v.holds("a fact", true, "seen");
+  v.cannot_fail("ranks hold the same weights", on_one_rank(4));
+  CHECK(v.all_passed());
+  CHECK(v.vacuous() == 1);
+  std::ostringstream out;
+  v.print(out);
+  CHECK_THAT(out.str(), contains_text("\u2014 ranks hold the same weights \u2014 cannot fail on 1 rank (try --ranks 4)") &&
+                            contains_text("all 1 checks passed; 1 could not fail on this run's shape") &&
+                            !contains_text("\u2714 ranks hold"));
+  v.holds("a broken fact", false, "");
+  std::ostringstream failed;
+  v.print(failed);
+  CHECK_THAT(failed.str(), contains_text("1 of 2 checks FAILED; 1 could not fail"));
+  Verdicts only_vacuous;
+  only_vacuous.cannot_fail("ranks agree", on_one_rank(2));
+  std::ostringstream none;
+  only_vacuous.print(none);
+  CHECK_THAT(none.str(), contains_text("no check could fail on this run's shape"));
+  CHECK(only_vacuous.exit_code() == 0);
+}

@@ -84,6 +84,7 @@ int run_chapter(int argc, char** argv, const Chapter& chapter, const ChapterFlag
   CLI::App app{chapter.program + " — " + chapter.title, chapter.program};
   Options options = chapter.defaults;
   LaunchOptions launch_options;
+  launch_options.ranks = chapter.default_ranks;
   bool verify = true;
   add_common_flags(app, options);
   add_launch_flags(app, launch_options);

@@ -38,6 +38,20 @@ void Verdicts::holds(const std::string& what, bool ok, const std::string& seen) 
   verdicts_.push_back({what, "", "", seen, ok});
 }
 
+void Verdicts::cannot_fail(const std::string& what, const std::string& why) {
+  Verdict v{what, "", "", why, true};
+  v.vacuous = true;
+  verdicts_.push_back(v);
+}
+
+int Verdicts::vacuous() const {
+  int count = 0;
+  for (const auto& v : verdicts_) count += v.vacuous ? 1 : 0;
+  return count;
+}
+
+std::string on_one_rank(int64_t try_ranks) { return "on 1 rank (try --ranks " + std::to_string(try_ranks) + ")"; }
+
 int Verdicts::failures() const {
   int failed = 0;
   for (const auto& v : verdicts_) failed += v.passed ? 0 : 1;
@@ -50,19 +64,27 @@ int Verdicts::failures() const {
 void Verdicts::print(std::ostream& out) const {
   out << "\n-- verdicts " << std::string(60, '-') << "\n";
   for (const auto& v : verdicts_) {
+    if (v.vacuous) {
+      out << "  \u2014 " << v.what << " \u2014 cannot fail " << v.why << "\n";
+      continue;
+    }
     out << (v.passed ? "  \u2714 " : "  \u2718 ") << v.what;
     if (!v.measured.empty()) out << ": " << v.measured;
     if (!v.bound.empty()) out << " (expected " << v.bound << ")";
     if (!v.why.empty()) out << " — " << v.why;
     out << "\n";
   }
-  int failed = failures();
+  int failed = failures(), idle = vacuous();
+  size_t able = verdicts_.size() - size_t(idle);  // checks that could have failed
+  std::string also = idle == 0 ? "" : "; " + std::to_string(idle) + " could not fail on this run's shape";
   if (verdicts_.empty())
     out << "  \u2718 no checks ran\n";
+  else if (able == 0)
+    out << "  no check could fail on this run's shape (" << idle << " listed above)\n";
   else if (failed == 0)
-    out << "  all " << verdicts_.size() << " checks passed\n";
+    out << "  all " << able << " checks passed" << also << "\n";
   else
-    out << "  " << failed << " of " << verdicts_.size() << " checks FAILED\n";
+    out << "  " << failed << " of " << able << " checks FAILED" << also << "\n";
 }
 
 void require_finite_loss(double loss, int64_t step, double lr) {

@@ -54,6 +54,10 @@ struct Chapter {
   std::vector<std::string> rank_local_flags = {};
   /// The common flags' defaults for this chapter (ch05: a larger --model).
   Options defaults = {};
+  /// --ranks when the command line gives none (threads): the ranks of the page's
+  /// first command, so that a bare run's distributed verdicts can fail. Under
+  /// mpirun the process count decides, as always.
+  int default_ranks = 1;
 };
 
 /// Registers a chapter's own flags on `app`; `options` (the common flags,

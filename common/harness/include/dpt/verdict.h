@@ -5,7 +5,8 @@
 ///     Verdicts v;
 ///     v.at_most("max |w - w_single-device|", diff, 1e-5, "float sums in another order");
 ///     v.holds("each rank sends only to its right neighbour", right_only, matrix_summary);
-///     v.print(std::cout);          // ✔/✘ per line, then "3 of 3 checks passed"
+///     if (world == 1) v.cannot_fail("ranks agree", on_one_rank(4));   // "—", never ✔
+///     v.print(std::cout);          // ✔/✘ per line, then "all 3 checks passed"
 ///     return v.exit_code();        // 0, or kVerdictFailed when any check failed
 ///
 /// A NaN (or infinity) never passes: `at_most(x, NaN, tol)` fails, because a
@@ -33,6 +34,7 @@ struct Verdict {
   std::string bound;     ///< the tolerance as printed ("<= 1e-05"); "" for holds()
   std::string why;       ///< why this tolerance, or what was seen (may be "")
   bool passed = false;   ///< the outcome
+  bool vacuous = false;  ///< could not fail on this run's shape (printed "—", not ✔); passed is true
 };
 
 /// An ordered list of verdicts for one run.
@@ -48,11 +50,18 @@ class Verdicts {
             const std::string& why = "");
   /// Passes when `ok`; `seen` says what the numbers showed either way.
   void holds(const std::string& what, bool ok, const std::string& seen = "");
+  /// A check this run's shape cannot fail (one rank has nobody to disagree
+  /// with): printed "— what — cannot fail <why>", never ✔, and not counted
+  /// among the checks that passed. `why` says how to make it able to fail
+  /// (on_one_rank(4): "on 1 rank (try --ranks 4)").
+  void cannot_fail(const std::string& what, const std::string& why);
 
   /// The verdicts so far, in order.
   const std::vector<Verdict>& all() const { return verdicts_; }
   /// Number of failed verdicts.
   int failures() const;
+  /// Number of verdicts that could not fail on this run's shape.
+  int vacuous() const;
   /// True when there is at least one verdict and none failed.
   bool all_passed() const { return !verdicts_.empty() && failures() == 0; }
   /// Prints a "verdicts" banner, one ✔/✘ line each, and a count line.
@@ -64,6 +73,10 @@ class Verdicts {
  private:
   std::vector<Verdict> verdicts_;
 };
+
+/// "on 1 rank (try --ranks N)": why a distributed check cannot fail on one
+/// rank, and the rank count that makes it able to.
+std::string on_one_rank(int64_t try_ranks);
 
 /// Throws dpt::Error when `loss` is NaN or infinite: "training diverged at step
 /// S: loss is nan (… lower --lr)". Called every step by every training loop,
