@@ -169,7 +169,7 @@ void launch_processes(const LaunchOptions& o, const std::function<void(Context&)
                                            : detail::make_mpi_communicator(o.timeout_s);
   TraceClock::time_point origin = TraceClock::now();
   set_error_rank(comm->rank());
-  DPT_CHECK(!o.ranks_given || o.ranks == comm->size(),  // not given: the process count, whatever the default
+  DPT_CHECK(!(o.ranks_given || o.ranks != 1) || o.ranks == comm->size(),
             "--ranks " << o.ranks << " but " << comm->size() << " MPI process(es) were started: "
                        << "under --comm mpi every process is one rank, so start it with mpirun -np "
                        << o.ranks << " ... --comm " << o.comm << " (or drop --ranks)");

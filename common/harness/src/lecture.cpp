@@ -92,6 +92,8 @@ int run_chapter(int argc, char** argv, const Chapter& chapter, const ChapterFlag
   std::vector<CLI::Option*> own = added_options(app, options, add_flags);
   own.push_back(app.get_option("--verify"));  // a chapter may run a collective check under it (ch07)
   parse_flags(app, argc, argv);
+  // The default rank count is for threads; under mpirun the process count decides.
+  if (!launch_options.ranks_given && launch_options.comm != "threads") launch_options.ranks = 1;
   const auto own_values = chapter_flag_values(own, chapter.rank_local_flags);
   return run_lecture(chapter.program, launch_options, [&](Context& ctx) {
     Lecture lec(&ctx, ctx.device, options, verify, chapter.program);
