@@ -38,6 +38,17 @@ import subprocess
 import sys
 import tempfile
 
+# PyTorch's bf16 GEMMs on a CPU (autocast's, crosscheck_ch11.py) go through
+# oneDNN, which takes the CPU's native bf16 dot products where it has them
+# (avx512_bf16, AMX): those add pairs of products in another order and round
+# otherwise, so the bf16 curve would depend on the CPU (an AMD EPYC with
+# avx512_bf16 parted from ch11 by 9e-4). Capped at AVX512_CORE, oneDNN widens
+# bf16 to fp32 and sums with fp32 FMAs on every CPU that has AVX-512. Read
+# once, when torch loads oneDNN: set before the import. (Older oneDNN reads
+# DNNL_, newer ONEDNN_; a value set by hand wins.)
+os.environ.setdefault("DNNL_MAX_CPU_ISA", "AVX512_CORE")
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")
+
 try:
     import numpy as np
     import torch
@@ -203,6 +214,45 @@ def train_torch(init, data, optimizer_name, lr, batch, steps, autocast=None):
 
 # ----------------------------------------------------------------------------
 # comparing
+
+def bf16_gemm_problem(shapes):
+    """"" when every GEMM of a bf16 Linear's forward and backward (x·Wᵀ, dy·W, dyᵀ·x) sums in
+    fp32 for these (batch, in, out) shapes, else which one sums in bf16, in words. The probe: a
+    contraction of [256, 1, 1, …] is 256 + K − 1 summed in fp32 (then rounded to bf16 once) and
+    stays 256 summed in bf16 (256 + 1 is a tie, rounded to 256). Without oneDNN's bf16 kernels
+    (a CPU without AVX-512) PyTorch 1.13's own kernel sums dy·W and dyᵀ·x in bf16."""
+    bf16 = torch.bfloat16
+
+    def ramp(rows, cols, dim):  # ones, with 256 first along the contracted dimension
+        t = torch.ones(rows, cols)
+        t.select(dim, 0).fill_(256.0)
+        return t.to(bf16)
+
+    for batch, n_in, n_out in shapes:
+        gemms = [("x·Wᵀ", torch.nn.functional.linear(ramp(batch, n_in, 1), torch.ones(n_out, n_in, dtype=bf16)), n_in),
+                 ("dy·W", ramp(batch, n_out, 1).mm(torch.ones(n_out, n_in, dtype=bf16)), n_out),
+                 ("dyᵀ·x", ramp(batch, n_out, 0).t().mm(torch.ones(batch, n_in, dtype=bf16)), batch)]
+        for name, got, k in gemms:
+            want = torch.tensor(256.0 + k - 1).to(bf16).item()
+            if got[0, 0].item() != want:
+                return (f"PyTorch's bf16 GEMM {name} ({batch}x{n_in}->{n_out}) sums in bf16 on this CPU "
+                        f"(a probe summed to {got[0, 0].item():g}, fp32 sums give {want:g}), not in fp32 as "
+                        "autocast's contract and ch11 do")
+    return ""
+
+
+def bf16_gemm_path():
+    """Which kernels the autocast oracle's bf16 GEMMs take, and what this CPU has, in words."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    native = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    where = f"this CPU's {', '.join(native)} left unused" if native else "this CPU has no native bf16 dot products"
+    return f"oneDNN capped at {cap}: bf16 widened to fp32, fp32 FMA sums ({where})"
+
 
 def loss_error(dpt_losses, torch_losses):
     """Largest |a − b| / |b| over the steps."""
