@@ -177,6 +177,14 @@ class Scoreboard(unittest.TestCase):
         self.assertIn("2 of 2 holes done", out)
         self.assertNotIn("ch04", out)
 
+    def test_a_pattern_picks_chapters_as_ctest_does(self):
+        code, out = grade("reference.jsonl", "-L", "ch0[34]")  # the fixture's chapters: 2 holes each
+        self.assertEqual(code, 0, out)
+        self.assertIn("4 of 4 holes done", out)
+        code, out = grade("reference.jsonl", "-L", "ch04|ch05")
+        self.assertIn("2 of 2 holes done", out)
+        self.assertNotIn("ch03", out)
+
 
 class ExpectHoles(unittest.TestCase):
     def test_untouched_holes_all_fail_with_not_implemented(self):

@@ -78,8 +78,10 @@ inline std::string mpmd_problem() {
 
 /// One line that says why a program failed, for a test's message (no log
 /// floods): the first line with "error:" (how chapters report errors and
-/// timeouts), a failed verdict (✘) or a signal,
-/// else the last non-empty line; at most 400 characters.
+/// timeouts), a failed verdict (✘) or a signal, else the last non-empty line
+/// — and when that line is a pass ("all 4 checks passed", a ✔), a sentence
+/// saying the program found nothing wrong, so a passing line is never quoted
+/// as a failure's reason; at most 400 characters.
 inline std::string summary_line(const std::string& output) {
   // A hole not written yet is the one line a student needs (and what the
   // grader counts as "not implemented"), even where the chapter went on.
@@ -99,6 +101,11 @@ inline std::string summary_line(const std::string& output) {
       return line.substr(0, 400);
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   }
+  if (last.find("checks passed") != std::string::npos || last.find("\u2714") != std::string::npos ||
+      last.find("could not fail") != std::string::npos)
+    return ("the program's own checks found nothing wrong (it ends \"" + last.substr(last.find_first_not_of(' ')) +
+            "\"): what failed is this test's check, below")
+        .substr(0, 400);
   return last.substr(0, 400);
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <iterator>
 #include <limits>
 #include <sstream>
@@ -231,8 +232,10 @@ int run_guarded(const std::string& program, const std::function<void()>& body) {
     body();
     return 0;
   } catch (const Error& e) {
+    std::cout.flush();  // what was printed so far lands above the error, also through a pipe (the tour's tee)
     print_error_line(program + ": error: " + e.what());
   } catch (const std::exception& e) {
+    std::cout.flush();
     print_error_line(program + ": internal error: " + e.what());
   }
   return 1;
