@@ -42,6 +42,28 @@ TEST_CASE("chapter: --dp 2 with 2 stages on 4 ranks: the gradient is one device'
   CHECK(run.output.find("2 x 2, 4 of 2") != std::string::npos);  // stages x pipelines, micro-batches
 }
 
+TEST_CASE("chapter: a bare run (no --ranks) splits the model over 4 stages on 4 rank threads", "[ch13]") {
+  auto run = dpt_test::run_program("ch13_pipeline_parallel", kThreads);  // kThreads names no --ranks
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("4 x 1, 4 of 2") != std::string::npos);  // stages x pipelines, micro-batches
+}
+
+TEST_CASE("chapter: --metrics has one loss row per step, with --dp 2 as well", "[ch13]") {
+  const std::string path = dpt_test::temp_path("ch13_metrics.jsonl");
+  auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 4 --stages 2 --dp 2 " + kThreads + "--metrics " + path);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  std::vector<int64_t> steps;
+  for (const nlohmann::json& row : dpt_test::read_jsonl(path))
+    if (row.contains("loss")) {
+      steps.push_back(row["step"].get<int64_t>());
+      CHECK(row["loss"].is_number());
+    }
+  CHECK(steps == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19});
+  std::remove(path.c_str());
+}
+
 TEST_CASE("chapter: a stage twice as slow is named by the verdict", "[ch13]") {
   auto run = dpt_test::run_program("ch13_pipeline_parallel", "--ranks 3 --stages 3 --slow-stage 1 " + kThreads);
   INFO(run.output);
@@ -93,12 +115,16 @@ TEST_CASE("chapter: under mpirun -np 4, ch13's verdicts pass", "[ch13][mpi]") {
   }
 }
 
-TEST_CASE("chapter: bad --stages, --micro-batches, --slow-stage or rank count get one sentence and exit 2", "[ch13]") {
+TEST_CASE("chapter: bad --stages, --micro-batches, --slow-stage, --stage-ms or rank count get one sentence and exit 2", "[ch13]") {
   struct Bad { const char* args; const char* says; };
   for (const Bad& bad : {Bad{"--ranks 6 --stages 6", "is more than the 5 layers"},
                          Bad{"--ranks 4 --micro-batches 5", "does not divide --batch 32"},
-                         Bad{"--ranks 3", "3 ranks, but --stages 4 x --dp 1 = 4"},
-                         Bad{"--ranks 4 --dp 2", "4 ranks, but --stages 4 x --dp 2 = 8"},
+                         Bad{"--ranks 3", "--stages 4 x --dp 1 = 4 ranks, but the run has 3 ranks"},
+                         Bad{"--ranks 4 --dp 2", "--stages 4 x --dp 2 = 8 ranks, but the run has 4 ranks"},
+                         Bad{"--ranks 1", "but the run has 1 rank: start 4 ranks, or change --stages or --dp"},
+                         Bad{"--ranks 4 --stage-ms 0 --slow-stage 1", "--stage-ms, which is 0"},
+                         Bad{"--ranks 4 --stage-ms nan", "--stage-ms"},
+                         Bad{"--ranks 4 --stage-ms -0.5", "-0.5 is not a time"},
                          Bad{"--ranks 4 --slow-stage 4", "is not a stage"}}) {
     auto run = dpt_test::run_program("ch13_pipeline_parallel", std::string("--quiet ") + bad.args);
     INFO(bad.args << ": " << run.output);

@@ -20,18 +20,11 @@ std::vector<int> expected_dp_members(int world_rank, int tp, int dp) {
 }
 
 Groups::Groups(Context& ctx, int tp, int dp) : tp_size_(tp), dp_size_(dp) {
-  DPT_CHECK(tp >= 1 && dp >= 1 && tp * dp == ctx.world,
-            "--tp " << tp << " x --dp " << dp << " = " << tp * dp << " ranks, but the run has " << ctx.world);
-  if (dp == 1) {  // the world is the one TP group
-    tp_ = &ctx.comm;
-    return;
-  }
-  // Two splits of the world, each collective over every rank, in the same order on every rank.
-  owned_.push_back(ctx.comm.split(ctx.rank / tp, ctx.rank));  // TP: consecutive ranks, ranked as in the world
-  owned_.push_back(ctx.comm.split(ctx.rank % tp, ctx.rank));  // DP: the same index in their TP groups
-  tp_ = owned_[0].get();
-  dp_ = owned_[1].get();
-  dp_rank_ = dp_->rank();
+  // TP first, the axis that varies fastest: its groups are consecutive ranks.
+  grid_ = std::make_unique<Grid>(ctx.comm, std::vector<GridAxis>{{"tp", tp, "--tp"}, {"dp", dp, "--dp"}});
+  tp_ = &grid_->group("tp");  // with D = 1, the world itself
+  if (dp > 1) dp_ = &grid_->group("dp");
+  dp_rank_ = grid_->coord("dp");
 }
 
 std::string group_problem(int world_rank, const std::string& group, const std::vector<int>& expected,

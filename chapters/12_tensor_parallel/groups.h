@@ -8,6 +8,7 @@
 ///     world rank r:  TP group ⌊r/T⌋ (members ⌊r/T⌋·T + 0 … T−1), index t = r mod T
 ///                    DP group t     (members t, t + T, t + 2T, …),  index d = ⌊r/T⌋
 ///
+/// The world is split by dpt::Grid (dpt/grid.h) on the axes {"tp", T}, {"dp", D}.
 /// Left out: other layouts (Megatron's order flags), pipeline groups (chapter 13).
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dpt/grid.h"
 #include "dpt/launch.h"
 
 namespace dpt::ch12 {
@@ -22,7 +24,7 @@ namespace dpt::ch12 {
 /// One rank's groups. With D = 1 the TP group is the world itself.
 class Groups {
  public:
-  /// Collective over the world: T·D must equal ctx.world (else dpt::Error).
+  /// Collective over the world: T·D must equal ctx.world (else dpt::Error naming --tp and --dp).
   Groups(Context& ctx, int tp, int dp);
   Communicator& tp() { return *tp_; }  ///< the T ranks that share this rank's model
   Communicator* dp() { return dp_; }   ///< the D replicas of this rank's slice; null when D = 1
@@ -32,9 +34,9 @@ class Groups {
   int dp_rank() const { return dp_rank_; }      ///< d: which samples this rank's model trains on
 
  private:
+  std::unique_ptr<Grid> grid_;
   Communicator* tp_ = nullptr;
   Communicator* dp_ = nullptr;
-  std::vector<std::unique_ptr<Communicator>> owned_;
   int tp_size_, dp_size_, dp_rank_ = 0;
 };
 

@@ -62,7 +62,7 @@ struct Layout {
 Layout layout(const Ch12Flags& f, int world) {
   Layout l;
   if (f.tp > 0 && f.dp > 0 && f.tp * f.dp != world)
-    l.problem = str("--tp ", f.tp, " x --dp ", f.dp, " = ", f.tp * f.dp, " ranks, but the run has ", world);
+    l.problem = grid_problem({{"tp", f.tp, "--tp"}, {"dp", f.dp, "--dp"}}, world);
   else if (f.tp > 0 && world % f.tp != 0) l.problem = str("--tp ", f.tp, " does not divide the ", world, " ranks");
   else if (f.dp > 0 && world % f.dp != 0) l.problem = str("--dp ", f.dp, " does not divide the ", world, " ranks");
   l.tp = f.tp > 0 ? f.tp : world / (f.dp > 0 ? f.dp : 1);

@@ -21,8 +21,8 @@
 // schedules, balancing stages by measured cost, wire time in the clock.
 // Theory: docs/ch13_pipeline_parallel.md.
 //
-// Run it:
-//     build/reference/bin/ch13_pipeline_parallel --ranks 4 --gantt ch13.svg
+// Run it (bare: 4 stages on 4 rank threads; --metrics FILE: the loss per step):
+//     build/reference/bin/ch13_pipeline_parallel --gantt ch13.svg
 //     build/reference/bin/ch13_pipeline_parallel --ranks 4 --schedule gpipe --micro-batches 4 --slow-stage 2
 //     build/reference/bin/ch13_pipeline_parallel --ranks 8 --stages 4 --dp 2        # 2 pipelines of 4 stages
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch13_pipeline_parallel --comm mpi
@@ -36,6 +36,7 @@
 
 #include "ch13.h"
 #include "dpt/data_parallel.h"
+#include "dpt/grid.h"
 #include "dpt/lecture.h"
 #include "dpt/optim.h"
 #include "dpt/options.h"
@@ -45,34 +46,11 @@ using namespace dpt;
 using namespace dpt::ch13;
 
 // ----------------------------------------------------------------------------
-// the whole model's weights and gradients on stage 0, for the step check and
-// for the model the harness scores
+// the grid of ranks
 
 namespace {
-// Stage s > 0 sends its weights (and gradients, `with_grads`) to stage 0,
-// which copies them into `model`'s other layers and returns the flat vectors.
-void gather_model(Communicator& comm, const PipelineStage& stage, MLP& model, bool with_grads,
-                  std::vector<float>* weights, std::vector<float>* grads) {
-  const std::vector<Tensor> all = model.parameters();
-  if (comm.rank() != 0) {
-    for (const Tensor& p : stage.parameters()) {
-      comm.send(p, 0);
-      if (with_grads) comm.send(p.grad(), 0);
-    }
-    return;
-  }
-  for (int s = 0; s < comm.size(); ++s) {
-    LayerRange range = stage_layers(int(model.layers().size()), comm.size(), s);
-    for (int i = 2 * range.first; i < 2 * range.last; ++i) {
-      Tensor p = all[std::size_t(i)], g = s == 0 && with_grads ? p.grad() : Tensor::zeros(p.shape(), p.device());
-      if (s > 0) comm.recv(p, s);
-      if (s > 0 && with_grads) comm.recv(g, s);
-      Tensor host_p = p.to(Device::host()), host_g = g.to(Device::host());
-      if (weights) weights->insert(weights->end(), host_p.data(), host_p.data() + p.numel());
-      if (grads) grads->insert(grads->end(), host_g.data(), host_g.data() + g.numel());
-    }
-  }
-}
+// P stages (the first axis: a pipeline's stages are consecutive ranks) by D pipelines.
+std::vector<GridAxis> stage_grid(const Ch13Flags& f) { return {{"pp", f.stages, "--stages"}, {"dp", f.dp, "--dp"}}; }
 }  // namespace
 
 // ----------------------------------------------------------------------------
@@ -84,14 +62,11 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   const Narrator& say = lec.say;
   Verdicts& v = lec.verdicts;
   const int P = f.stages, M = f.micro_batches, D = f.dp;
-  DPT_CHECK(P * D == ctx.world, "--stages " << P << " x --dp " << D << " = " << P * D << " ranks, but " << ctx.world
-                                            << " were started: start P x D ranks");
-  // Two groups per rank: its pipeline (rank = stage s) and its data-parallel
-  // group (the D ranks that hold stage s, rank = pipeline d).
-  const int d = ctx.rank / P;
-  std::unique_ptr<Communicator> pipeline_group = ctx.comm.split(d, ctx.rank % P);
-  std::unique_ptr<Communicator> dp_group = ctx.comm.split(ctx.rank % P, d);
-  Communicator& pipe = *pipeline_group;
+  // Rank d·P + s is stage s of pipeline d: its pipeline is its "pp" group
+  // (ranked by stage), the D ranks holding stage s its "dp" group.
+  Grid grid(ctx.comm, stage_grid(f));
+  Communicator& pipe = grid.group("pp");
+  const int d = grid.coord("dp");
   const int s = pipe.rank();
   MLP model = build_model(o, ctx.device);  // every rank: the flags' model; the stage keeps its layers
   PipelineStage stage(model, s, P);
@@ -169,23 +144,26 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   const std::vector<Op> ops = can_train ? schedule_of(trained, s, P, M) : std::vector<Op>{};
   ProgressBar bar("train", o.steps, say.enabled());
   std::vector<float> losses;
+  MetricsWriter metrics(ctx.is_root() ? o.metrics : "");  // --metrics: the global batch's loss per step
   for (int64_t step = 0; can_train && step < o.steps; ++step) {
     StageStep mine = pipeline_step(pipe, stage, batch_of(step), M, ops, &ctx.trace);  // --trace: wall-clock spans
     if (D > 1) {  // data parallelism across pipelines: stage s's gradient averaged over the D ranks holding it
       std::vector<Tensor> grads;
       for (const Tensor& p : stage.parameters()) grads.push_back(p.grad());
       Tensor flat = flatten_on(grads, ctx.device);
-      dp_group->all_reduce(flat, ReduceOp::Avg);
+      grid.group("dp").all_reduce(flat, ReduceOp::Avg);
       unflatten(flat, grads);
     }
     float loss = float(mine.loss);  // the last stage's, handed to stage 0 for printing
     if (s == P - 1 && P > 1) pipe.send(&loss, 1, 0);
     if (s == 0 && P > 1) pipe.recv(&loss, 1, P - 1);
+    if (s == 0 && D > 1) grid.group("dp").all_reduce(&loss, 1, ReduceOp::Avg);  // the global batch's loss
     std::vector<float> weights, grads;
     if (d == 0) gather_model(pipe, stage, model, true, &weights, &grads);  // pipeline 0 speaks for all
     if (ctx.is_root()) lec.recorder.record(step, o.steps, weights.data(), grads.data(), int64_t(weights.size()));
     optimizer->step();
     losses.push_back(loss);
+    metrics.write(step, {{"loss", loss}});
     bar.update(step + 1, "loss " + fixed(loss, 4));
   }
   bar.finish();
@@ -219,7 +197,7 @@ int main(int argc, char** argv) {
     app.add_option("--schedule", flags.schedule, "What training runs: gpipe or 1f1b")
         ->check(CLI::IsMember({"gpipe", "1f1b"}))->capture_default_str();
     app.add_option("--stage-ms", flags.stage_ms, "The clock's forward time per micro-batch and stage, ms (backward 2x); 0: measured")
-        ->check(CLI::Range(0.0, 1e4))->capture_default_str();
+        ->check(number_in(-1, 1e4))->capture_default_str();
     app.add_option("--slow-stage", flags.slow_stage, "The clock runs this stage at half speed (-1: none)")->capture_default_str();
     app.add_option("--gantt", flags.gantt, "SVG: the Gantt chart of one step per schedule")->check(output_path());
     app.add_option("--gantt-trace", flags.gantt_trace, "Chrome trace JSON of the same clock")->check(output_path());
@@ -234,12 +212,15 @@ int main(int argc, char** argv) {
       if (flags.slow_stage < -1 || flags.slow_stage >= flags.stages)
         throw CLI::ValidationError("--slow-stage", str(flags.slow_stage, " is not a stage: pick 0 to ", flags.stages - 1,
                                                        ", or -1 for none"));
-      CLI::Option* ranks = app.get_option("--ranks");  // under mpirun with no --ranks, the lecture checks the world
-      if (ranks->count() == 0 && app.get_option("--comm")->as<std::string>() != "threads") return;
-      const int n = ranks->count() > 0 ? ranks->as<int>() : 1;
-      if (n != flags.stages * flags.dp)
-        throw CLI::ValidationError("--ranks", str(n, " ranks, but --stages ", flags.stages, " x --dp ", flags.dp, " = ",
-                                                  flags.stages * flags.dp, ": start P x D ranks"));
+      if (flags.stage_ms < 0)
+        throw CLI::ValidationError("--stage-ms", str(flags.stage_ms, " is not a time: give 0 (measured) or more, in ms"));
+      if (flags.stage_ms == 0 && flags.slow_stage >= 0)
+        throw CLI::ValidationError("--slow-stage", str(flags.slow_stage, " slows the clock's --stage-ms, which is 0 (measured",
+                                                       " times): give --stage-ms > 0 with it, or drop it"));
+      const std::string comm = app.get_option("--comm")->as<std::string>();  // under mpirun the process count is the world
+      const int world = comm == "threads" ? app.get_option("--ranks")->as<int>() : detect_process_environment().world;
+      const std::string problem = grid_problem(stage_grid(flags), world);
+      if (!problem.empty()) throw CLI::ValidationError("--ranks", problem);
     });
   };
   Options defaults;
@@ -247,6 +228,6 @@ int main(int argc, char** argv) {
   defaults.optimizer = "adam", defaults.lr = 1e-3f;
   return run_chapter(int(args.size()), args.data(),
                      {"ch13_pipeline_parallel", "pipeline parallelism: stages, micro-batches, GPipe and 1F1B",
-                      {"--gantt", "--gantt-trace"}, defaults},
+                      {"--gantt", "--gantt-trace"}, defaults, /*default_ranks=*/4},
                      add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
 }

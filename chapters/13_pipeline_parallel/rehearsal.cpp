@@ -8,6 +8,7 @@
 // run's eager limit waiting for their receive as they will in the run, and
 // every wait bounded by a few seconds. A deadlock ends there as a ✘ naming
 // the ranks that waited, and the chapter goes on without that schedule.
+#include <algorithm>
 #include <exception>
 
 #include "dpt/launch.h"
@@ -17,8 +18,14 @@ namespace dpt::ch13 {
 
 namespace {
 // The stand-ins fill tensors of a few KiB: the whole rehearsal needs
-// milliseconds, so a wait of 3 s is a deadlock, not a slow peer.
+// milliseconds, so a wait of 3 s is a deadlock, not a slow peer. The other
+// ranks wait for rank 0's rehearsals in one broadcast, bounded by
+// --comm-timeout: the rehearsals together take at most half of it, so a
+// deadlock is reported as your run_schedule's, not as that broadcast's.
 constexpr double kRehearsalTimeoutS = 3;
+double rehearsal_timeout_s(const Communicator& world, std::size_t schedules) {
+  return std::min(kRehearsalTimeoutS, world.timeout_s() / 2 / double(std::max<std::size_t>(schedules, 1)));
+}
 
 // Stage s of P: takes and hands on micro_size x width tensors across its
 // boundaries (width boundary_floats[s] between stages s and s+1), computes nothing.
@@ -34,10 +41,10 @@ StageWork stand_in(int s, int P, int64_t micro_size, const std::vector<int64_t>&
 
 // "" when run_schedule ran `schedule` to the end on every stand-in stage, else why not.
 std::string rehearse(const std::string& schedule, int P, int M, int64_t micro_size,
-                     const std::vector<int64_t>& boundary_floats, int64_t eager_limit_bytes) {
+                     const std::vector<int64_t>& boundary_floats, int64_t eager_limit_bytes, double timeout_s) {
   LaunchOptions options;
   options.ranks = P;
-  options.timeout_s = kRehearsalTimeoutS;
+  options.timeout_s = timeout_s;
   options.eager_limit_bytes = eager_limit_bytes;
   options.private_world = true;  // also from rank 0 of an mpirun job
   try {
@@ -59,15 +66,17 @@ std::vector<std::string> schedules_that_run(Communicator& world, const std::vect
                                             const std::vector<int64_t>& boundary_floats, int64_t eager_limit_bytes,
                                             const Narrator& say, Verdicts& v) {
   std::vector<float> runs(schedules.size(), 1.0f);
+  const double timeout_s = rehearsal_timeout_s(world, schedules.size());
   if (world.rank() == 0)
     for (std::size_t k = 0; k < schedules.size(); ++k) {
-      const std::string problem = rehearse(schedules[k], stages, micro_batches, micro_size, boundary_floats, eager_limit_bytes);
+      const std::string problem = rehearse(schedules[k], stages, micro_batches, micro_size, boundary_floats, eager_limit_bytes,
+                                              timeout_s);
       runs[k] = problem.empty() ? 1.0f : 0.0f;
       v.holds(str(schedules[k], ": run_schedule runs every stage's schedule to the end (rehearsed on ", stages,
                   " rank threads, ", eager_limit_bytes == 0 ? std::string("every send") : str("sends above ", eager_limit_bytes, " bytes"),
                   " waiting for the receive)"),
               problem.empty(),
-              problem.empty() ? "" : str("every wait was bounded by ", kRehearsalTimeoutS, " s: ", problem));
+              problem.empty() ? "" : str("every wait was bounded by ", fmt(timeout_s), " s: ", problem));
       if (!problem.empty())
         say.say(str(schedules[k], ": your run_schedule did not finish its rehearsal (see its verdict), so ", schedules[k],
                     " is left out below"));

@@ -91,6 +91,32 @@ TEST_CASE("a send above the eager limit waits for its receive, and the report na
   CHECK(exchange(int64_t(4) * count) == "");  // the limit is inclusive: 4 MiB fits a 4 MiB limit
 }
 
+TEST_CASE("sendrecv frees a rendezvous send it receives before its own send is taken") {
+  // Rank 0 sends x to rank 1 (every send a rendezvous), then receives y.
+  // Rank 1, later, sends y and receives x in one sendrecv. As under MPI,
+  // rank 1's receive completes rank 0's send, which then posts its receive
+  // of y: no deadlock, whichever arrives first.
+  for (int late : {0, 1}) {
+    dpt::LaunchOptions o = threads(2, 2);
+    o.eager_limit_bytes = 0;
+    float got[2] = {0, 0};
+    dpt::launch(o, [&](Context& ctx) {
+      if (ctx.rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      float mine = float(ctx.rank + 1), theirs = 0;
+      if (ctx.rank == 0) {
+        ctx.comm.send(&mine, 1, 1);
+        ctx.comm.recv(&theirs, 1, 1);
+      } else {
+        ctx.comm.sendrecv(&mine, 1, 0, &theirs, 1, 0);
+      }
+      got[ctx.rank] = theirs;
+    });
+    INFO("rank " << late << " came late");
+    CHECK(got[0] == 2.0f);
+    CHECK(got[1] == 1.0f);
+  }
+}
+
 TEST_CASE("a rank waiting on a peer that is in no communication call says the peer stopped") {
   // Rank 1 computes (sleeps) past the timeout: a frozen or far slower rank.
   // Rank 0 waits on it, in a recv and in a send above the eager limit: not a

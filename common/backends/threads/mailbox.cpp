@@ -214,6 +214,13 @@ void World::sendrecv(int me, const float* send_buf, int64_t send_count, int dst,
                     << "), but rank " << dst << " has finished its function: nobody will receive it");
   PostedRecv r(recv_buf, recv_count);
   post(me, r, src, tag);
+  if (r.has_message) {  // taken from the queue: its sender may be a rendezvous send waiting for this copy, so
+    lock.unlock();      // copy now, before our own send waits (for that sender's next receive, perhaps)
+    copy_out(me, r, src, tag);
+    r.has_message = false;
+    lock.lock();
+    check_not_aborted();
+  }
   Clock::time_point departure, arrival;
   if (link_.enabled()) std::tie(departure, arrival) = reserve_link(me, dst, 4 * send_count);
   LentSend lent;
