@@ -13,8 +13,10 @@
 ///   - fp16's encode: F16C's vcvtps2ph where the CPU has it (checked at run
 ///     time, so a binary built elsewhere still runs), then NaN made the
 ///     lesson's quiet NaN; otherwise the branch-free loop.
-/// AVX512-BF16's vcvtneps2bf16 is not used: it flushes subnormal inputs to
-/// zero, which the lesson's bf16 keeps.
+/// Not used, because they are not the lesson's bits: AVX512-BF16's
+/// vcvtneps2bf16 flushes subnormal inputs to zero (0x00018000 gives 0x0000,
+/// the lesson 0x0002), and F16C's vcvtph2ps quiets a signalling NaN (0x7c01
+/// gives 0x7fc02000, the lesson's from_fp16 0x7f802000).
 ///
 /// tests/test_ch10_fast.cpp checks every path against the lesson's code on
 /// every fp16/bf16 pattern and on millions of floats (ties, subnormals,
