@@ -84,7 +84,7 @@ void print_break_even(Lecture& lec, const std::vector<Shape>& shapes, const std:
   lec.say.section("When compressing pays: each compressor's own work against the wire time it saves");
   if (ctx.world == 1) return lec.say.say("One rank sends nothing, so no compressor saves a byte: run with --ranks 4 to see the break-even table.");
   LinkModel link = effective_link(ctx.options);
-  std::string link_name = "--link " + ctx.options.link_preset + ": " + link.describe();
+  std::string link_name = "the run's link (" + link.describe() + ")";
   if (link.gbps <= 0) link = link_preset("ethernet"), link_name = "10 Gbit/s Ethernet (--link ethernet: " + link.describe() + ")";
   const double beta = link.gbps * 1e9 / 8, alpha = link.latency_us * 1e-6;  // bytes per second, seconds per message
 
