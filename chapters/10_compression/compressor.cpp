@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
 #include "ch10.h"
 #include "dpt/check.h"
 #include "dpt/range.h"
+#include "fast_casts.h"
 #include "formats.h"
+#include "topk_select.h"
 
 namespace dpt::ch10 {
 
@@ -38,65 +41,95 @@ class NoCompression : public Compressor {
 // sends it chunk (r − s − 1) mod n, adds that one into its own 16-bit copy;
 // after n − 1 steps it owns chunk (r + 1) mod n summed over all ranks, and the
 // all-gather passes the owned chunks round: 2(n − 1) messages of c words.
+// The casts are fast_casts.h's array loops: the same bits as to_half and
+// from_half (formats.h), at memory speed.
 class Cast16 : public Compressor {
  public:
   explicit Cast16(Half format) : format_(format) {}
   void reduce(Communicator& comm, std::vector<float>& x, std::vector<float>& delivered) override {
     const int n = comm.size(), r = comm.rank();
     const int64_t psi = int64_t(x.size()), words = (psi + 1) / 2, c = (words + n - 1) / n;
-    std::vector<uint16_t> halves(std::size_t(2 * c * n), 0);
-    delivered.assign(x.size(), 0);
-    for (int64_t i = 0; i < psi; ++i) {
-      halves[std::size_t(i)] = to_half(format_, x[std::size_t(i)] / float(n));  // pre-divided: the sum cannot overflow sooner
-      delivered[std::size_t(i)] = from_half(format_, halves[std::size_t(i)]) * float(n);
+    // The wire: n chunks of c words, two halves a word, the first in the low
+    // bits (pack's layout: memory order on a little-endian CPU). A member,
+    // kept from call to call: a fresh 1 MB vector costs more in page faults
+    // than the casts. Blocks of kBlock values keep the steps in L1.
+    wire_.resize(std::size_t(c * n));
+    char* wire_bytes = reinterpret_cast<char*>(wire_.data());
+    std::memset(wire_bytes + 2 * psi, 0, std::size_t(4 * c * n - 2 * psi));  // the padding
+    delivered.resize(x.size());
+    for (int64_t at = 0; at < psi; at += kBlock) {  // x/n in 16 bits, and what it stands for
+      const int64_t len = std::min(kBlock, psi - at);
+      float f[kBlock];
+      uint16_t h[kBlock];
+      for (int64_t i = 0; i < len; ++i) f[i] = x[std::size_t(at + i)] / float(n);  // pre-divided: the sum cannot overflow sooner
+      to_halves(f, h, len);
+      std::memcpy(wire_bytes + 2 * at, h, std::size_t(2 * len));
+      from_halves(h, f, len);
+      for (int64_t i = 0; i < len; ++i) delivered[std::size_t(at + i)] = f[i] * float(n);
     }
-    std::vector<float> wire = pack(halves), incoming(static_cast<std::size_t>(c));
+    std::vector<float> incoming(static_cast<std::size_t>(c));
     const int right = (r + 1) % n, left = (r + n - 1) % n;
-    auto chunk = [&](int index) { return wire.data() + int64_t(mod(index, n)) * c; };
+    auto chunk = [&](int index) { return wire_.data() + int64_t(mod(index, n)) * c; };
     for (int s = 0; s < n - 1; ++s) {  // scatter-reduce: add the left neighbour's partial sum into ours
       comm.sendrecv(chunk(r - s), c, right, incoming.data(), c, left);
-      float* mine = chunk(r - s - 1);
-      for (int64_t w = 0; w < c; ++w) {
-        uint32_t sum = 0;
-        for (int half = 0; half < 2; ++half) {
-          const int shift = 16 * half;
-          const float a = from_half(format_, uint16_t(bits_of(mine[w]) >> shift));
-          const float b = from_half(format_, uint16_t(bits_of(incoming[std::size_t(w)]) >> shift));
-          sum |= uint32_t(to_half(format_, a + b)) << shift;
-        }
-        mine[w] = word_of(sum);
-      }
+      add_halves(chunk(r - s - 1), incoming.data(), 2 * c);
     }
     for (int s = 0; s < n - 1; ++s) {  // all-gather: pass the summed chunks round
       comm.sendrecv(chunk(r + 1 - s), c, right, incoming.data(), c, left);
       std::copy(incoming.begin(), incoming.end(), chunk(r - s));
     }
-    const std::vector<uint16_t> summed = unpack(wire, psi);
-    for (int64_t i = 0; i < psi; ++i) x[std::size_t(i)] = from_half(format_, summed[std::size_t(i)]);
+    for (int64_t at = 0; at < psi; at += kBlock) {  // the sums, back to float
+      const int64_t len = std::min(kBlock, psi - at);
+      uint16_t h[kBlock];
+      std::memcpy(h, wire_bytes + 2 * at, std::size_t(2 * len));
+      from_halves(h, x.data() + at, len);
+    }
   }
   std::string name() const override { return format_ == Half::FP16 ? "fp16" : "bf16"; }
 
  private:
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Cast16 reads pack()'s words as uint16 pairs in memory order");
+  static constexpr int64_t kBlock = 1024;
+  void to_halves(const float* from, uint16_t* to, int64_t count) const {
+    format_ == Half::FP16 ? to_fp16_many(from, to, count) : to_bf16_many(from, to, count);
+  }
+  void from_halves(const uint16_t* from, float* to, int64_t count) const {
+    format_ == Half::FP16 ? from_fp16_many(from, to, count) : from_bf16_many(from, to, count);
+  }
+  // The `count` halves in `mine` become round(mine + incoming): added in float32, rounded back.
+  void add_halves(float* mine, const float* incoming, int64_t count) const {
+    char* mine_bytes = reinterpret_cast<char*>(mine);
+    const char* incoming_bytes = reinterpret_cast<const char*>(incoming);
+    for (int64_t at = 0; at < count; at += kBlock) {
+      const int64_t len = std::min(kBlock, count - at);
+      uint16_t a[kBlock], b[kBlock];
+      float sum[kBlock], addend[kBlock];
+      std::memcpy(a, mine_bytes + 2 * at, std::size_t(2 * len));
+      std::memcpy(b, incoming_bytes + 2 * at, std::size_t(2 * len));
+      from_halves(a, sum, len);
+      from_halves(b, addend, len);
+      for (int64_t i = 0; i < len; ++i) sum[i] += addend[i];
+      to_halves(sum, a, len);
+      std::memcpy(mine_bytes + 2 * at, a, std::size_t(2 * len));
+    }
+  }
   Half format_;
+  std::vector<float> wire_;
 };
 
 // ----------------------------------------------------------------------------
-// topk:K: this rank's K largest |x| (ties: the lower index), as K index words
-// then K values, all-gathered; the decode is the hole.
+// topk:K: this rank's K largest |x| (ties: the lower index; topk_select.h),
+// in index order as K index words then K values, all-gathered; the decode is
+// the hole.
 class TopK : public Compressor {
  public:
   explicit TopK(int64_t k) : k_(k) {}
   void reduce(Communicator& comm, std::vector<float>& x, std::vector<float>& delivered) override {
-    std::vector<int64_t> order(x.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k_, order.end(), [&](int64_t a, int64_t b) {
-      const float fa = std::fabs(x[std::size_t(a)]), fb = std::fabs(x[std::size_t(b)]);
-      return fa > fb || (fa == fb && a < b);
-    });
+    const std::vector<int64_t> chosen = top_k_indices(x, k_);
     std::vector<float> message(std::size_t(2 * k_)), gathered(std::size_t(2 * k_ * comm.size()));
     delivered.assign(x.size(), 0);
     for (int64_t j = 0; j < k_; ++j) {
-      const std::size_t i = std::size_t(order[std::size_t(j)]);
+      const std::size_t i = std::size_t(chosen[std::size_t(j)]);
       message[std::size_t(j)] = index_word(int64_t(i));
       message[std::size_t(k_ + j)] = x[i];
       delivered[i] = x[i];
@@ -112,7 +145,8 @@ class TopK : public Compressor {
 
 // ----------------------------------------------------------------------------
 // sign: per tensor, ceil(numel/32) words of sign bits (1: x >= 0) and one
-// scale word mean|x|; a rank's tensor decodes to ±scale.
+// scale word mean|x|; a rank's tensor decodes to ±scale. The loops run over
+// whole 32-entry words so that a compiler vectorizes them.
 class ScaledSign : public Compressor {
  public:
   explicit ScaledSign(std::vector<int64_t> sizes) : sizes_(std::move(sizes)) {}
@@ -120,15 +154,14 @@ class ScaledSign : public Compressor {
     std::vector<float> message;
     for (int64_t at = 0, t = 0; t < int64_t(sizes_.size()); at += sizes_[std::size_t(t)], ++t) {
       const int64_t size = sizes_[std::size_t(t)];
-      double magnitude = 0;
-      for (int64_t i = 0; i < size; ++i) magnitude += std::fabs(x[std::size_t(at + i)]);
+      const float* v = x.data() + at;
       for (int64_t w = 0; w < (size + 31) / 32; ++w) {
         uint32_t bits = 0;
-        for (int64_t b = 0; b < 32 && 32 * w + b < size; ++b)
-          if (x[std::size_t(at + 32 * w + b)] >= 0) bits |= 1u << b;
+        const int64_t width = std::min<int64_t>(32, size - 32 * w);
+        for (int64_t b = 0; b < width; ++b) bits |= uint32_t(v[32 * w + b] >= 0) << b;
         message.push_back(word_of(bits));
       }
-      message.push_back(size ? float(magnitude / double(size)) : 0.0f);
+      message.push_back(size ? float(mean_magnitude(v, size)) : 0.0f);
     }
     const int n = comm.size();
     std::vector<float> gathered(message.size() * std::size_t(n));
@@ -139,12 +172,8 @@ class ScaledSign : public Compressor {
       const float* row = gathered.data() + message.size() * std::size_t(rank);
       for (int64_t at = 0, t = 0; t < int64_t(sizes_.size()); at += sizes_[std::size_t(t)], ++t) {
         const int64_t size = sizes_[std::size_t(t)], words = (size + 31) / 32;
-        const float scale = row[words];
-        for (int64_t i = 0; i < size; ++i) {
-          const float value = (bits_of(row[i / 32]) >> (i % 32)) & 1u ? scale : -scale;
-          x[std::size_t(at + i)] += value;
-          if (rank == comm.rank()) delivered[std::size_t(at + i)] = value;
-        }
+        decode(row, row[words], size, x.data() + at, true);
+        if (rank == comm.rank()) decode(row, row[words], size, delivered.data() + at, false);
         row += words + 1;
       }
     }
@@ -153,6 +182,28 @@ class ScaledSign : public Compressor {
   std::string name() const override { return "sign"; }
 
  private:
+  // mean |v| over (size,), summed in double in 8 interleaved lanes (a
+  // vector's worth; in double the order changes the mean by ~1e-16·size
+  // relative, far below the float it is rounded to).
+  static double mean_magnitude(const float* v, int64_t size) {
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= size; i += 8)
+      for (int j = 0; j < 8; ++j) lane[j] += std::fabs(v[i + j]);
+    for (; i < size; ++i) lane[0] += std::fabs(v[i]);
+    return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) / double(size);
+  }
+  // out[i] = (or, accumulating, +=) ±scale for i < size, + where bit i of the words is set.
+  static void decode(const float* words, float scale, int64_t size, float* out, bool accumulate) {
+    for (int64_t w = 0; w < (size + 31) / 32; ++w) {
+      const uint32_t bits = bits_of(words[w]);
+      const int64_t width = std::min<int64_t>(32, size - 32 * w);
+      for (int64_t b = 0; b < width; ++b) {
+        const float value = (bits >> b) & 1u ? scale : -scale;
+        out[32 * w + b] = accumulate ? out[32 * w + b] + value : value;
+      }
+    }
+  }
   std::vector<int64_t> sizes_;
 };
 

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "break_even.h"
 #include "bytes_and_plot.h"
 #include "ch10.h"
 #include "compressed_training.h"
@@ -217,6 +218,7 @@ void lecture(Lecture& lec, const Ch10Flags& f) {
           "seconds in the gradient sync (compression included; with --link ethernet, a 10 GbE link's). The last column is\n"
           "error feedback's invariant on each rank (largest over ranks): with it, float rounding; without it\n"
           "(residual 0), what the compressor lost for good.");
+  print_break_even(lec, shapes, settings);  // when the compressors' own work costs less than the bytes they save
   write_accuracy_plot(f.plot, "ch10: held-out accuracy against bytes, " + std::to_string(ctx.world) + " ranks, " +
                                   std::to_string(o.steps) + " steps", points);
   if (!f.plot.empty()) say.say("plot: " + f.plot);
