@@ -72,13 +72,15 @@ double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& sh
     }
     std::mt19937_64 generator(seed + 1000003);
     std::normal_distribution<float> normal;
-    std::vector<float> q(std::size_t(cols * rank)), approx;
-    for (float& v : q) v = normal(generator);
+    std::vector<float> q_in(std::size_t(cols * rank));
+    for (float& v : q_in) v = normal(generator);
+    Tensor q = Tensor::from_vector({cols, rank}, q_in, Device::host()), result;
     try {
-      powersgd_round(comm, matrix_of(comm.rank()), rows, cols, q, rank, approx);  // the hole
+      powersgd_round(comm, Tensor::from_vector(s, matrix_of(comm.rank()), Device::host()), q, result);  // the hole
     } catch (const NotImplemented&) {
       return std::nan("");
     }
+    const std::vector<float> approx = result.defined() ? result.to_vector() : std::vector<float>();
     double largest = 0, gap = 0;
     for (std::size_t i = 0; i < mean.size(); ++i) {
       largest = std::max(largest, std::fabs(mean[i]));
