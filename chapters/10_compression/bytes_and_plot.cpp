@@ -66,7 +66,7 @@ double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& sh
       return m;
     };
     std::vector<double> mean(std::size_t(rows * cols), 0);
-    for (int r = 0; r < comm.size(); ++r) {
+    for (int r = 0; r < comm.size() && comm.rank() == 0; ++r) {  // rank 0 judges: n matrices, not n² over the ranks
       const std::vector<float> m = matrix_of(r);
       for (std::size_t i = 0; i < m.size(); ++i) mean[i] += double(m[i]) / comm.size();
     }
@@ -81,6 +81,7 @@ double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& sh
       return std::nan("");
     }
     const std::vector<float> approx = result.defined() ? result.to_vector() : std::vector<float>();
+    if (comm.rank() != 0) continue;
     double largest = 0, gap = 0;
     for (std::size_t i = 0; i < mean.size(); ++i) {
       largest = std::max(largest, std::fabs(mean[i]));
@@ -103,7 +104,7 @@ double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t se
     return x;
   };
   std::vector<double> mean(static_cast<std::size_t>(psi), 0);
-  for (int r = 0; r < comm.size(); ++r) {
+  for (int r = 0; r < comm.size() && comm.rank() == 0; ++r) {  // rank 0 judges
     const std::vector<float> x = vector_of(r);
     std::vector<int64_t> order(x.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
@@ -116,6 +117,7 @@ double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t se
   } catch (const NotImplemented&) {
     return std::nan("");
   }
+  if (comm.rank() != 0) return 0;
   double gap = 0, largest = 0;
   for (std::size_t i = 0; i < mean.size(); ++i) {
     const double d = std::fabs(double(x[i]) - mean[i]);
