@@ -68,6 +68,7 @@ TEST_CASE("chapter: ch10's bad DiLoCo flags are one sentence and exit 2, never a
                          Bad{"--mode diloco --outer-momentum 1", "expects a finite number from 0 to 0.999"},
                          Bad{"--mode diloco --outer-lr 1e30", "expects a finite number above 0 and at most 2"},
                          Bad{"--mode diloco --outer-lr nan", "expects a finite number above 0 and at most 2"},
+                         Bad{"--no-compare --outer-lr 0.5", "--outer-lr: not used by --mode compress --no-compare"},
                          Bad{"--ranks 65", "ch10 runs at most 64"}}) {
     auto run = dpt_test::run_program("ch10_compression", dpt_test::small_problem(8) + " " + bad.flags);
     INFO(bad.flags << ": " << run.output);

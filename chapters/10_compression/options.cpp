@@ -79,6 +79,9 @@ void add_ch10_flags(CLI::App& app, Options& options, Ch10Flags& flags) {
       return;
     }
     refuse_in_mode(app, "--inner-steps", "compress", "its DiLoCo section holds the outer step to its laws at H = 1");
+    if (!flags.compare)
+      for (const char* flag : {"--outer-lr", "--outer-momentum", "--equivalence-steps"})
+        refuse_in_mode(app, flag, "compress --no-compare", "DiLoCo's laws run at the end of the tour");
     const std::vector<Shape> shapes = model_shapes(options);
     check_spec("--compress", flags.mine.compress, shapes);
     if (flags.compare) check_spec("--tour-rank", "powersgd:" + std::to_string(flags.tour_rank), shapes);
