@@ -56,3 +56,33 @@ TEST_CASE("chapter: --inner-steps that does not divide --steps is one sentence a
   CHECK(run.exit_code == 2);
   CHECK(run.output.find("7 does not divide --steps 30") != std::string::npos);
 }
+
+TEST_CASE("chapter: ch10's bad DiLoCo flags are one sentence and exit 2, never a later failure", "[ch10]") {
+  struct Bad { std::string flags; const char* says; };
+  for (const Bad& bad : {Bad{"--mode diloco --compress topk:10 --error-feedback", "--compress: not used by --mode diloco"},
+                         Bad{"--mode diloco --error-feedback", "--error-feedback: not used by --mode diloco"},
+                         Bad{"--mode diloco --plot x.svg", "--plot: not used by --mode diloco"},
+                         Bad{"--inner-steps 5", "--inner-steps: not used by --mode compress"},
+                         Bad{"--mode diloco --outer-momentum nan", "expects a finite number from 0 to 0.999, got 'nan'"},
+                         Bad{"--mode diloco --outer-momentum -0.5", "expects a finite number from 0 to 0.999"},
+                         Bad{"--mode diloco --outer-momentum 1", "expects a finite number from 0 to 0.999"},
+                         Bad{"--mode diloco --outer-lr 1e30", "expects a finite number above 0 and at most 2"},
+                         Bad{"--mode diloco --outer-lr nan", "expects a finite number above 0 and at most 2"},
+                         Bad{"--no-compare --outer-lr 0.5", "--outer-lr: not used by --mode compress --no-compare"},
+                         Bad{"--ranks 65", "ch10 runs at most 64"}}) {
+    auto run = dpt_test::run_program("ch10_compression", dpt_test::small_problem(8) + " " + bad.flags);
+    INFO(bad.flags << ": " << run.output);
+    CHECK(run.exit_code == 2);
+    CHECK(run.output.find(bad.says) != std::string::npos);
+  }
+}
+
+TEST_CASE("chapter: on 1 rank, ch10's verdicts about what ranks share say they cannot fail", "[ch10]") {
+  auto run = dpt_test::run_program("ch10_compression", "--ranks 1 " + dpt_test::small_problem(8));
+  INFO(dpt_test::summary_line(run.output));
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("top-k: decoded mean = the serial mean of every rank's top-k (random vectors, shared indices), "
+                        "max |diff| / max \u2014 cannot fail on 1 rank") != std::string::npos);
+  CHECK(run.output.find("PowerSGD at full rank = the uncompressed mean, max |approx - M| / max |M| \u2014 cannot fail") != std::string::npos);
+  CHECK(run.output.find("diloco: the outer step = SGD with Nesterov momentum") != std::string::npos);
+}

@@ -1,9 +1,10 @@
-// test_ch10_diloco.cpp — DiLoCo's outer step against a serial simulation of
-// SGD with Nesterov momentum written out here in double (PyTorch's rule),
-// over several outer steps on 1-4 ranks; the same bits on every rank and one
-// all-reduce of Ψ floats per step; outer lr 1 without momentum = the mean of
-// the ranks' parameters; and training: H = 1, lr 1, momentum 0 with inner
-// SGD = one device on the global batch, with Adam not.
+// test_ch10_diloco.cpp — DiLoCo's outer step held to its laws: after T
+// outer steps on pseudo-gradients that do not depend on where the ranks
+// stood, parameters and buffer equal PyTorch's SGD(nesterov=True) in closed
+// form (a weighted sum of the Δs), on 1-4 ranks; the same bits on every rank
+// and one all-reduce of Ψ floats per step; outer lr 1 without momentum =
+// parameter averaging, step after step; and training: H = 1, lr 1,
+// momentum 0 with inner SGD = one device on the global batch, with Adam not.
 #include "support/catch.h"
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -57,38 +58,47 @@ Outer run_outer(int world, int steps, int64_t psi, float lr, float mu) {
 }
 }  // namespace
 
-TEST_CASE("diloco_outer_step: SGD with Nesterov momentum on theta_0 - mean theta_r, from theta_0, on 1-4 ranks", "[ch10]") {
+// Δ_t = θ₀ − mean_r θ_r = −mean_r of rank r's move at outer step t: the same
+// wherever the round started (after_inner moves every rank by its own noise).
+static double pseudo_gradient(int world, int t, int64_t i) {
+  const std::vector<float> zero(std::size_t(i + 1), 0.0f);
+  double mean = 0;
+  for (int r = 0; r < world; ++r) mean += double(after_inner(r, t, zero)[std::size_t(i)]) / world;
+  return -mean;
+}
+
+TEST_CASE("diloco_outer_step: T outer steps = PyTorch's Nesterov SGD in closed form, on 1-4 ranks", "[ch10][hole:diloco_outer_step]") {
+  // With the buffer 0 at first and Δ_1 … Δ_T fixed in advance, PyTorch's
+  // SGD(lr η, momentum μ, nesterov=True) ends at
+  //   buffer_T = Σ_s μ^(T−s) Δ_s,
+  //   θ_T      = θ₀ − η Σ_s (1 + μ (1 − μ^(T−s+1)) / (1 − μ)) Δ_s.
   const int steps = 3;
   const int64_t psi = 10;
-  const float lr = 0.7f, mu = 0.9f;
+  const double lr = 0.7, mu = 0.9;
   for (int world : {1, 2, 3, 4}) {
-    Outer got = run_outer(world, steps, psi, lr, mu);
-    // The serial simulation: PyTorch's SGD(nesterov=True) on Δ, in double.
-    std::vector<double> theta(static_cast<std::size_t>(psi), 0.5), buffer(static_cast<std::size_t>(psi), 0.0);
-    std::vector<float> before(static_cast<std::size_t>(psi), 0.5f);
-    for (int t = 0; t < steps; ++t) {
-      for (int64_t i = 0; i < psi; ++i) {
-        double mean = 0;
-        for (int r = 0; r < world; ++r) mean += double(after_inner(r, t, before)[std::size_t(i)]) / world;
-        const double delta = theta[std::size_t(i)] - mean;  // the pseudo-gradient
-        buffer[std::size_t(i)] = mu * buffer[std::size_t(i)] + delta;
-        theta[std::size_t(i)] -= lr * (delta + mu * buffer[std::size_t(i)]);
-      }
+    Outer got = run_outer(world, steps, psi, float(lr), float(mu));
+    for (int T = 1; T <= steps; ++T) {
       for (int r = 0; r < world; ++r) {
-        INFO(world << " ranks, outer step " << t << ": rank " << r << " holds other bits than rank 0 — every rank must "
+        INFO(world << " ranks, outer step " << T << ": rank " << r << " holds other bits than rank 0 — every rank must "
                    "end the outer step with the same parameters and momentum");
-        CHECK(got.params[std::size_t(r)][std::size_t(t)] == got.params[0][std::size_t(t)]);
-        CHECK(got.momentum[std::size_t(r)][std::size_t(t)] == got.momentum[0][std::size_t(t)]);
+        CHECK(got.params[std::size_t(r)][std::size_t(T - 1)] == got.params[0][std::size_t(T - 1)]);
+        CHECK(got.momentum[std::size_t(r)][std::size_t(T - 1)] == got.momentum[0][std::size_t(T - 1)]);
       }
       for (int64_t i = 0; i < psi; ++i) {
-        INFO(world << " ranks, outer step " << t << ", entry " << i << ": expected parameter " << theta[std::size_t(i)]
-                   << " and momentum " << buffer[std::size_t(i)] << ", got " << got.params[0][std::size_t(t)][std::size_t(i)]
-                   << " and " << got.momentum[0][std::size_t(t)][std::size_t(i)]
-                   << " — one Nesterov SGD step from theta_0 (not from the mean) on the gradient theta_0 − mean theta_r");
-        CHECK(got.params[0][std::size_t(t)][std::size_t(i)] == Approx(theta[std::size_t(i)]).epsilon(1e-5).margin(1e-6));
-        CHECK(got.momentum[0][std::size_t(t)][std::size_t(i)] == Approx(buffer[std::size_t(i)]).epsilon(1e-5).margin(1e-6));
+        double theta = 0.5, buffer = 0;
+        for (int s = 1; s <= T; ++s) {
+          const double delta = pseudo_gradient(world, s - 1, i);
+          buffer += std::pow(mu, T - s) * delta;
+          theta -= lr * (1 + mu * (1 - std::pow(mu, T - s + 1)) / (1 - mu)) * delta;
+        }
+        const float p = got.params[0][std::size_t(T - 1)][std::size_t(i)], m = got.momentum[0][std::size_t(T - 1)][std::size_t(i)];
+        INFO(world << " ranks, after outer step " << T << ", entry " << i << ": expected parameter " << theta
+                   << " and momentum buffer " << buffer << ", got " << p << " and " << m
+                   << " — one step of SGD with Nesterov momentum (PyTorch's, buffer 0 before the first) on the "
+                      "gradient theta_0 − mean theta_r, stepping from theta_0");
+        CHECK(p == Approx(theta).epsilon(1e-5).margin(1e-6));  // float rounding over 3 steps of O(1) terms: ~1e-7
+        CHECK(m == Approx(buffer).epsilon(1e-5).margin(1e-6));
       }
-      for (int64_t i = 0; i < psi; ++i) before[std::size_t(i)] = got.params[0][std::size_t(t)][std::size_t(i)];
     }
     INFO(world << " ranks: " << steps << " outer steps must make " << steps << " all-reduces of " << psi
                << " floats; saw " << got.calls << " calls of " << got.bytes << " bytes in all");
@@ -97,16 +107,20 @@ TEST_CASE("diloco_outer_step: SGD with Nesterov momentum on theta_0 - mean theta
   }
 }
 
-TEST_CASE("diloco_outer_step: with outer lr 1 and no momentum it is parameter averaging", "[ch10]") {
-  const int world = 3;
+TEST_CASE("diloco_outer_step: with outer lr 1 and no momentum it is parameter averaging, step after step", "[ch10][hole:diloco_outer_step]") {
+  const int world = 3, steps = 3;
   const int64_t psi = 8;
-  Outer got = run_outer(world, 1, psi, 1.0f, 0.0f);
-  const std::vector<float> theta0(static_cast<std::size_t>(psi), 0.5f);
-  for (int64_t i = 0; i < psi; ++i) {
-    double mean = 0;
-    for (int r = 0; r < world; ++r) mean += double(after_inner(r, 0, theta0)[std::size_t(i)]) / world;
-    INFO("entry " << i << ": the mean of the ranks' parameters is " << mean << ", got " << got.params[0][0][std::size_t(i)]);
-    CHECK(got.params[0][0][std::size_t(i)] == Approx(mean).epsilon(1e-6).margin(1e-7));
+  Outer got = run_outer(world, steps, psi, 1.0f, 0.0f);
+  std::vector<float> theta0(static_cast<std::size_t>(psi), 0.5f);
+  for (int t = 0; t < steps; ++t) {
+    for (int64_t i = 0; i < psi; ++i) {
+      double mean = 0;
+      for (int r = 0; r < world; ++r) mean += double(after_inner(r, t, theta0)[std::size_t(i)]) / world;
+      INFO("outer step " << t << ", entry " << i << ": the mean of the ranks' parameters is " << mean << ", got "
+                         << got.params[0][std::size_t(t)][std::size_t(i)]);
+      CHECK(got.params[0][std::size_t(t)][std::size_t(i)] == Approx(mean).epsilon(1e-6).margin(1e-7));
+    }
+    theta0 = got.params[0][std::size_t(t)];
   }
 }
 

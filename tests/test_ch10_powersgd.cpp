@@ -68,12 +68,14 @@ Rounds run_rounds(int world, int64_t rows, int64_t cols, int64_t rank, int round
   out.approx.resize(std::size_t(world)), out.q.resize(std::size_t(world));
   std::mutex mutex;
   dpt_test::run_ranks(world, [&](Context& ctx) {
-    std::vector<float> q = random_matrix(999, cols, rank), approx;
+    Tensor q = Tensor::from_vector({cols, rank}, random_matrix(999, cols, rank), Device::host()), approx;
     std::vector<std::vector<float>> approxes, qs;
     ctx.comm.barrier();
     for (int t = 0; t < rounds; ++t) {
-      powersgd_round(ctx.comm, random_matrix(uint32_t(10 * t + ctx.rank), rows, cols), rows, cols, q, rank, approx);
-      approxes.push_back(approx), qs.push_back(q);
+      powersgd_round(ctx.comm, Tensor::from_vector({rows, cols}, random_matrix(uint32_t(10 * t + ctx.rank), rows, cols), Device::host()),
+                     q, approx);
+      approxes.push_back(approx.defined() ? approx.to_vector() : std::vector<float>());
+      qs.push_back(q.defined() ? q.to_vector() : std::vector<float>());
     }
     ctx.comm.barrier();
     std::lock_guard<std::mutex> lock(mutex);

@@ -66,19 +66,22 @@ double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& sh
       return m;
     };
     std::vector<double> mean(std::size_t(rows * cols), 0);
-    for (int r = 0; r < comm.size(); ++r) {
+    for (int r = 0; r < comm.size() && comm.rank() == 0; ++r) {  // rank 0 judges: n matrices, not n² over the ranks
       const std::vector<float> m = matrix_of(r);
       for (std::size_t i = 0; i < m.size(); ++i) mean[i] += double(m[i]) / comm.size();
     }
     std::mt19937_64 generator(seed + 1000003);
     std::normal_distribution<float> normal;
-    std::vector<float> q(std::size_t(cols * rank)), approx;
-    for (float& v : q) v = normal(generator);
+    std::vector<float> q_in(std::size_t(cols * rank));
+    for (float& v : q_in) v = normal(generator);
+    Tensor q = Tensor::from_vector({cols, rank}, q_in, Device::host()), result;
     try {
-      powersgd_round(comm, matrix_of(comm.rank()), rows, cols, q, rank, approx);  // the hole
+      powersgd_round(comm, Tensor::from_vector(s, matrix_of(comm.rank()), Device::host()), q, result);  // the hole
     } catch (const NotImplemented&) {
       return std::nan("");
     }
+    const std::vector<float> approx = result.defined() ? result.to_vector() : std::vector<float>();
+    if (comm.rank() != 0) continue;
     double largest = 0, gap = 0;
     for (std::size_t i = 0; i < mean.size(); ++i) {
       largest = std::max(largest, std::fabs(mean[i]));
@@ -101,7 +104,7 @@ double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t se
     return x;
   };
   std::vector<double> mean(static_cast<std::size_t>(psi), 0);
-  for (int r = 0; r < comm.size(); ++r) {
+  for (int r = 0; r < comm.size() && comm.rank() == 0; ++r) {  // rank 0 judges
     const std::vector<float> x = vector_of(r);
     std::vector<int64_t> order(x.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
@@ -114,6 +117,7 @@ double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t se
   } catch (const NotImplemented&) {
     return std::nan("");
   }
+  if (comm.rank() != 0) return 0;
   double gap = 0, largest = 0;
   for (std::size_t i = 0; i < mean.size(); ++i) {
     const double d = std::fabs(double(x[i]) - mean[i]);
@@ -122,6 +126,50 @@ double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t se
   }
   return gap / largest;
 }
+
+namespace {
+constexpr double kMarkerRadius = 5;      // drawn with a 2 px stroke: it reaches 6 px from its centre
+constexpr double kCharWidth = 7;         // 12 px sans-serif, a generous average
+constexpr double kAscent = 10, kDescent = 3;
+
+struct LabelPlace { double x, y; bool end; };  // baseline start (or end, text-anchor="end")
+struct Box { double x0, y0, x1, y1; };
+
+Box box_of(const LabelPlace& l, std::size_t chars) {
+  const double w = kCharWidth * double(chars);
+  return l.end ? Box{l.x - w, l.y - kAscent, l.x, l.y + kDescent} : Box{l.x, l.y - kAscent, l.x + w, l.y + kDescent};
+}
+bool overlap(const Box& a, const Box& b) { return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1; }
+
+// Each label beside its own point: right, left, then above or below on
+// either side; the first place that covers no marker and no label placed
+// before it, else the first that covers no marker. A label never moves
+// away from its point to make room.
+std::vector<LabelPlace> place_labels(const std::vector<PlotPoint>& points, const std::vector<std::pair<double, double>>& at) {
+  const double reach = kMarkerRadius + 1;
+  std::vector<Box> markers, placed;
+  for (const auto& [x, y] : at) markers.push_back({x - reach, y - reach, x + reach, y + reach});
+  std::vector<LabelPlace> out;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const double x = at[i].first, y = at[i].second, gap = reach + 3;
+    const std::vector<LabelPlace> options = {{x + gap, y + 4, false}, {x - gap, y + 4, true},
+                                             {x + 2, y - gap, false}, {x + 2, y + gap + kAscent, false},
+                                             {x - 2, y - gap, true},  {x - 2, y + gap + kAscent, true}};
+    const LabelPlace* chosen = nullptr;
+    for (int pass = 0; pass < 2 && !chosen; ++pass)
+      for (const LabelPlace& l : options) {
+        const Box b = box_of(l, points[i].label.size());
+        bool clear = true;
+        for (const Box& m : markers) clear = clear && !overlap(b, m);
+        for (const Box& p : placed) clear = clear && (pass == 1 || !overlap(b, p));
+        if (clear) { chosen = &l; break; }
+      }
+    out.push_back(chosen ? *chosen : options[0]);
+    placed.push_back(box_of(out.back(), points[i].label.size()));
+  }
+  return out;
+}
+}  // namespace
 
 void write_accuracy_plot(const std::string& path, const std::string& title, const std::vector<PlotPoint>& points) {
   if (path.empty() || points.empty()) return;
@@ -151,12 +199,15 @@ void write_accuracy_plot(const std::string& path, const std::string& title, cons
       << "\" text-anchor=\"middle\">bytes on the wire per rank per step (log)</text>\n"
       << "<text x=\"18\" y=\"" << top + height / 2 << "\" transform=\"rotate(-90 18 " << top + height / 2
       << ")\" text-anchor=\"middle\">held-out accuracy</text>\n";
-  for (std::size_t i = 0; i < points.size(); ++i) {  // labels above and below in turn: close points stay legible
+  std::vector<std::pair<double, double>> at;
+  for (const PlotPoint& p : points) at.push_back({x_of(p.bytes), y_of(p.accuracy)});
+  const std::vector<LabelPlace> places = place_labels(points, at);
+  for (std::size_t i = 0; i < points.size(); ++i) {  // a point, then its label beside it
     const PlotPoint& p = points[i];
-    const double x = x_of(p.bytes), y = y_of(p.accuracy), label_y = i % 2 ? y + 16 : y - 6;
-    svg << "<circle cx=\"" << x << "\" cy=\"" << y << "\" r=\"5\" stroke=\"#1f77b4\" stroke-width=\"2\" fill=\""
-        << (p.error_feedback ? "#1f77b4" : "white") << "\"/>\n<text x=\"" << x + 8 << "\" y=\"" << label_y << "\">"
-        << p.label << "</text>\n";
+    svg << "<g><circle cx=\"" << at[i].first << "\" cy=\"" << at[i].second << "\" r=\"" << kMarkerRadius
+        << "\" stroke=\"#1f77b4\" stroke-width=\"2\" fill=\"" << (p.error_feedback ? "#1f77b4" : "white") << "\"/><text x=\""
+        << places[i].x << "\" y=\"" << places[i].y << "\"" << (places[i].end ? " text-anchor=\"end\"" : "") << ">" << p.label
+        << "</text></g>\n";
   }
   svg << "<text x=\"" << left + 8 << "\" y=\"" << top + 16 << "\">filled: with error feedback; hollow: without</text>\n"
       << "</svg>\n";

@@ -40,14 +40,16 @@ double wire_bytes(const TrafficLog& traffic, int rank, int64_t steps);
 /// Collective: PowerSGD at full rank on random per-rank matrices of each
 /// weight shape in `shapes` (rank r's from seed + r, so every rank can
 /// rebuild all of them): the largest |approx − mean_r M_r| / max |mean M| over
-/// the matrices, the mean computed serially in double here. NaN when a
-/// hole is not written.
+/// the matrices, the mean computed serially in double here, on rank 0
+/// alone (n matrices, not n² over the ranks; 0 elsewhere). NaN when a hole
+/// is not written.
 double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& shapes, uint64_t seed);
 
 /// Collective: top-k's decode on random per-rank vectors of Ψ entries whose
 /// largest entries overlap between ranks (rank r's from seed + r): the
 /// largest |decoded − the serial mean of every rank's top-k| relative to the
-/// largest entry, the top-k found here by a full sort. NaN when a hole is not written.
+/// largest entry, the top-k found here by a full sort, on rank 0 alone (0
+/// elsewhere). NaN when a hole is not written.
 double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t seed);
 
 /// One point of the plot.

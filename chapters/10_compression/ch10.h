@@ -13,6 +13,7 @@
 
 #include "compressor.h"
 #include "dpt/comm.h"
+#include "dpt/tensor.h"
 
 namespace dpt::ch10 {
 
@@ -50,22 +51,21 @@ void error_feedback_step(Communicator& comm, Compressor& compressor, std::vector
 void topk_reconstruct(const std::vector<float>& gathered, int world, int64_t k, std::vector<float>& mean);
 
 /// Collective: one round of PowerSGD on one weight matrix. `m` (rows, cols)
-/// row-major is this rank's matrix M_r; `q` (cols, rank) row-major is the
-/// warm start, the same bits on every rank. Let M = mean_r M_r.
+/// is this rank's matrix M_r; `q` (cols, R) is the warm start, the same bits
+/// on every rank. Let M = mean_r M_r. The tensors are on the host.
 ///
 /// Postconditions:
-///  - there is a P (rows, rank) with orthonormal columns (PᵀP = I to float
+///  - there is a P (rows, R) with orthonormal columns (PᵀP = I to float
 ///    rounding) spanning the columns of M · q_in, and on return
-///    q = Mᵀ P (cols, rank) and `approx` (rows, cols) = P qᵀ, the same bits
-///    on every rank;
+///    q = Mᵀ P (cols, R) and `approx` (rows, cols) = P qᵀ, the same bits on
+///    every rank;
 ///  - exactly two library all_reduce calls are made and nothing else is
 ///    sent: M_r itself never travels;
-///  - at rank = min(rows, cols) with M and q_in of full rank, approx = M to
+///  - at R = min(rows, cols) with M and q_in of full rank, approx = M to
 ///    float rounding (the compression loses nothing).
-/// Requires 1 <= rank <= min(rows, cols).
+/// Requires 1 <= R <= min(rows, cols).
 /// (Hole: exercises/10_compression/powersgd.cpp.)
-void powersgd_round(Communicator& comm, const std::vector<float>& m, int64_t rows, int64_t cols,
-                    std::vector<float>& q, int64_t rank, std::vector<float>& approx);
+void powersgd_round(Communicator& comm, const Tensor& m, Tensor& q, Tensor& approx);
 
 /// Collective (every rank calls it after the same inner step): DiLoCo's
 /// outer step. On entry `params` (Ψ,) is this rank's parameters after its H

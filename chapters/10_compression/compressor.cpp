@@ -219,7 +219,7 @@ class PowerSgd : public Compressor {
       if (s.size() == 2) {  // Q (cols, R), the same draws on every rank
         std::vector<float> q(std::size_t(s[1] * rank_));
         for (float& v : q) v = normal(generator);
-        qs_.push_back(q);
+        qs_.push_back(Tensor::from_vector({s[1], rank_}, q, Device::host()));
       }
   }
   void reduce(Communicator& comm, std::vector<float>& x, std::vector<float>& delivered) override {
@@ -229,9 +229,11 @@ class PowerSgd : public Compressor {
     for (const Shape& s : shapes_) {
       const int64_t size = shape_numel(s);
       if (s.size() == 2) {
-        std::vector<float> m(x.begin() + at, x.begin() + at + size), approx;
-        powersgd_round(comm, m, s[0], s[1], qs_[matrix++], rank_, approx);  // the hole
-        std::copy(approx.begin(), approx.end(), x.begin() + at);
+        Tensor approx, m = Tensor::from_vector(s, std::vector<float>(x.begin() + at, x.begin() + at + size), Device::host());
+        powersgd_round(comm, m, qs_[matrix++], approx);  // the hole
+        DPT_CHECK(approx.defined() && approx.shape() == s, "powersgd_round: approx must be " << shape_str(s) << ", got "
+                                                                     << (approx.defined() ? shape_str(approx.shape()) : "none"));
+        std::copy(approx.data(), approx.data() + size, x.begin() + at);
       } else {
         vectors.insert(vectors.end(), x.begin() + at, x.begin() + at + size);
       }
@@ -253,7 +255,7 @@ class PowerSgd : public Compressor {
  private:
   int64_t rank_;
   std::vector<Shape> shapes_;
-  std::vector<std::vector<float>> qs_;
+  std::vector<Tensor> qs_;  // each matrix's Q (cols, R), the warm start
 };
 
 // The integer after "name:" in a spec; throws a sentence when it is not one.

@@ -4,10 +4,8 @@
 //
 // Pointers:
 //   - comm.all_reduce(ptr, count, ReduceOp::Avg): the library all-reduce.
-//   - PyTorch's SGD with momentum μ, dampening 0 and nesterov=True, on a
-//     gradient g: https://pytorch.org/docs/stable/generated/torch.optim.SGD.html
-//     (its buffer starts as g on the first step; here it starts at 0, which
-//     gives the same first step).
+//   - PyTorch's SGD with momentum μ, dampening 0 and nesterov=True:
+//     https://pytorch.org/docs/stable/generated/torch.optim.SGD.html
 #include "ch10.h"
 
 #include "dpt/check.h"

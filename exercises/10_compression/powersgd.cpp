@@ -5,19 +5,21 @@
 //
 // Pointers:
 //   - comm.all_reduce(ptr, count, ReduceOp::Avg): the library all-reduce.
-//   - Matrices are row-major std::vector<float>: element (i, j) of an
-//     (r, c) matrix is at i * c + j. Plain loops are fast enough here
-//     (784 x 256 x R); accumulate dot products in double.
+//   - dpt/ops.h: matmul(a, b), and gemm(a, transpose_a, b, transpose_b, c)
+//     for a product with a transposed operand, into a tensor you made
+//     (Tensor::zeros(shape, m.device())).
+//   - t.data() is a tensor's row-major floats: element (i, j) of an (r, c)
+//     tensor is at i * c + j. Accumulate dot products in double.
 //   - Helpers of your own go in an anonymous namespace in this file.
 #include "ch10.h"
 
 #include "dpt/check.h"
+#include "dpt/ops.h"
 
 namespace dpt::ch10 {
 
-void powersgd_round(Communicator& comm, const std::vector<float>& m, int64_t rows, int64_t cols,
-                    std::vector<float>& q, int64_t rank, std::vector<float>& approx) {
-  (void)comm, (void)m, (void)rows, (void)cols, (void)q, (void)rank, (void)approx;
+void powersgd_round(Communicator& comm, const Tensor& m, Tensor& q, Tensor& approx) {
+  (void)comm, (void)m, (void)q, (void)approx;
   throw NotImplemented("ch10: powersgd_round — see exercises/10_compression/powersgd.cpp");
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "dpt/check.h"
+#include "dpt/ops.h"
 
 namespace dpt::ch10 {
 
@@ -13,48 +14,39 @@ namespace {
 // Gram-Schmidt on the columns of p (rows, cols), modified (each column loses
 // its projections one at a time), in double: columns of unit length, each
 // orthogonal to the ones before it. A column with nothing left is set to 0.
-void orthonormalize_columns(std::vector<float>& p, int64_t rows, int64_t cols) {
+void orthonormalize_columns(Tensor& p) {
+  const int64_t rows = p.shape()[0], cols = p.shape()[1];
+  float* x = p.data();
+  auto at = [&](int64_t a, int64_t j) -> float& { return x[a * cols + j]; };
   for (int64_t j = 0; j < cols; ++j) {
     for (int64_t i = 0; i < j; ++i) {
       double dot = 0;
-      for (int64_t a = 0; a < rows; ++a) dot += double(p[std::size_t(a * cols + i)]) * p[std::size_t(a * cols + j)];
-      for (int64_t a = 0; a < rows; ++a) p[std::size_t(a * cols + j)] -= float(dot * p[std::size_t(a * cols + i)]);
+      for (int64_t a = 0; a < rows; ++a) dot += double(at(a, i)) * at(a, j);
+      for (int64_t a = 0; a < rows; ++a) at(a, j) -= float(dot * at(a, i));
     }
     double norm = 0;
-    for (int64_t a = 0; a < rows; ++a) norm += double(p[std::size_t(a * cols + j)]) * p[std::size_t(a * cols + j)];
+    for (int64_t a = 0; a < rows; ++a) norm += double(at(a, j)) * at(a, j);
     norm = std::sqrt(norm);
-    for (int64_t a = 0; a < rows; ++a) p[std::size_t(a * cols + j)] = norm > 0 ? float(p[std::size_t(a * cols + j)] / norm) : 0.0f;
+    for (int64_t a = 0; a < rows; ++a) at(a, j) = norm > 0 ? float(at(a, j) / norm) : 0.0f;
   }
-}
-
-// c (n, k) = a (n, m) · b (m, k), or aᵀ · b when a_transposed (a is (m, n)).
-std::vector<float> product(const std::vector<float>& a, bool a_transposed, const std::vector<float>& b, int64_t n,
-                           int64_t m, int64_t k) {
-  std::vector<float> c(std::size_t(n * k), 0.0f);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t l = 0; l < m; ++l) {
-      const float x = a_transposed ? a[std::size_t(l * n + i)] : a[std::size_t(i * m + l)];
-      for (int64_t j = 0; j < k; ++j) c[std::size_t(i * k + j)] += x * b[std::size_t(l * k + j)];
-    }
-  return c;
 }
 }  // namespace
 
-void powersgd_round(Communicator& comm, const std::vector<float>& m, int64_t rows, int64_t cols,
-                    std::vector<float>& q, int64_t rank, std::vector<float>& approx) {
-  DPT_CHECK(rank >= 1 && rank <= std::min(rows, cols) && int64_t(m.size()) == rows * cols &&
-                int64_t(q.size()) == cols * rank,
-            "powersgd_round: needs 1 <= rank <= min(rows, cols), m (rows, cols) and q (cols, rank); got rank "
-                << rank << ", " << rows << "x" << cols << ", " << m.size() << " and " << q.size() << " floats");
-  std::vector<float> p = product(m, false, q, rows, cols, rank);  // P_r = M_r Q  (rows, rank)
-  comm.all_reduce(p.data(), rows * rank, ReduceOp::Avg);          // P = M Q, the same on every rank
-  orthonormalize_columns(p, rows, rank);                          // only now: every rank holds the same P
-  q = product(m, true, p, cols, rows, rank);                      // Q_r = M_rᵀ P  (cols, rank)
-  comm.all_reduce(q.data(), cols * rank, ReduceOp::Avg);          // Q = Mᵀ P
-  approx.assign(std::size_t(rows * cols), 0.0f);
-  for (int64_t a = 0; a < rows; ++a)  // P Qᵀ
-    for (int64_t j = 0; j < rank; ++j)
-      for (int64_t b = 0; b < cols; ++b) approx[std::size_t(a * cols + b)] += p[std::size_t(a * rank + j)] * q[std::size_t(b * rank + j)];
+void powersgd_round(Communicator& comm, const Tensor& m, Tensor& q, Tensor& approx) {
+  DPT_CHECK(m.shape().size() == 2 && q.shape().size() == 2 && q.shape()[0] == m.shape()[1] && q.shape()[1] >= 1 &&
+                q.shape()[1] <= std::min(m.shape()[0], m.shape()[1]),
+            "powersgd_round: needs m (rows, cols) and q (cols, R) with 1 <= R <= min(rows, cols); got m "
+                << shape_str(m.shape()) << " and q " << shape_str(q.shape()));
+  const int64_t rows = m.shape()[0], cols = m.shape()[1], rank = q.shape()[1];
+  Tensor p = matmul(m, q);                                    // P_r = M_r Q  (rows, R)
+  comm.all_reduce(p.data(), p.numel(), ReduceOp::Avg);        // P = M Q, the same on every rank
+  orthonormalize_columns(p);                                  // only now: every rank holds the same P
+  Tensor next = Tensor::zeros({cols, rank}, m.device());
+  gemm(m, true, p, false, next);                              // Q_r = M_rᵀ P  (cols, R)
+  comm.all_reduce(next.data(), next.numel(), ReduceOp::Avg);  // Q = Mᵀ P
+  q = next;
+  approx = Tensor::zeros({rows, cols}, m.device());
+  gemm(p, false, q, true, approx);                            // P Qᵀ
 }
 
 }  // namespace dpt::ch10
