@@ -23,7 +23,7 @@
 // layer-by-layer gathering (chapter 07). Theory: docs/ch11_mixed_precision.md.
 //
 // Run it:
-//     build/reference/bin/ch11_mixed_precision                       # fp32, bf16, fp16 with and without scaling
+//     build/reference/bin/ch11_mixed_precision                       # fp32, bf16, fp16 +/- scaling; ZeRO on 4 ranks
 //     build/reference/bin/ch11_mixed_precision --precision fp16 --loss-scale static:1024
 //     build/reference/bin/ch11_mixed_precision --no-compare --precision bf16 --loss-scale none
 //     build/reference/bin/ch11_mixed_precision --no-compare --stage 3 --ranks 8   # 2+2+12 divided by 8

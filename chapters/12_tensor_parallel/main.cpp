@@ -16,7 +16,7 @@
 // docs/ch12_tensor_parallel.md.
 //
 // Run it:
-//     build/reference/bin/ch12_tensor_parallel --ranks 4                 # T = 4
+//     build/reference/bin/ch12_tensor_parallel                           # bare: 4 rank threads, T = 4
 //     build/reference/bin/ch12_tensor_parallel --ranks 2 --check-groups
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch12_tensor_parallel --comm mpi
 //
