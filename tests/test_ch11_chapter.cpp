@@ -86,3 +86,12 @@ TEST_CASE("chapter: ch11's ZeRO section holds 2+2+12 bytes per parameter at ever
     CHECK(run.output.find("\u2718") == std::string::npos);
   }
 }
+
+TEST_CASE("chapter: ch11's ZeRO section on 1 rank says its division cannot fail, and still exits 0", "[ch11]") {
+  auto run = dpt_test::run_program("ch11_mixed_precision", "--no-compare --steps 3 --samples 500 --eval-samples 0 "
+                                                           "--precision bf16 --stage 3 --ranks 1");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("\u2014 stages 1-3 divide their categories among the N ranks (\u03a8/N each) \u2014 cannot fail on 1 "
+                        "rank (try --ranks 4)") != std::string::npos);
+}
