@@ -76,10 +76,12 @@ void judge_training(const Options& o, const std::vector<Setting>& settings,
             std::to_string(r.skipped_changed) + " of " + std::to_string(r.skipped()) + " skipped steps changed a bit");
     v.at_most(s.name() + ": fraction of steps skipped for overflow", double(r.skipped()) / double(o.steps), 0.05,
               "a dynamic scaler skips a few steps while it finds its scale; more: the scale or the format overflows");
+    const std::string departure = s.scaler.dynamic ? scale_departure(s, r) : "";
     if (s.scaler.dynamic)
-      v.holds(s.name() + ": the scale followed GradScaler's rule at every step", scale_followed_the_rule(s, r),
-              "x" + fmt(s.scaler.backoff_factor) + " after an overflow, x" + fmt(s.scaler.growth_factor) + " after " +
-                  std::to_string(s.scaler.growth_interval) + " clean steps in a row");
+      v.holds(s.name() + ": the scale followed GradScaler's rule at every step", departure.empty(),
+              departure.empty() ? "x" + fmt(s.scaler.backoff_factor) + " after an overflow, x" + fmt(s.scaler.growth_factor) +
+                                      " after " + std::to_string(s.scaler.growth_interval) + " clean steps in a row"
+                                : departure);
   }
   if (!compared) return;
   const std::size_t fp32 = 0, bf16 = 1, fp16 = 2, fp16_none = 3;  // settings_to_train's order
