@@ -21,7 +21,7 @@ Layout layout(int tp_flag, int dp_flag, int world) {
 }
 
 double world_max(Context& ctx, double x) {
-  float v = std::isnan(x) ? NAN : float(std::fabs(x));
+  float v = std::isnan(x) ? INFINITY : float(std::fabs(x));  // a NaN must win the Max on every rank: inf does
   ctx.comm.all_reduce(&v, 1, ReduceOp::Max);
   return v;
 }

@@ -37,7 +37,8 @@ struct Layout {
 };
 Layout layout(int tp_flag, int dp_flag, int world);
 
-/// The largest |x| over every rank of the world (each rank's own check, judged once).
+/// The largest |x| over every rank of the world (each rank's own check,
+/// judged once); a NaN on any rank gives +inf, which fails every bound.
 double world_max(Context& ctx, double x);
 
 /// Prints the last verdict now (✔, ✘ or —) as well as in the closing list:
