@@ -1,7 +1,6 @@
-// test_ch11.cpp — chapter 11's holes. update_loss_scale against PyTorch's
-// GradScaler rule (torch.amp.GradScaler.update: ×backoff_factor and the count
-// reset on an overflow; ×growth_factor after growth_interval clean steps in a
-// row), the expected scales worked out by hand below, not by running code.
+// test_ch11.cpp — chapter 11's holes. update_loss_scale against sequences of
+// scales worked out by hand from ch11.h's guarantees (torch.amp.GradScaler's
+// behaviour), not by running code.
 // master_step against updates written out here: SGD's p − lr·g on values
 // chosen so float arithmetic is exact (and, at a scale of 1000, either
 // g / S or g · (1/S) to 1 ulp), the skip rule checked bit for bit

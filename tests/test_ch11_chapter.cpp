@@ -31,18 +31,20 @@ TEST_CASE("chapter: fp16 overflowing with --loss-scale none is a failed verdict,
 TEST_CASE("chapter: bad precision or loss-scale flags get one sentence and exit 2", "[ch11]") {
   const std::vector<std::pair<std::string, std::string>> cases = {  // flags, what the sentence must say
       {"--precision fp8", "--precision: fp8 not in {fp32,bf16,fp16}"},
-      {"--loss-scale static:0", "--loss-scale: static:S needs a finite number S > 0 (as a float), got '0'"},
-      {"--loss-scale static:-1", "--loss-scale: static:S needs a finite number S > 0 (as a float), got '-1'"},
+      {"--loss-scale static:0", "--loss-scale: static:S needs a number S > 0 with S and 1/S finite floats (S from 5.9e-39 to 3.4e38), got '0'"},
+      {"--loss-scale static:-1", "--loss-scale: static:S needs a number S > 0 with S and 1/S finite floats (S from 5.9e-39 to 3.4e38), got '-1'"},
       {"--loss-scale static:-4", "got '-4'"},
       {"--loss-scale static:1e39", "got '1e39'"},
-      {"--loss-scale static:abc", "--loss-scale: static:S needs a finite number S > 0 (as a float), got 'abc'"},
+      {"--loss-scale static:1e-45", "with S and 1/S finite floats (S from 5.9e-39 to 3.4e38), got '1e-45'"},
+      {"--loss-scale static:abc", "--loss-scale: static:S needs a number S > 0 with S and 1/S finite floats (S from 5.9e-39 to 3.4e38), got 'abc'"},
       {"--loss-scale sometimes", "--loss-scale: expected dynamic, static:S or none, got 'sometimes'"},
       {"--recompute always", "--recompute: always not in"},
       {"--recompute-model 784-0-10", "--recompute-model"},
       // No optimizer here lacks fp32 state (see the --help test below): the nearest real case is one ch11 lacks.
       {"--precision fp16 --optimizer lion", "--optimizer: lion not in {sgd,momentum,adam,adamw}"},
       {"--stage 4", "--stage: 4 not in {all,0,1,2,3}"},
-      {"--ranks 0", "--ranks: Value 0 not in range 1 to 64"}};
+      {"--ranks 0", "--ranks: expects an integer from 1 to 64, got '0'"},
+      {"--ranks 65", "--ranks: expects an integer from 1 to 64, got '65'"}};
   for (const auto& [args, sentence] : cases) {
     auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet " + args);
     INFO(args << ": " << run.output);
@@ -83,4 +85,13 @@ TEST_CASE("chapter: ch11's ZeRO section holds 2+2+12 bytes per parameter at ever
             std::string::npos);
     CHECK(run.output.find("\u2718") == std::string::npos);
   }
+}
+
+TEST_CASE("chapter: ch11's ZeRO section on 1 rank says its division cannot fail, and still exits 0", "[ch11]") {
+  auto run = dpt_test::run_program("ch11_mixed_precision", "--no-compare --steps 3 --samples 500 --eval-samples 0 "
+                                                           "--precision bf16 --stage 3 --ranks 1");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("\u2014 stages 1-3 divide their categories among the N ranks (\u03a8/N each) \u2014 cannot fail on 1 "
+                        "rank (try --ranks 4)") != std::string::npos);
 }

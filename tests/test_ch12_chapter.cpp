@@ -88,3 +88,27 @@ TEST_CASE("chapter: --tp that does not divide the hidden width, or T x D not the
     CHECK(run.output.find('\n') == run.output.size() - 1);  // one line
   }
 }
+
+TEST_CASE("chapter: --tp or --dp that is not a positive integer is dpt's one sentence and exit 2", "[ch12]") {
+  for (const char* bad : {"--tp 0", "--tp -2", "--tp abc", "--dp 0", "--tp 5000"}) {
+    auto run = dpt_test::run_program("ch12_tensor_parallel", small(std::string("--ranks 4 ") + bad));
+    INFO(bad << ": " << run.output);
+    CHECK(run.exit_code == 2);
+    CHECK(run.output.find("expects an integer from 1 to 4096, got '") != std::string::npos);
+    CHECK(run.output.find('\n') == run.output.size() - 1);  // one line
+  }
+}
+
+TEST_CASE("chapter: a bare run splits over 4 ranks, and on 1 rank the verdicts that compare ranks cannot fail", "[ch12]") {
+  auto bare = dpt_test::run_program("ch12_tensor_parallel", small(""));
+  INFO(dpt_test::summary_line(bare.output));
+  CHECK(bare.exit_code == 0);
+  CHECK(bare.output.find("4 ranks: TP groups of 4") != std::string::npos);
+  CHECK(bare.output.find("each rank's slices = the flags' weights it owns, entry by entry") != std::string::npos);
+  CHECK(bare.output.find("cannot fail") == std::string::npos);
+  auto one = dpt_test::run_program("ch12_tensor_parallel", small("--ranks 1"));
+  INFO(dpt_test::summary_line(one.output));
+  CHECK(one.exit_code == 0);
+  CHECK(one.output.find("\u2014 step 0: the split model's loss = one device's \u2014 cannot fail on 1 rank") != std::string::npos);
+  CHECK(one.output.find("\u2714 step 0") == std::string::npos);
+}

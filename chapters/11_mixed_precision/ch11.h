@@ -33,20 +33,22 @@ struct LossScaler {
 };
 
 /// Updates `scaler` after a step whose gradients of S · loss overflowed
-/// (some entry ±inf or NaN: `overflowed`) or did not, with the rule of
-/// PyTorch's GradScaler.update().
+/// (some entry ±inf or NaN: `overflowed`) or did not, as PyTorch's
+/// GradScaler.update() does. Why it exists: a step with an inf or NaN
+/// gradient is never taken (master_step skips it), so S must be small
+/// enough that skips stay rare, and large enough that small gradients
+/// survive 16 bits.
 ///
-/// A warm-up: the rule is given in full below, so this hole is writing it
-/// down as code. The chapter's decisions are master_step's and recompute_backward's.
-///
-/// Postconditions, for a dynamic scaler:
-///  - after an overflowed step the scale is multiplied by backoff_factor, and
-///    the count of overflow-free steps in a row starts again from 0;
-///  - after an overflow-free step the count grows by one; when it reaches
-///    growth_interval the scale is multiplied by growth_factor — unless that
-///    product is not finite, in which case the scale stays — and the count
-///    starts again from 0;
-///  - the scale is always finite and positive.
+/// What the scaler guarantees, for a dynamic scaler, after every call:
+///  - it backs off at once: a step that overflowed leaves the scale
+///    backoff_factor times what it was;
+///  - it grows only on evidence: the scale grows (by growth_factor) after a
+///    step exactly when that step completes growth_interval overflow-free
+///    steps in a row, none of them already counted toward an earlier change
+///    of the scale; after any other overflow-free step it is unchanged;
+///  - good_steps means what its brief says, whatever happened before;
+///  - the scale is finite and positive: a growth that would not be finite is
+///    not made (the run of clean steps is used up all the same).
 /// A static scaler (dynamic = false) never changes, scale nor count.
 /// (Hole: exercises/11_mixed_precision/loss_scaler.cpp.)
 void update_loss_scale(LossScaler& scaler, bool overflowed);
@@ -63,11 +65,12 @@ void update_loss_scale(LossScaler& scaler, bool overflowed);
 ///
 /// Postconditions:
 ///  - when every entry of every params[i].grad() is finite: the optimizer has
-///    taken exactly one step, on masters[i] with the gradient of the loss
-///    itself (params[i].grad() / scale, computed in fp32; multiplying by
-///    1/scale instead is accepted, it is within 1 ulp) — the update a
-///    float32 run would make from that gradient; then every params[i] equals
-///    masters[i] rounded to `precision` (round_to); returns true;
+///    taken exactly one step, and masters[i] and its state hold what a
+///    float32 run of that optimizer would hold after one step from the same
+///    state with the gradient of the loss itself — not of scale · loss —
+///    to 1 ulp of that gradient; params[i] hold the weights the next forward
+///    reads: masters[i]'s values as `precision` represents them (round_to);
+///    returns true;
 ///  - otherwise (an inf or NaN anywhere): params[i], masters[i] and the
 ///    optimizer's state hold the same bits as on entry and the optimizer has
 ///    not stepped; returns false.

@@ -38,7 +38,7 @@ struct Setting {
 };
 
 /// Parses --loss-scale: "dynamic" (GradScaler's defaults, `growth_interval`),
-/// "static:S" (S finite and > 0) or "none"; throws dpt::Error with one
+/// "static:S" (S > 0, S and 1/S finite floats) or "none"; throws dpt::Error with one
 /// sentence otherwise.
 LossScaler parse_loss_scale(const std::string& text, int64_t growth_interval);
 

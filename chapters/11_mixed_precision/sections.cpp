@@ -90,15 +90,19 @@ void overflowed_step(const Options& o, Device& device, const Narrator& say, Verd
 }
 
 // The scale sequence against GradScaler's rule, recomputed from the overflows.
-bool scale_followed_the_rule(const Setting& s, const MixedRun& run) {
+std::string scale_departure(const Setting& s, const MixedRun& run) {
   float scale = s.scaler.scale;
-  int64_t good = 0;
+  int64_t good = 0;  // clean steps in a row since the scale last changed or a step overflowed
   for (std::size_t t = 0; t < run.scales.size(); ++t) {
-    if (run.scales[t] != scale) return false;
+    if (run.scales[t] != scale)
+      return str("step ", t, "'s scale ", fmt(run.scales[t], 6), " is ", run.scales[t] > scale ? "larger" : "smaller",
+                 " than the rule's ", fmt(scale, 6), ": ", good, " clean step(s) in a row since the last overflow or change "
+                 "of scale (it grows after ", s.scaler.growth_interval, ")",
+                 t > 0 && run.overflowed[t - 1] ? ", and the step before overflowed" : "");
     if (run.overflowed[t]) scale *= s.scaler.backoff_factor, good = 0;
     else if (++good == s.scaler.growth_interval) scale = std::isfinite(scale * s.scaler.growth_factor) ? scale * s.scaler.growth_factor : scale, good = 0;
   }
-  return true;
+  return "";
 }
 
 // ----------------------------------------------------------------------------

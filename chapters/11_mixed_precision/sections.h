@@ -20,8 +20,10 @@ void show_formats(const Narrator& say, Verdicts& v);
 void small_updates(const Narrator& say, Verdicts& v);
 /// Section 3: an inf gradient through your master_step, every bit compared.
 void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v);
-/// True when run.scales follow GradScaler's rule from s.scaler, given run.overflowed.
-bool scale_followed_the_rule(const Setting& s, const MixedRun& run);
+/// "" when run.scales follow GradScaler's rule from s.scaler, given
+/// run.overflowed; else the first step where they depart, what the rule
+/// gives there and the clean steps in a row before it.
+std::string scale_departure(const Setting& s, const MixedRun& run);
 /// Section 6: one step of `model` (widths) in `p` with each --recompute
 /// policy: peak activation bytes predicted and measured, time, and the
 /// gradients against no recomputation, bit for bit.

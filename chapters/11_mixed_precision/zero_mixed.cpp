@@ -220,6 +220,8 @@ void report_zero_memory(const std::vector<ZeroMixedRun>& runs, const StateBytes&
                   " (bytes off, worst rank)",
               off.state, 0, "the master copy and every moment in fp32, 4 bytes a value");
   }
+  if (any.world == 1)  // every stage holds Ψ values of each category: a stage that divides nothing passes too
+    v.cannot_fail("stages 1-3 divide their categories among the N ranks (Ψ/N each)", on_one_rank(4));
   if (say.enabled()) table.print(std::cout);
   say.say("predicted = the formula on Ψ/N plus the padding: a divided category holds S = ⌈Ψ/N⌉ values.\n"
           "Measured between steps, by the device ledger of each rank. Step buffers: what a step gathers or sums\n"

@@ -23,12 +23,14 @@ namespace dpt::ch12 {
 // ----------------------------------------------------------------------------
 // the two operators
 
-/// The entry of a column-parallel layer (Megatron's "f").
+/// Megatron's "f": from a tensor every rank holds whole into computation
+/// each rank does on its own slice of the weights.
 ///
 /// On entry: x (B, D) is replicated over `group`. After the call, each rank
-/// feeds the result into layers that hold only its own slice of the weights,
-/// so each rank's graph beyond this point sees only its slice's share of the
-/// model — the loss depends on x through all T ranks' slices together.
+/// feeds the result into computation that holds only its own slice of the
+/// weights, so each rank's graph beyond this point sees only its slice's
+/// share of the model — the loss depends on x through all T ranks' slices
+/// together.
 ///
 /// Postconditions, stated as what the caller needs:
 ///  - after forward, every rank holds x's values, unchanged;
@@ -38,7 +40,8 @@ namespace dpt::ch12 {
 /// (Hole: exercises/12_tensor_parallel/conjugate.cpp.)
 Tensor copy_to_tp_region(Communicator& group, const Tensor& x);
 
-/// The exit of a row-parallel layer (Megatron's "g").
+/// Megatron's "g": from shares each rank holds of a tensor to that tensor,
+/// whole, on every rank.
 ///
 /// On entry: partial (B, D) on rank t is rank t's share of a layer output,
 /// which is defined as the elementwise sum of the T ranks' partials. After
@@ -59,11 +62,11 @@ Tensor reduce_from_tp_region(Communicator& group, const Tensor& partial);
 
 /// Which features of a layer a rank owns.
 enum class Split {
-  /// A block of output features: rank t of T owns outputs [t·out/T, (t+1)·out/T).
-  /// Megatron's "column-parallel" layer (its A is our weightᵀ).
+  /// By output features: the T ranks own equal blocks of consecutive output
+  /// features, in rank order. Megatron's "column-parallel" layer (its A is our weightᵀ).
   Output,
-  /// A block of input features: rank t of T owns inputs [t·in/T, (t+1)·in/T).
-  /// Megatron's "row-parallel" layer.
+  /// By input features: the T ranks own equal blocks of consecutive input
+  /// features, in rank order. Megatron's "row-parallel" layer.
   Input,
 };
 
@@ -73,11 +76,12 @@ enum class Split {
 /// (out,) (a bias only with Split::Output); 0 <= rank < ranks; the split
 /// dimension divides by `ranks` (else dpt::Error saying so).
 ///
-/// Postconditions: the result lives on `device`; it is the weight restricted
-/// to the features `split` gives rank `rank` — (out/T, in) for Output, (out,
-/// in/T) for Input, (out/T,) for a bias — with entry (i, j) of the slice equal
-/// to the full entry of the same output and input feature. Over the T ranks,
-/// every entry of `full` is owned exactly once.
+/// Postconditions: the result lives on `device`, shaped (out/T, in) for
+/// Output, (out, in/T) for Input, (out/T,) for a bias; its entry (i, j) is
+/// the full entry of the i-th output feature and the j-th input feature that
+/// rank `rank` owns (Split), so a layer computed from the slice gives, for
+/// those features, the same numbers one device's full layer gives. Over the
+/// T ranks, every entry of `full` is owned exactly once.
 /// (Hole: exercises/12_tensor_parallel/shards.cpp.)
 Tensor shard_weight(const Tensor& full, Split split, int rank, int ranks, Device& device);
 

@@ -6,10 +6,9 @@
 //
 // Pointers:
 //   - linear(x, weight, bias) (dpt/ops.h): x · weightᵀ + bias; pass Tensor()
-//     for no bias. add_bias(y, bias) (bias.h): y + bias on every row.
+//     for no bias.
 //   - A layer talks to the other ranks only through your two operators
 //     (conjugate.cpp).
-#include "bias.h"
 #include "ch12.h"
 #include "dpt/check.h"
 #include "dpt/ops.h"

@@ -5,8 +5,7 @@
 // docs/ch12_tensor_parallel.md (§ Hints).
 //
 // Pointers:
-//   - A weight is (out, in), row-major: entry (i, j) is data()[i * in + j].
-//   - full.rows(a, b) is a view of rows [a, b); t.to(device) copies;
+//   - tensor.h: full.rows(a, b) is a view of rows [a, b); t.to(device) copies;
 //     Tensor::from_vector(shape, values, device) builds one from host floats.
 //   - group.all_gather(input, output): output holds size() blocks of
 //     input.numel() floats, block r from rank r. t.to(Device::host()) copies

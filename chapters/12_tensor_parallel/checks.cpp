@@ -1,0 +1,114 @@
+// checks.cpp — chapter 12's checks beside the lecture (checks.h).
+#include "checks.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "dpt/grid.h"
+#include "dpt/ops.h"
+#include "dpt/step_check.h"
+
+namespace dpt::ch12 {
+
+Layout layout(int tp_flag, int dp_flag, int world) {
+  Layout l;
+  if (tp_flag > 0 && dp_flag > 0 && tp_flag * dp_flag != world)
+    l.problem = grid_problem({{"tp", tp_flag, "--tp"}, {"dp", dp_flag, "--dp"}}, world);
+  else if (tp_flag > 0 && world % tp_flag != 0) l.problem = str("--tp ", tp_flag, " does not divide the ", ranks_phrase(world));
+  else if (dp_flag > 0 && world % dp_flag != 0) l.problem = str("--dp ", dp_flag, " does not divide the ", ranks_phrase(world));
+  l.tp = tp_flag > 0 ? tp_flag : world / (dp_flag > 0 ? dp_flag : 1);
+  l.dp = world / l.tp;
+  return l;
+}
+
+double world_max(Context& ctx, double x) {
+  float v = std::isnan(x) ? INFINITY : float(std::fabs(x));  // a NaN must win the Max on every rank: inf does
+  ctx.comm.all_reduce(&v, 1, ReduceOp::Max);
+  return v;
+}
+
+void say_verdict_now(const Narrator& say, const Verdicts& v) {
+  const Verdict& last = v.all().back();
+  if (last.vacuous) return say.say(str("  \u2014 ", last.what, " \u2014 cannot fail ", last.why));
+  say.say(str(last.passed ? "  \u2714 " : "  \u2718 ", last.what, ": ", last.measured, last.passed ? "" : " — " + last.why));
+}
+
+double slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T) {
+  const std::vector<Tensor> slices = model.parameters();  // per pair: column W, column b, row W, row b
+  const std::vector<Tensor> whole = full.parameters();    // fc0.weight, fc0.bias, fc1.weight, …
+  if (slices.size() != whole.size()) return NAN;
+  double worst = 0;
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    const bool column = (k / 2) % 2 == 0, weight = k % 2 == 0;
+    const Tensor& w = whole[k];
+    const int64_t out = w.size(0), in = weight ? w.size(1) : 1;
+    // The slice's shape, and where its entry (i, j) sits in the full tensor.
+    const int64_t rows = column ? out / T : out, cols = column || !weight ? in : in / T;
+    const int64_t row0 = column ? t * rows : 0, col0 = column || !weight ? 0 : t * cols;
+    const std::vector<float> s = slices[k].to_vector();
+    if (int64_t(s.size()) != rows * cols) return NAN;
+    const float* f = w.data();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const double gap = std::fabs(double(s[std::size_t(i * cols + j)]) - double(f[(row0 + i) * in + col0 + j]));
+        worst = std::isnan(gap) ? NAN : std::max(worst, gap);
+        if (std::isnan(worst)) return worst;
+      }
+  }
+  return worst;
+}
+
+std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& model, const Options& o,
+                            const Dataset& data, bool slices_ok) {
+  std::vector<int64_t> first(std::size_t(std::min<int64_t>(o.batch, data.size())));
+  for (std::size_t i = 0; i < first.size(); ++i) first[i] = int64_t(i);
+  Batch batch = gather_batch(data, first, ctx.device);
+  Tensor loss = softmax_cross_entropy(model.forward(batch.x), batch.y);
+  loss.backward();
+  const std::vector<float> tp = model.gather(true);  // collective over each TP group
+  if (!ctx.is_root()) return "";
+  if (!slices_ok)  // an earlier hole's mistake, in its own words
+    return "the slices are not the flags' model (section 2's verdicts: shard_weight, gather_weight), so neither "
+           "the split model nor its gathered gradients are one device's";
+
+  MLP one = build_model(o, Device::host());  // the flags' model: what the slices were cut from
+  Batch host = gather_batch(data, first, Device::host());
+  Tensor one_loss = softmax_cross_entropy(one.forward(host.x), host.y);
+  one_loss.backward();
+  const double loss_gap = std::fabs(double(loss.item()) - one_loss.item()) / std::fabs(double(one_loss.item()));
+  if (!(loss_gap <= kForwardTolerance))
+    return str("the split model's forward is not one device's (step 0's loss off by ", fmt(loss_gap, 3),
+               " relative): the partial results were combined wrongly in forward, or a term every rank adds was "
+               "summed T = ", groups.tp_size(), " times");
+  const std::vector<NamedTensor> named = one.named_parameters();
+  std::string worst_name;
+  double worst_gap = 0, worst_ratio = 1;
+  std::size_t at = 0;
+  for (const NamedTensor& p : named) {
+    const std::vector<float> g = p.tensor.grad().to_vector();
+    double dot = 0, norm = 0, gap = 0, largest = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const double mine = at + i < tp.size() ? tp[at + i] : NAN;
+      dot += mine * g[i], norm += double(g[i]) * g[i];
+      gap = std::max(gap, std::fabs(mine - g[i])), largest = std::max(largest, std::fabs(double(g[i])));
+    }
+    at += g.size();
+    const double relative = largest > 0 ? gap / largest : gap;
+    if (relative > worst_gap || std::isnan(relative))
+      worst_gap = relative, worst_name = p.name, worst_ratio = norm > 0 ? dot / norm : NAN;
+  }
+  const int T = groups.tp_size();
+  if (worst_gap <= kStepGradientTolerance)
+    return groups.dp_size() > 1 ? "the data-parallel ranks did not average their slices' gradients (the TP group's "
+                                  "gradient at step 0 is one device's)"
+                                : "the tensor-parallel group did not combine its partial results as one device would";
+  const std::string ratio = str(worst_name, "'s gradient at step 0 is ", fmt(worst_ratio, 3), " x one device's (T = ", T, ")");
+  if (worst_ratio > 1.05)
+    return "the tensor-parallel group combined too much: " + ratio + " — a sum where a gradient was already whole?";
+  if (worst_ratio < 0.95)
+    return "the tensor-parallel group combined too little: " + ratio + " — one rank's share where the whole was needed?";
+  return "the tensor-parallel group combined the wrong partial results: " + ratio +
+         ", but entries differ by " + fmt(worst_gap, 3) + " of the largest";
+}
+
+}  // namespace dpt::ch12

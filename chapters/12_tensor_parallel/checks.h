@@ -1,0 +1,68 @@
+/// @file checks.h
+/// @brief What chapter 12's lecture checks beside the lesson: the --tp/--dp
+/// layout, each rank's slices against the flags' model entry by entry, and
+/// which way a wrong gradient is off (too much combined, or too little), so
+/// the step check's ✘ says which.
+///
+/// None of it calls a hole's code to judge that hole: the slice check indexes
+/// the full weight itself, the gradient probe compares with one device's
+/// backward on the host.
+#pragma once
+
+#include <string>
+
+#include "dpt/data.h"
+#include "dpt/launch.h"
+#include "dpt/nn.h"
+#include "dpt/options.h"
+#include "dpt/report.h"
+#include "dpt/verdict.h"
+#include "groups.h"
+#include "tp_model.h"
+
+namespace dpt::ch12 {
+
+/// The split model's loss against one device's, relative: the logits sum
+/// ≤ 785 products in another order (the slices' partial sums added by the
+/// all-reduce), ~1e-7 relative each; the loss (~2.3) moves by ~1e-6. A
+/// logit off by a bias-sized term (b ~ 0.1) moves the loss by 1e-3 or more
+/// (measured: 3.6e-3 on 2 ranks, 4e-3 with a row bias summed over 4).
+constexpr double kForwardTolerance = 1e-5;
+
+/// T and D on `world` ranks from --tp and --dp (0: not given; T = world when
+/// neither is), or in `problem` the sentence why not (exit 2).
+struct Layout {
+  int tp = 0, dp = 0;
+  std::string problem;
+};
+Layout layout(int tp_flag, int dp_flag, int world);
+
+/// The largest |x| over every rank of the world (each rank's own check,
+/// judged once); a NaN on any rank gives +inf, which fails every bound.
+double world_max(Context& ctx, double x);
+
+/// Prints the last verdict now (✔, ✘ or —) as well as in the closing list:
+/// a later hole may stop the lecture, and this verdict's holes have run.
+void say_verdict_now(const Narrator& say, const Verdicts& v);
+
+/// max |slice entry − full entry| over every entry of this rank's slices
+/// (`model`, rank t of T) against `full` (host): column-parallel weight and
+/// bias rows t·h/T + i, row-parallel weight columns t·h/T + j, row biases
+/// whole. NaN when a slice has the wrong shape.
+double slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T);
+
+/// Collective over the world: one forward and backward of `model` on the
+/// first --batch samples (the same on every rank), its gradients gathered
+/// over each TP group, compared on world rank 0 with one device's gradient
+/// of the flags' model on those samples. Returns (rank 0) the sentence the
+/// step check blames: the parameter whose gradient is furthest from one
+/// device's and its ratio to it — above 1 "too much", below 1 "too little" —
+/// or, when the TP group is right at step 0, the data-parallel average.
+/// Before the gradients, in order: slices that are not the flags' model
+/// (`slices_ok` false: section 2's holes), then a forward whose loss is not
+/// one device's (beyond kForwardTolerance). Leaves gradients on `model`'s
+/// slices (training zeroes them).
+std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& model, const Options& o,
+                            const Dataset& data, bool slices_ok);
+
+}  // namespace dpt::ch12
