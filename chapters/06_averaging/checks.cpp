@@ -35,7 +35,7 @@ void add_tour_verdicts(Lecture& lec, const std::vector<Setting>& settings, const
   for (const Setting& s : settings) {
     if (!s.written) unwritten += (unwritten.empty() ? "" : ", ") + s.name;
     else if (s.run.diverged_step >= 0) diverged += (diverged.empty() ? "" : ", ") + s.name + " at step " + std::to_string(s.run.diverged_step);
-    else if (s.schedule.parameters || &s == &runs.grads_ref) add_run_verdicts(v, s, psi);
+    else if (s.schedule.parameters || &s == &runs.grads_ref) add_run_verdicts(v, s, psi, ctx.world);
   }
   v.holds("every setting ran (holes written)", unwritten.empty(), unwritten.empty() ? "" : "not yet: " + unwritten);
   v.holds("every loss stayed finite", diverged.empty(), diverged.empty() ? "" : "not in " + diverged);
