@@ -111,6 +111,6 @@ inline std::string broken_phase(int world) {
   do {                                                                                                          \
     const std::string broken = dpt_test::broken_phase(world);                                                   \
     if (!broken.empty())                                                                                        \
-      FAIL((world) << " ranks: ring_all_reduce is built from the two phases, and " << broken                    \
+      FAIL("ring_all_reduce is built from the two phases, and " << broken                                      \
                    << " (its own test says more; the all-reduce is judged once both phases hold)");             \
   } while (false)
