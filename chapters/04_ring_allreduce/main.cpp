@@ -23,27 +23,19 @@
 // table's "naive" row runs chapter 03's host_average_gradients when you have
 // written it. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <cstdint>
 #include <iostream>
 
 #include "ch03.h"
 #include "ch04.h"
+#include "ch04_flags.h"
 #include "checks.h"
 #include "draw_ring.h"
-#include "dpt/comm/watch.h"
 #include "dpt/data_parallel.h"
 #include "dpt/lecture.h"
 #include "dpt/timing.h"
 
 using namespace dpt;
-
-struct Ch04Flags {
-  bool explain = true;
-  int64_t check_size = 1000003;
-  int64_t max_bytes = 16 << 20;
-  int reps = 5;
-};
 
 TrafficLog ring_traffic(Context& ctx, int64_t count);
 void time_all_reduces(Context& ctx, int64_t max_bytes, int reps, bool quiet);
@@ -53,7 +45,7 @@ void ring_average(Context& ctx, std::vector<Tensor>& grads);
 // the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
 // score, the step check and printing the verdicts are the harness's (lecture.h).
 
-void lecture(Lecture& lec, const Ch04Flags& f) {
+void lecture(Lecture& lec, const ch04::Ch04Flags& f) {
   Context& ctx = lec.ctx();
   const Options& o = lec.o;
   MLP replica = make_replica(ctx, o);
@@ -168,16 +160,8 @@ void ring_average(Context& ctx, std::vector<Tensor>& grads) {
 // flags, then the lecture on every rank
 
 int main(int argc, char** argv) {
-  Ch04Flags f;
-  auto flags = [&f](CLI::App& app, Options&) {
-    app.add_flag("--explain,!--no-explain", f.explain, "Draw the ring step by step on a tiny vector (up to 8 ranks)")
-        ->capture_default_str();
-    app.add_option("--check-size", f.check_size, "Floats in the sum and traffic checks")
-        ->check(positive_integer())->capture_default_str();
-    app.add_option("--max-bytes", f.max_bytes, "Largest all-reduce timed (4 KiB, x8, … up to this)")
-        ->check(positive_integer())->capture_default_str();
-    app.add_option("--reps", f.reps, "Timed repetitions per size (median)")->check(positive_integer())->capture_default_str();
-  };
+  ch04::Ch04Flags f;
+  auto flags = [&f](CLI::App& app, Options&) { ch04::add_ch04_flags(app, f); };  // ch04_flags.cpp
   Chapter chapter{"ch04_ring_allreduce", "ring all-reduce: scatter-reduce + all-gather"};
   chapter.default_ranks = 3;  // the page's first command: dividing by 3 is not exact, so Avg's roundings show
   return run_chapter(argc, argv, chapter, flags, [&f](Lecture& lec) { lecture(lec, f); });
