@@ -6,10 +6,13 @@
 #include <cmath>
 #include <functional>
 #include <iomanip>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "ch04.h"
 #include "dpt/comm/watch.h"
+#include "support/ch04_phases.h"
 #include "support/ch04_ring.h"
 #include "support/contributions.h"
 #include "support/ranks.h"
@@ -19,6 +22,7 @@ using namespace dpt_test;
 
 TEST_CASE("ring_all_reduce: every rank gets the serial sum, any length and world", "[ch04][needs:ring_scatter_reduce][needs:ring_all_gather][needs:ring_chunk]") {
   for (int world : {1, 2, 3, 4, 5}) {
+    REQUIRE_PHASES_HOLD(world);
     for (int64_t count : {0, 1, 2, 3, 7, 64, 1001}) {  // shorter than, equal to, not divisible by world
       INFO("world " << world << ", count " << count);
       RingRun run = run_ring(world, count, all_reduce_sum);
@@ -39,6 +43,7 @@ TEST_CASE("ring_all_reduce: Avg gives every rank the serial sum divided by n, ro
   // dividing each input before the sum, or multiplying by fl(1/n), is off
   // in the last bit for some elements once n is not a power of two.
   for (int world : {1, 2, 3, 4, 5}) {
+    REQUIRE_PHASES_HOLD(world);
     RingRun run = run_ring(world, 1001, [](Communicator& comm, std::vector<float>& d) {
       ch04::ring_all_reduce(comm, d.data(), int64_t(d.size()), ReduceOp::Avg);
     });
@@ -71,6 +76,7 @@ TEST_CASE("ring_all_reduce: every rank ends with the same bits, and Avg is the r
     return float(h % 2000003) / 1000.0f - 1000.0f + float(i % 7) * 0.1f;
   };
   for (int world : {2, 3, 5}) {
+    REQUIRE_PHASES_HOLD(world);
     const int64_t count = 1003;
     std::vector<std::vector<float>> result[2];
     int k = 0;
@@ -109,6 +115,7 @@ TEST_CASE("ring_all_reduce: 500k floats (above any eager limit) on 2 and 4 rank 
   // the communicator's timeout names the waiting ranks.
   for (int world : {2, 4}) {
     INFO("world " << world);
+    REQUIRE_PHASES_HOLD(world);
     const int64_t count = 500000;
     RingRun run = run_ring(world, count, all_reduce_sum);
     for (int r = 0; r < world; ++r)
@@ -155,53 +162,17 @@ RingRun run_watched(const char* name, int world, int64_t count,
 }  // namespace
 
 TEST_CASE("ring_scatter_reduce: rank r ends owning chunk (r+1) mod n, every contribution counted once", "[ch04][needs:ring_chunk]") {
-  for (int world : {2, 3, 4, 5}) {
+  for (int world : {2, 3, 4, 5})
     for (int64_t count : {int64_t(world), int64_t(10)}) {  // one element per chunk; chunks of unequal size
-      RingRun run = run_watched("scatter-reduce", world, count, [](Communicator& comm, std::vector<float>& d) {
-        std::fill(d.begin(), d.end(), contribution(comm.rank()));
-        ch04::ring_scatter_reduce(comm, d.data(), int64_t(d.size()));
-      });
-      for (int r = 0; r < world; ++r) {
-        int owned = (r + 1) % world;
-        Range chunk = dealt_chunk(count, world, owned);
-        for (int64_t i = chunk.begin; i < chunk.end; ++i)
-          if (run.data[r][i] != all_once(world))
-            FAIL(world << " ranks, " << count << " floats: after scatter-reduce rank " << r << "'s chunk " << owned
-                       << " (the one it must own) holds " << contributions(run.data[r][i], world)
-                       << ". A partial sum must travel the whole ring, picking up each rank's contribution exactly "
-                          "once, and end on its owner.");
-      }
+      std::string failed =
+          scatter_reduce_failure(run_watched("scatter-reduce", world, count, scatter_reduce_phase()), world, count);
+      if (!failed.empty()) FAIL(failed);
     }
-  }
 }
 
 TEST_CASE("ring_all_gather: every rank ends with a copy of every owner's finished chunk", "[ch04][needs:ring_chunk]") {
   for (int world : {2, 3, 4}) {
-    const int64_t count = 8;
-    // Rank r's finished chunk (r+1) mod n holds 100·(chunk+1)+i; elsewhere this
-    // rank holds 10000·(rank+1) + i, which no finished value equals.
-    auto finished = [&](int64_t i) {
-      for (int c = 0; c < world; ++c) {
-        Range ch = dealt_chunk(count, world, c);
-        if (i >= ch.begin && i < ch.end) return float(100 * (c + 1) + i);
-      }
-      return -2.0f;
-    };
-    RingRun run = run_watched("all-gather", world, count, [&](Communicator& comm, std::vector<float>& d) {
-      Range mine = dealt_chunk(count, world, (comm.rank() + 1) % world);
-      for (int64_t i = 0; i < count; ++i)
-        d[i] = (i >= mine.begin && i < mine.end) ? finished(i) : float(10000 * (comm.rank() + 1) + i);
-      ch04::ring_all_gather(comm, d.data(), count);
-    });
-    for (int r = 0; r < world; ++r)
-      for (int64_t i = 0; i < count; ++i) {
-        float got = run.data[r][i], want = finished(i), stale = float(10000 * (r + 1) + i);
-        if (got == want) continue;
-        FAIL(world << " ranks: after all-gather rank " << r << " element " << i << " is " << got
-                   << ", the owner's finished value is " << want
-                   << (got == stale ? " (it never arrived: every chunk must reach every rank in n-1 steps)"
-                       : got == want + stale ? " (it was added to this rank's old value: all-gather copies, it does not add)"
-                                             : " (a chunk other than the owner's finished one arrived there)"));
-      }
+    std::string failed = all_gather_failure(run_watched("all-gather", world, kGatherCount, all_gather_phase(world)), world);
+    if (!failed.empty()) FAIL(failed);
   }
 }

@@ -9,6 +9,7 @@
 
 #include "ch04.h"
 #include "dpt/comm/watch.h"
+#include "support/ch04_phases.h"
 #include "support/ch04_ring.h"
 #include "support/ranks.h"
 
@@ -157,6 +158,7 @@ TEST_CASE("ring_all_reduce: with Avg, each element is divided once, on one rank 
   // mean already. A watching communicator calls us just before the send; the
   // integer inputs (support/exact_sums.h) make the mean's bits known exactly.
   for (int world : {2, 3, 4}) {
+    REQUIRE_PHASES_HOLD(world);
     const int64_t count = 10;
     std::vector<std::vector<float>> at_send(static_cast<std::size_t>(world));  // rank r's own chunk as the send left
     std::vector<std::vector<float>> whole(static_cast<std::size_t>(world));    // rank r's whole vector then

@@ -49,9 +49,9 @@ TEST_CASE("chapter: ch06 writes loss and drift, plain and per setting, to --metr
   REQUIRE(lines.size() == 31);  // one per step, then the held-out report (evaluate.h)
   CHECK(lines[0].contains("loss:grads sgd"));
   CHECK(lines[0]["step"] == 0);
-  CHECK(lines[29]["loss"] == lines[29]["loss:params H=4 momentum"]);  // the main run's plain loss, as every chapter writes
+  CHECK(lines[29]["loss"] == lines[29]["loss:params H=4 W=2 momentum"]);  // the main run's plain loss, as every chapter writes
   CHECK(lines[29].contains("drift"));
-  CHECK(lines[29].contains("drift:params H=4 momentum"));
+  CHECK(lines[29].contains("drift:params H=4 W=2 momentum"));
   CHECK(lines[29]["drift:grads momentum"].get<double>() == 0);  // gradient averaging never drifts
   std::remove(path.c_str());
 }
@@ -67,7 +67,7 @@ TEST_CASE("chapter: under mpirun, ranks started with a different schedule stop n
   const std::string program = dpt_test::program_path("ch06_averaging") +
                               " --comm mpi --comm-timeout 20 --quiet --no-verify --no-compare " +
                               dpt_test::small_problem(8) + " ";
-  for (auto differs : {std::make_pair("--every 3", "--every"), std::make_pair("--every 4 --warmup-steps 2", "--warmup-steps"),
+  for (auto differs : {std::make_pair("--every 3", "--every"), std::make_pair("--every 4 --warmup-steps 3", "--warmup-steps"),
                        std::make_pair("--every 4 --average-state", "--average-state")}) {
     auto run = dpt_test::run_mpmd(program + "--every 4", program + differs.first);
     INFO(differs.first << ": " << dpt_test::summary_line(run.output));

@@ -24,6 +24,7 @@
 #include <iostream>
 
 #include "ch02.h"
+#include "checks.h"
 #include "dpt/lecture.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
@@ -32,15 +33,9 @@
 #include "dpt/verdict.h"
 
 using namespace dpt;
+using namespace dpt::ch02;
 
 // The lecture's helpers, defined below it in the order it calls them.
-struct GradientErrors {
-  double samples = 0;  // worst max |your sample i - autograd on sample i alone| / max |autograd|
-  double mean = 0;     // worst max |your mean - batch gradient| / max |batch gradient|
-  int64_t passes = 0;  // backward passes your per_sample_gradients ran (a grad-ready hook counts them)
-};
-GradientErrors compare_gradients(const MLP& model, const Batch& batch, const Narrator& say);
-double compare_accumulation(const MLP& model, const Batch& batch, int micro_batches);
 struct Run {
   std::string name;
   float lr = 0;
@@ -117,106 +112,10 @@ void lecture(Lecture& lec) {
             << batch_size << "\n";
   lec.summary.add_row({"the model scored below", "the batch " + std::to_string(batch_size) + " run"});
 
-  Verdicts& verdicts = lec.verdicts;
-  verdicts.at_most("your per-sample gradients, as returned, vs autograd on each sample alone, max |difference| / max",
-                   grad_error.samples, 1e-5,
-                   "the same float ops on the same row: ~1e-7; a gradient left over from earlier samples, or a kept "
-                   "gradient written into afterwards, is off by O(1)");
-  verdicts.holds("your per_sample_gradients: one backward pass per sample, none over the whole batch",
-                 grad_error.passes == first_batch.x.size(0),
-                 str(grad_error.passes, " passes for ", first_batch.x.size(0),
-                     " samples: the mean is built from the per-sample gradients"));
-  verdicts.at_most("your mean of the per-sample gradients vs the batch gradient, max |difference| / max |batch|",
-                   grad_error.mean, 1e-4,
-                   "float32 sums in another order: ~B*6e-8; a sum instead of a mean is off by B-1, a lost sample by 1/B");
-  verdicts.at_most("your accumulated_gradient in " + std::to_string(micro) +
-                       " micro-batches vs the batch gradient, max |difference| / max |batch|",
-                   accumulation_error, 1e-4,
-                   "float32 sums in another order: ~1e-6; a piece weighed wrongly, or a piece lost: 1e-2 and more");
-  const std::string b = std::to_string(batch_size);
-  verdicts.holds(b + "x fewer optimizer steps (in chapter 03: syncs) with batches of " + b,
-                 per_sample.updates == batch_size * batched.updates,
-                 str(per_sample.updates, " per-sample steps vs ", batched.updates));
-  double drop = before.loss - batched.after.loss;  // no drop, no comparison: +inf fails
-  if (o.optimizer == "sgd")
-    verdicts.at_most("|per-sample run's loss - batched run's loss| / batched run's loss drop",
-                     drop > 0 ? std::fabs(per_sample.after.loss - batched.after.loss) / drop : INFINITY, 0.1,
-                     "equal to first order in lr (measured 0.1-0.3%); a summed loss steps B times too far");
-  else
-    say.say("(" + o.optimizer + " is not linear in the gradient, so B steps at lr/B are not one step of B at lr:\n"
-            "the two runs are not compared; chapter 06 shows why.)");
-  verdicts.at_most("batched run, loss on the data set after / before", batched.after.loss / before.loss, 0.99,
-                   "a run that learns ends at least 1% lower");
-  verdicts.at_most("largest step loss / first step loss, both runs",
-                   std::max(per_sample.loss_growth, batched.loss_growth), 1e6,
-                   "a loss a million times its start has diverged, finite or not (try a smaller --lr)");
-}
-
-// ----------------------------------------------------------------------------
-// 2. the batch gradient is the mean of per-sample gradients
-
-// Your per_sample_gradients on the batch: each returned sample's gradient
-// against autograd on that sample alone (after the call, so a kept gradient
-// written into while the mean was formed shows), and the mean against one
-// backward over the whole batch. Worst relative errors over the parameters
-// (NaN when a list or a shape is wrong).
-GradientErrors compare_gradients(const MLP& model, const Batch& batch, const Narrator& say) {
-  std::vector<Tensor> params = model.parameters();
-  GradientErrors worst;
-  params.front().add_grad_ready_hook([&worst](Tensor&) { ++worst.passes; });  // once per backward()
-  ch02::PerSampleGradients yours = ch02::per_sample_gradients(model, batch);
-  params.front().clear_grad_ready_hooks();
-  auto relative = [](const Tensor& mine, const Tensor& truth) {
-    double largest = max_abs_diff(truth, Tensor::zeros(truth.shape(), truth.device()));
-    double diff = mine.defined() && mine.shape() == truth.shape() ? max_abs_diff(mine, truth) : NAN;
-    return diff / std::max(largest, 1e-30);
-  };
-  const int64_t count = batch.x.size(0);
-  worst.samples = int64_t(yours.samples.size()) == count ? 0.0 : NAN;
-  for (int64_t i = 0; i < count && i < int64_t(yours.samples.size()); ++i) {
-    for (auto& p : params) p.zero_grad();
-    softmax_cross_entropy(model.forward(batch.x.rows(i, i + 1)), {batch.y[std::size_t(i)]}).backward();
-    if (yours.samples[std::size_t(i)].size() != params.size()) worst.samples = NAN;
-    for (std::size_t p = 0; p < params.size() && p < yours.samples[std::size_t(i)].size(); ++p) {
-      double r = relative(yours.samples[std::size_t(i)][p], params[p].grad());
-      if (!(r <= worst.samples)) worst.samples = r;  // a NaN is the worst
-    }
-  }
-  for (auto& p : params) p.zero_grad();
-  softmax_cross_entropy(model.forward(batch.x), batch.y).backward();  // one pass, all B samples
-  Table table("mean of " + std::to_string(count) + " per-sample gradients vs one batch gradient",
-              {"parameter", "max |mean - batch|", "max |batch|"});
-  worst.mean = yours.mean.size() == params.size() ? 0.0 : NAN;
-  auto names = model.named_parameters();
-  for (std::size_t p = 0; p < params.size() && p < yours.mean.size(); ++p) {
-    Tensor batch_grad = params[p].grad();
-    double largest = max_abs_diff(batch_grad, Tensor::zeros(batch_grad.shape(), batch_grad.device()));
-    double r = relative(yours.mean[p], batch_grad);
-    table.add_row({names[p].name, fmt(r * largest, 3), fmt(largest, 3)});
-    if (!(r <= worst.mean)) worst.mean = r;  // a NaN is the worst
-  }
-  for (auto& p : params) p.zero_grad();
-  if (say.enabled()) table.print(std::cout);
-  return worst;
-}
-
-// Your accumulated_gradient in `micro_batches` pieces against one backward
-// over the whole batch: the worst max |accumulated − batch| / max |batch|
-// over the parameters (NaN when a list or a shape is wrong).
-double compare_accumulation(const MLP& model, const Batch& batch, int micro_batches) {
-  ch02::Gradients mine = ch02::accumulated_gradient(model, batch, micro_batches);
-  std::vector<Tensor> params = model.parameters();
-  for (auto& p : params) p.zero_grad();
-  softmax_cross_entropy(model.forward(batch.x), batch.y).backward();  // one pass, the whole batch
-  double worst = mine.size() == params.size() ? 0.0 : NAN;
-  for (std::size_t p = 0; p < params.size() && p < mine.size(); ++p) {
-    Tensor whole = params[p].grad();
-    double largest = max_abs_diff(whole, Tensor::zeros(whole.shape(), whole.device()));
-    double diff = mine[p].defined() && mine[p].shape() == whole.shape() ? max_abs_diff(mine[p], whole) : NAN;
-    if (!(diff / std::max(largest, 1e-30) <= worst)) worst = diff / std::max(largest, 1e-30);  // a NaN is the worst
-  }
-  for (auto& p : params) p.zero_grad();
-  return worst;
+  add_verdicts(lec.verdicts, {grad_error, first_batch.x.size(0), micro, accumulation_error, batch_size,
+                               per_sample.updates, batched.updates, before.loss, per_sample.after.loss,
+                               batched.after.loss, std::max(per_sample.loss_growth, batched.loss_growth)},
+               o.optimizer, say);  // checks.cpp
 }
 
 // ----------------------------------------------------------------------------

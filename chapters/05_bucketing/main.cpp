@@ -39,6 +39,7 @@
 #include "bucketed_training.h"
 #include "ch05.h"
 #include "ch05_flags.h"
+#include "checks.h"
 #include "dpt/data_parallel.h"
 #include "dpt/lecture.h"
 #include "dpt/timing.h"
@@ -46,20 +47,7 @@
 using namespace dpt;
 using namespace dpt::ch05;
 
-struct LayoutCheck {
-  int over_cap = 0, not_full = 0;  // buckets of several parameters over their cap; closed though the next fitted
-  std::string first_over, first_not_full;  // the first of each, in words
-};
-LayoutCheck check_layout(const std::vector<Bucket>& layout, const std::vector<int64_t>& bytes, const BucketPlan& plan);
-struct ShuffledLaunches {
-  int out_of_order = 0;  // launches that were not the next bucket index, over every shuffle
-  int unready = 0;       // launches of a bucket with a parameter not yet marked ready
-  int missing = 0;       // buckets never launched once every parameter was ready
-};
-ShuffledLaunches launch_shuffled(const std::vector<Bucket>& layout, Device& device, uint64_t seed);
-std::string unpack_one_missing(const std::vector<Bucket>& layout, const MLP& model, Device& device);
 void print_steps(const BucketedRun& run);
-void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, Verdicts& v);
 void sweep_bucket_sizes(Context& ctx, const Options& o, const Dataset& data, const Ch05Flags& f);
 
 // ----------------------------------------------------------------------------
@@ -79,18 +67,16 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
               format_bytes(double(plan.first_cap_bytes)));
   const std::vector<Bucket> layout = assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes);
   say.say(describe_layout(layout, replica));
-  LayoutCheck caps = check_layout(layout, parameter_bytes(replica), plan);
+  const HoleChecks holes = check_holes(layout, replica, plan, ctx.device, o.seed);  // checks.cpp
   say.say("Backward finishes the last layer first, so bucket 0 is complete first. Each bucket's ring all-reduce\n"
           "starts from a grad-ready hook while backward goes on; the hooks may fire in another order on each rank,\n"
           "yet every rank's ring must work on the same bucket at the same time. Your mark_ready, on this layout,\n"
           "with the hooks fired in 20 shuffled orders (as another rank's may fire):");
-  ShuffledLaunches shuffled = launch_shuffled(layout, ctx.device, o.seed);
-  say.say(str("launches out of the order every rank shares ", shuffled.out_of_order,
-              ", before their bucket was complete ", shuffled.unready, ", never launched ", shuffled.missing));
-  const std::string unpacked = unpack_one_missing(layout, replica, ctx.device);
+  say.say(str("launches out of the order every rank shares ", holes.shuffled.out_of_order,
+              ", before their bucket was complete ", holes.shuffled.unready, ", never launched ", holes.shuffled.missing));
   say.say("Your wait_and_unpack when a parameter got no gradient (bucket 0 never launched, every other bucket "
-          "launched): " + (unpacked.empty() ? std::string("an error naming it, after the launched buckets finished")
-                                            : unpacked));
+          "launched): " + (holes.unpacked.empty() ? std::string("an error naming it, after the launched buckets finished")
+                                                  : holes.unpacked));
 
   // ---- 2. Training, buckets launched from backward's grad-ready hooks
   say.section(std::string("2. Training: ") + (f.overlap ? "each bucket all-reduced as soon as it is ready"
@@ -112,22 +98,7 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
   // ---- 4. Summary and verdicts (the harness adds held-out accuracy and the step check, then prints)
   const double s = double(replica.num_parameters()) * 4;
   const int64_t nb = int64_t(run.layout.size()), steps = int64_t(run.losses.size());
-  Verdicts& verdicts = lec.verdicts;
-  verdicts.at_most("buckets of several parameters over their cap", caps.over_cap, 0,
-                   caps.over_cap ? caps.first_over : "only a single parameter larger than the cap may pass it");
-  verdicts.at_most("buckets closed while the next bucket's first parameter still fitted under their cap",
-                   caps.not_full, 0, caps.not_full ? caps.first_not_full : "the buckets backward completes first are full");
-  verdicts.at_most("your mark_ready, hooks in 20 shuffled orders: launches out of the order every rank shares, "
-                       "before complete, or never",
-                   shuffled.out_of_order + shuffled.unready + shuffled.missing, 0,
-                   "another rank's hooks may fire in any of these orders, and its k-th all-reduce meets yours");
-  verdicts.holds("your wait_and_unpack, a parameter never marked ready: an error naming it and its bucket, after "
-                 "every launched bucket finished",
-                 unpacked.empty(), unpacked);
-  add_ring_traffic_verdicts(verdicts, run.traffic, s / double(nb), nb * steps, "training");
-  verdicts.holds("the loss stayed finite", run.diverged_step < 0,
-                 run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
-  verdicts.at_most("replicas identical: max |w_r - w_0|", spread, 0, "every ring all-gather copies the same bits");
+  add_verdicts(lec.verdicts, ctx, holes, run, s, spread);  // checks.cpp
   Table& summary = lec.summary;
   summary.add_row({"ranks x batch per rank x micro-batches", str(ctx.world, " x ", o.batch, " x ", f.accumulate)});
   summary.add_row({"buckets (all-reduces per step)", std::to_string(nb)});
@@ -135,103 +106,6 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
   summary.add_row({"bytes per step, all ranks", format_bytes(double(run.traffic.total_bytes()) / double(std::max<int64_t>(1, steps)))});
   summary.add_row({"theory 2(n-1)*S, all ranks", format_bytes(2.0 * (ctx.world - 1) * s)});
   summary.add_row({"wall time", fixed(run.seconds, 2) + " s"});
-}
-
-// ----------------------------------------------------------------------------
-// 1. the layout against ch05.h's caps, and mark_ready with shuffled hooks
-
-LayoutCheck check_layout(const std::vector<Bucket>& layout, const std::vector<int64_t>& bytes, const BucketPlan& plan) {
-  LayoutCheck c;
-  for (std::size_t b = 0; b < layout.size(); ++b) {
-    const int64_t cap = b == 0 ? plan.first_cap_bytes : plan.cap_bytes;
-    auto size_of = [&](int p) { return p >= 0 && std::size_t(p) < bytes.size() ? bytes[std::size_t(p)] : 0; };
-    int64_t sum = 0;
-    for (int p : layout[b].params) sum += size_of(p);
-    const std::string name = str("bucket ", b, ": ", format_bytes(double(sum)), ", cap ", format_bytes(double(cap)));
-    if (layout[b].params.size() > 1 && sum > cap && c.over_cap++ == 0) c.first_over = name;
-    if (b + 1 < layout.size() && !layout[b + 1].params.empty()) {
-      const int64_t next = size_of(layout[b + 1].params.front());
-      if (sum + next <= cap && c.not_full++ == 0)
-        c.first_not_full =
-            str(name, ", and bucket ", b + 1, "'s first parameter (", format_bytes(double(next)), ") fits");
-    }
-  }
-  return c;
-}
-
-// wait_and_unpack's error path, which training at the defaults never takes
-// (every parameter gets its gradient): bucket 0 never launched, its first
-// parameter never marked ready, every other bucket launched by hand with an
-// all-reduce that finishes when waited for. "" when the error names that
-// parameter and "bucket 0" after every launched bucket finished; else what
-// went wrong, in words.
-namespace {
-struct FinishedOnWait : Work {
-  bool finished = false;
-  void wait() override { finished = true; }
-  bool done() override { return finished; }
-};
-}  // namespace
-
-std::string unpack_one_missing(const std::vector<Bucket>& layout, const MLP& model, Device& device) {
-  BucketState state = make_bucket_state(layout, device, [](int) {});
-  std::vector<std::shared_ptr<FinishedOnWait>> works;
-  for (std::size_t b = 1; b < layout.size(); ++b) {
-    works.push_back(std::make_shared<FinishedOnWait>());
-    state.work[b] = works.back();
-    state.launched[b] = true;
-  }
-  std::fill(state.ready.begin(), state.ready.end(), true);
-  const int missing = layout.front().params.front();
-  state.ready[std::size_t(missing)] = false;
-  std::vector<Tensor> grads;
-  std::vector<std::string> names;
-  for (const auto& named : model.named_parameters()) {
-    grads.push_back(Tensor::zeros(named.tensor.shape(), device));
-    names.push_back(named.name);
-  }
-  const std::string name = names[std::size_t(missing)];
-  try {
-    wait_and_unpack(state, grads, names);
-  } catch (const NotImplemented&) {
-    throw;
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (std::size_t i = 0; i < works.size(); ++i)
-      if (!works[i]->finished)
-        return "the error came before launched bucket " + std::to_string(i + 1) + " was waited for";
-    if (message.find(name) == std::string::npos || message.find("bucket 0") == std::string::npos)
-      return "the error must name " + name + " and bucket 0; it said: " + message;
-    return "";
-  }
-  return "it returned although bucket 0 never launched (" + name + " got no gradient)";
-}
-
-ShuffledLaunches launch_shuffled(const std::vector<Bucket>& layout, Device& device, uint64_t seed) {
-  ShuffledLaunches r;
-  std::vector<int> order;  // the parameters, in the order the hooks fire
-  for (const Bucket& b : layout) order.insert(order.end(), b.params.begin(), b.params.end());
-  std::vector<int> launched;
-  BucketState state = make_bucket_state(layout, device, [](int) {});
-  auto complete = [&](int b) {
-    for (int p : state.buckets[std::size_t(b)].params)
-      if (!state.ready[std::size_t(p)]) return false;
-    return true;
-  };
-  state.launch = [&](int b) {  // the record, kept apart from your hole
-    if (b != int(launched.size())) ++r.out_of_order;
-    if (!complete(b)) ++r.unready;
-    launched.push_back(b);
-  };
-  Rng rng(seed);
-  for (int shuffle = 0; shuffle < 20; ++shuffle) {
-    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.next_u64() % i]);
-    reset_bucket_state(state);
-    launched.clear();
-    for (int p : order) mark_ready(state, p);
-    r.missing += int(layout.size()) - int(launched.size());
-  }
-  return r;
 }
 
 // ----------------------------------------------------------------------------
@@ -259,41 +133,6 @@ void print_steps(const BucketedRun& run) {
                  fixed(total.step_s / double(n) * 1e3, 2), std::to_string(run.layout.size()),
                  format_bytes(double(run.traffic.total_bytes()) / double(n))});
   table.print(std::cout);
-}
-
-// Counts over every step of every rank (the record is the loop's, not the holes').
-void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, Verdicts& v) {
-  // max_over_ranks clamps at 0, so every count here is "how many went wrong".
-  double out_of_order = 0, unready = 0, held_back = 0, early_steps = 0;
-  for (const BucketStep& s : run.steps) {
-    out_of_order += s.in_order ? 0 : 1;
-    unready += s.launched_unready;
-    held_back += s.held_back;
-    early_steps += s.launched_early > 0 ? 1 : 0;
-  }
-  out_of_order = max_over_ranks(ctx.comm, out_of_order);
-  unready = max_over_ranks(ctx.comm, unready);
-  held_back = max_over_ranks(ctx.comm, held_back);
-  early_steps = max_over_ranks(ctx.comm, early_steps);
-  if (!ctx.is_root()) return;
-  std::vector<int> filled;  // the layout's parameters, bucket after bucket
-  for (const Bucket& b : run.layout) filled.insert(filled.end(), b.params.begin(), b.params.end());
-  bool reverse = true;
-  for (std::size_t i = 0; i < filled.size(); ++i) reverse = reverse && filled[i] == int(filled.size() - 1 - i);
-  v.holds("buckets hold every parameter once, in reverse parameters() order", reverse,
-          reverse ? "the order backward finishes them" : "then the first bucket waits for the whole backward");
-  v.at_most("steps whose buckets did not launch in the order every rank shares (worst rank)", out_of_order, 0,
-            "ranks pair their collectives by issue order: every rank must issue the same buckets in the same order, "
-            "whatever order its own hooks fire in");
-  v.at_most("buckets launched before their last gradient was ready (worst rank)", unready, 0,
-            "the all-reduce would send a gradient backward has not finished");
-  if (overlap)
-    v.at_most("hooks after which a bucket that could have launched still waited (worst rank)", held_back, 0,
-              "as early as the contract allows: a bucket held back hides less of backward; in " +
-                  fixed(early_steps, 0) + " steps one left before backward's last gradient");
-  else
-    v.at_most("--no-overlap: steps with a bucket launched before backward's last gradient", early_steps, 0,
-              "without overlap every bucket waits for the whole backward");
 }
 
 // ----------------------------------------------------------------------------
@@ -334,6 +173,7 @@ void sweep_bucket_sizes(Context& ctx, const Options& o, const Dataset& data, con
 
 int main(int argc, char** argv) {
   Chapter chapter{"ch05_bucketing", "gradient buckets all-reduced during backward"};
+  chapter.default_ranks = 4;  // the page's first command: a bare run's verdicts can fail
   chapter.defaults.model = "784-512-512-10";  // 670k parameters (2.6 MiB): 4 buckets at 1 MiB
   chapter.defaults.steps = 60;
   chapter.rank_local_flags = {"--overlap"};  // when a rank launches, not what it exchanges

@@ -33,12 +33,17 @@ struct Schedule {
   bool average_state = false;  ///< --average-state: the optimizer state is averaged with the parameters
 };
 
-/// Collective: replaces every rank's `tensors` (any number, shapes and one
-/// device) by their mean over ranks, element by element.
+/// Collective: every rank calls it with the same number of tensors, of the
+/// same shapes in the same order, all on one device.
 ///
-/// Postconditions: afterwards every rank holds the same bits; the mean is the
-/// library all-reduce's (ReduceOp::Avg), one call for all the tensors
-/// together, so the traffic log counts one call of Σ numel · 4 bytes per rank.
+/// Postconditions:
+///  - every element of every rank's `tensors` (the caller's handles see it)
+///    holds the mean over ranks of that element, with the bits the library's
+///    `ReduceOp::Avg` gives, and every rank holds the same bits;
+///  - the traffic log sees one averaging, not one per tensor: Σ numel · 4
+///    bytes per rank in a single collective call, whatever the number of
+///    tensors (every call pays the link's latency once; a step with a hundred
+///    small tensors must not pay it a hundred times).
 /// (Hole: exercises/06_averaging/average.cpp.)
 void average_parameters(Communicator& comm, std::vector<Tensor>& tensors);
 

@@ -31,26 +31,14 @@
 #include <iostream>
 
 #include "ch06.h"
+#include "ch06_flags.h"
+#include "checks.h"
 #include "dpt/data_parallel.h"
 #include "dpt/lecture.h"
 #include "tour.h"
 
 using namespace dpt;
 using namespace dpt::ch06;
-
-struct Ch06Flags {
-  std::string average = "params";
-  Schedule schedule{true, 4, 0, false};
-  bool compare = true;
-  float adam_lr = 1e-3f;
-  int64_t equivalence_steps = 10;
-};
-
-/// Adam at H = 1 must differ from gradient averaging by more than this: 10×
-/// the float-rounding bound (kSingleDeviceTolerance) that SGD and momentum
-/// stay under. Adam's step is ~lr per coordinate whichever gradient it sees,
-/// so the two drift apart by ~lr·steps; the default run shows ~1e-2.
-constexpr double kAdamDiffers = 10 * kSingleDeviceTolerance;
 
 // ----------------------------------------------------------------------------
 // the lecture, run by every rank; rank 0 narrates. Flags, data, the flags'
@@ -137,34 +125,8 @@ void lecture(Lecture& lec, const Ch06Flags& f) {
   }
 
   // --------------------------------------------------------------------------
-  // 3. Verdicts: each run against its spec, one device, the H = 1 identities
-  Verdicts& v = lec.verdicts;
-  std::string diverged, unwritten;
-  for (const Setting& s : settings) {
-    if (!s.written) unwritten += (unwritten.empty() ? "" : ", ") + s.name;
-    else if (s.run.diverged_step >= 0) diverged += (diverged.empty() ? "" : ", ") + s.name + " at step " + std::to_string(s.run.diverged_step);
-    else if (s.schedule.parameters || &s == &grads_ref) add_run_verdicts(v, s, psi);
-  }
-  v.holds("every setting ran (holes written)", unwritten.empty(), unwritten.empty() ? "" : "not yet: " + unwritten);
-  v.holds("every loss stayed finite", diverged.empty(), diverged.empty() ? "" : "not in " + diverged);
-  if (lec.verify && find(verified.name).written) {  // the oracle: one device, the global batch, the core's code
-    Setting single = find(verified.name);
-    single.weights = flatten(train_single_device(single.o, data, o.batch * ctx.world).parameters());
-    add_single_device_verdict(v, weight_gap(single, find(verified.name)));
-  }
-  if (f.compare && unwritten.empty()) {
-    for (const char* opt : {"sgd", "momentum"})
-      v.at_most(std::string("H=1 ") + opt + " = gradient averaging: max |w - w_grads|",
-                weight_gap(find(h1_of(opt).name), find(grads_of(opt, e).name)),
-                kSingleDeviceTolerance, "the update is linear in g: averaging after it = averaging g before it");
-    if (ctx.world > 1)  // one rank: its own gradient is the mean, nothing can differ
-      v.at_least("H=1 adam differs from gradient averaging: max |w - w_grads|",
-                 weight_gap(find(h1_of("adam").name), find(grads_of("adam", e).name)),
-                 kAdamDiffers, "m/sqrt(v) is not linear in g: the mean of updates is not the update of the mean");
-  }
-  if (local)
-    v.at_least(m.name + ": replicas drift apart between averagings, max |w_r - w_0|", max_over(m.run.drift), 1e-6,
-               "each replica steps on its own shard's gradient");
+  // 3. Verdicts: each run against its spec, one device, the H = 1 identities (checks.cpp)
+  add_tour_verdicts(lec, settings, {grads_ref, find(verified.name), local ? &m : nullptr}, f);
 }
 
 // ----------------------------------------------------------------------------
@@ -172,22 +134,8 @@ void lecture(Lecture& lec, const Ch06Flags& f) {
 
 int main(int argc, char** argv) {
   Ch06Flags flags;
-  auto add_flags = [&flags](CLI::App& app, Options&) {
-    app.add_option("--average", flags.average, "What to average: grads (every step) or params (every H steps)")
-        ->check(CLI::IsMember({"grads", "params"}))->capture_default_str();
-    app.add_option("--every", flags.schedule.every, "H: average parameters once every H steps")
-        ->check(positive_integer())->capture_default_str();
-    app.add_option("--warmup-steps", flags.schedule.warmup, "W: average gradients for the first W steps, then parameters")
-        ->check(non_negative_integer())->capture_default_str();
-    app.add_flag("--average-state", flags.schedule.average_state, "Average the optimizer state with the parameters (default: local)");
-    app.add_flag("--compare,!--no-compare", flags.compare,
-                 "Also train grads vs params at H=1 for sgd, momentum, adam and compare (default on)")
-        ->capture_default_str();
-    app.add_option("--adam-lr", flags.adam_lr, "Learning rate of the Adam runs (Adam's step is ~lr per weight)")
-        ->check(positive_number())->capture_default_str();
-    app.add_option("--equivalence-steps", flags.equivalence_steps, "Steps of the H=1 comparisons (at most --steps)")
-        ->check(positive_integer())->capture_default_str();
-  };
-  return run_chapter(argc, argv, {"ch06_averaging", "parameter averaging (local SGD) vs gradient averaging"}, add_flags,
-                     [&flags](Lecture& lec) { lecture(lec, flags); });
+  auto add_flags = [&flags](CLI::App& app, Options&) { add_ch06_flags(app, flags); };  // ch06_flags.cpp
+  Chapter chapter{"ch06_averaging", "parameter averaging (local SGD) vs gradient averaging"};
+  chapter.default_ranks = 4;  // the page's first command: a bare run's verdicts can fail
+  return run_chapter(argc, argv, chapter, add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
 }

@@ -86,7 +86,7 @@ int64_t expected_gradient_steps(const Setting& s) {
 }
 }  // namespace
 
-void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi) {
+void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi, int world) {
   const LocalSgdRun& r = s.run;
   std::vector<int64_t> want = expected_averagings(s);
   if (s.schedule.parameters)
@@ -107,7 +107,9 @@ void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi) {
               ")",
           calls == payloads || (s.schedule.average_state && calls == payloads + int64_t(want.size())),
           "saw " + std::to_string(calls));
-  if (!want.empty())
+  if (!want.empty() && world == 1)  // one replica is its own mean
+    v.cannot_fail(s.name + ": replicas identical right after each averaging", on_one_rank(4));
+  else if (!want.empty())
     v.at_most(s.name + ": replicas identical right after each averaging, max |w_r - w_0|", r.spread_after_averaging, 0,
               "every rank receives the same mean: the same bits");
 }

@@ -49,7 +49,8 @@ double max_over(const std::vector<double>& xs);
 
 /// Verdicts on one run: averaged exactly at the steps the contract gives
 /// (written out in tour.cpp, not taken from the hole), the all-reduce bytes
-/// that follow from them, the same bits right after each averaging.
-void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi);
+/// that follow from them, the same bits right after each averaging (on
+/// `world` = 1 rank, where they cannot differ, it says so).
+void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi, int world);
 
 }  // namespace dpt::ch06

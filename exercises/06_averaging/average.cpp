@@ -3,11 +3,9 @@
 // hints in tiers are in docs/ch06_averaging.md (§ Hints).
 //
 // Pointers:
-//   - The library's all-reduce: comm.all_reduce(ptr, count, ReduceOp::Avg)
-//     (chapter 04 taught how one works; use the library's here).
-//   - dpt::flatten_on and dpt::unflatten (dpt/flatten.h) move a list of
-//     tensors into one tensor on a device and back; device memory is reached
-//     only through them and the all-reduce, never through a host loop.
+//   - The tensors may live on a GPU: reach their floats through tensor
+//     operations and the communicator only, never a loop over host floats
+//     (the page's reading path lists the headers to read).
 #include "ch06.h"
 
 #include "dpt/check.h"
