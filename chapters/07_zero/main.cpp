@@ -109,7 +109,7 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
   if (ctx.is_root() && !f.report_json.empty()) write_output_file(f.report_json, report.dump(1) + "\n");
 
   // ---- 4. The same weights as stage 0, and as one device (and the mean, probed)
-  if (ctx.is_root()) check_bucket_mean(f.stage, lec.verdicts);  // on a world of its own: 3 ranks
+  if (ctx.is_root()) check_bucket_mean(lec.verdicts);  // every stage, on a world of its own: 3 ranks
   std::vector<float> stage0;
   if (lec.verify && f.stage != 0) {
     say.section("4. The same run at stage 0 (plain data parallel), for comparison");

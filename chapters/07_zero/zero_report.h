@@ -63,12 +63,14 @@ void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdic
 /// scripts/plot_ch07.py draws.
 nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch);
 
-/// Rank 0: the stage's on_bucket_ready on a probe bucket of small integers
-/// (their sum is exact in any order) on a threads world of its own, 3 ranks
+/// Rank 0: on_bucket_ready on a probe bucket of small integers (their sum is
+/// exact in any order) at every stage, on a threads world of its own, 3 ranks
 /// whatever the run's N (a power of two hides a mean taken another way); the
-/// verdict: each rank's part holds the sum divided by N once, to the bit.
-/// Training cannot show it: every stage (and stage 0) would take it alike.
-void check_bucket_mean(int stage, Verdicts& verdicts);
+/// verdict: each rank's part holds the sum divided by N once, to the bit, each
+/// rank sent what its stage needs (a reduce-scatter; stage 0 an all-gather
+/// more) and no more, and stages 2-3 let the bucket go. Training cannot show a
+/// mean taken another way, and a run shows only its own stage's branch.
+void check_bucket_mean(Verdicts& verdicts);
 
 /// Rank 0: partition_parameters on the run's Ψ and on Ψ+1 … Ψ+N−1 over the
 /// same N (every remainder mod N, so a rule that pads where it need not shows
