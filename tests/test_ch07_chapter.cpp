@@ -254,6 +254,17 @@ TEST_CASE("chapter: under mpirun, ranks started with different ch07 flags stop n
   }
 }
 
+TEST_CASE("chapter: a chapter run that crashes is reported as a crash on a signal, not by its last line", "[ch07]") {
+  // A hole's offset out of range is undefined behaviour where ranges are not
+  // checked (the reference build): the --device-memory 2MiB run once died on
+  // SIGSEGV and its test quoted the last line it printed.
+  auto crash = dpt_test::run_command("sh -c 'echo all 11 checks passed; kill -SEGV $$'");
+  INFO(crash.output);
+  CHECK(crash.exit_code != 0);
+  CHECK_THAT(dpt_test::summary_line(crash.output), contains_text("exited on signal 11 (SIGSEGV)") &&
+                                                       contains_text("cmake --preset student"));
+}
+
 TEST_CASE("chapter: in the student build copy_floats and divide_floats name a call that runs past its tensor",
           "[ch07]") {
   if (!float_ranges_checked()) {

@@ -34,7 +34,8 @@ std::vector<SumCheck> check_phases(Context& ctx);
 /// and 7 ranks (1, 2 and 3 extra ranks), whatever this run's world: "" when
 /// every rank ends with the exact sum and the traffic keeps the fold's
 /// contract (halving_doubling_pattern_problem), else the first problem in
-/// words. A world that is a power of two has no extra rank to fold.
+/// words (a hole not written yet: its message). A world that is a power of
+/// two has no extra rank to fold.
 std::string fold_problem();
 
 /// What the traffic log saw during one all-reduce of `count` floats.
