@@ -208,6 +208,20 @@ TEST_CASE("chapter: with --device-memory 2MiB the default model runs out of memo
   CHECK_THAT(bad.output, contains_text("--device-memory"));
 }
 
+TEST_CASE("chapter: on one rank ch07's ring, bytes and stage-0 verdicts say they cannot fail, the probes judge",
+          "[ch07]") {
+  auto run = dpt_test::run_program("ch07_zero", "--ranks 1 --steps 2 --quiet");
+  INFO(dpt_test::summary_line(run.output));
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.output, contains_text("every rank sends only to its right neighbour; bytes sent per rank per step "
+                                       "\u2014 cannot fail on 1 rank") &&
+                             contains_text("max |w_stage3 - w_stage0| \u2014 cannot fail on 1 rank") &&
+                             !contains_text("\u2714 every rank sends only"));
+  // The probes run beyond the run's shape: they judge on one rank too.
+  CHECK_THAT(run.output, contains_text("\u2714 the partition: every parameter in exactly one of N equal shards") &&
+                             contains_text("\u2714 a probe bucket through on_bucket_ready at stages 0-3 on 3 ranks"));
+}
+
 TEST_CASE("chapter: a bad ch07 flag is refused at parse time, naming it (exit 2)", "[ch07]") {
   for (const char* bad : {"--bucket-mb nan", "--bucket-mb inf", "--weight-decay nan", "--weight-decay -0.1",
                           "--optimizer sgd", "--optimizer momentum"}) {
@@ -238,6 +252,17 @@ TEST_CASE("chapter: under mpirun, ranks started with different ch07 flags stop n
     CHECK_THAT(run.output, contains_text(last.substr(0, last.find(' '))) &&
                                contains_text("every rank needs the same flags"));
   }
+}
+
+TEST_CASE("chapter: a chapter run that crashes is reported as a crash on a signal, not by its last line", "[ch07]") {
+  // A hole's offset out of range is undefined behaviour where ranges are not
+  // checked (the reference build): the --device-memory 2MiB run once died on
+  // SIGSEGV and its test quoted the last line it printed.
+  auto crash = dpt_test::run_command("sh -c 'echo all 11 checks passed; kill -SEGV $$'");
+  INFO(crash.output);
+  CHECK(crash.exit_code != 0);
+  CHECK_THAT(dpt_test::summary_line(crash.output), contains_text("exited on signal 11 (SIGSEGV)") &&
+                                                       contains_text("cmake --preset student"));
 }
 
 TEST_CASE("chapter: in the student build copy_floats and divide_floats name a call that runs past its tensor",

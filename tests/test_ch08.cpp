@@ -1,7 +1,8 @@
 // test_ch08.cpp — chapter 08's two phase holes, halving_reduce_scatter and
 // doubling_all_gather: who ends with which block, each contribution once,
-// and the pattern (log2 p steps, partner r XOR 2^k, the size halving or
-// doubling). Oracles share no code with the algorithms: contributions 8^r
+// and the pattern (log2 p steps, each a pairing: one partner who has this
+// member as its partner at the same step, a new one each step; the size
+// halving or doubling). Oracles share no code with the algorithms: contributions 8^r
 // read back in base 8 (which ranks reached an element, and how often) and
 // the messages a watching communicator saw (partners, sizes).
 //
@@ -9,6 +10,7 @@
 // provided algorithms, the clock and the program in test_ch08_chapter.cpp;
 // the threads-world runner in support/ch08_run.h.
 #include "support/catch.h"
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -20,7 +22,6 @@ using namespace dpt;
 using namespace dpt::ch08;
 using dpt_test::input;
 using dpt_test::log2_of;
-using dpt_test::power_of_two;
 using dpt_test::Fill;
 using dpt_test::Run;
 using dpt_test::run;
@@ -31,6 +32,12 @@ namespace {
 float contribution(int rank, int64_t) { return dpt_test::contribution(rank); }
 using dpt_test::all_once;
 using dpt_test::contributions;
+
+// Whom `member` sent to at its step `k` (-1: it made no such call).
+int partner_at(const Run& r, int member, std::size_t k) {
+  const auto& seen = r.messages[std::size_t(member)];
+  return k < seen.size() ? seen[k].dst : -1;
+}
 }  // namespace
 
 // ----------------------------------------------------------------------------
@@ -62,7 +69,8 @@ TEST_CASE("halving_reduce_scatter: member r ends with block r's sum, every contr
   }
 }
 
-TEST_CASE("halving_reduce_scatter: log2 p steps, partner r XOR 2^k, half as much each step", "[ch08]") {
+TEST_CASE("halving_reduce_scatter: log2 p steps, each a pairing with a new partner, half as much each step",
+          "[ch08]") {
   for (int p : {2, 4, 8, 16}) {
     const int64_t count = 16 * p;  // every half divides evenly
     Run r = run(p, count, input, [](Communicator& c, std::vector<float>& d) {
@@ -73,19 +81,19 @@ TEST_CASE("halving_reduce_scatter: log2 p steps, partner r XOR 2^k, half as much
       INFO(p << " members: member " << m << " made " << seen.size() << " calls");
       INFO("halving takes log2 p = " << log2_of(p) << " steps of one sendrecv each");
       REQUIRE(int(seen.size()) == log2_of(p));
-      int bits_used = 0;
+      std::vector<int> partners;
       for (std::size_t k = 0; k < seen.size(); ++k) {
         const Message& msg = seen[k];
         INFO(p << " members: member " << m << " at step " << k << ": " << msg.call << " to " << msg.dst << " ("
                << msg.send_count << " floats), from " << msg.src << " (" << msg.recv_count << " floats)");
-        INFO("each step is one sendrecv with one partner, who differs from r in exactly one bit (r XOR 2^k), a "
-             "different bit each step");
+        INFO("each step is one sendrecv with one partner, who at the same step has this member as its partner; "
+             "a different partner each step");
         REQUIRE(msg.dst >= 0);
         REQUIRE(msg.dst == msg.src);
-        int x = m ^ msg.dst;
-        REQUIRE(power_of_two(x));
-        REQUIRE((bits_used & x) == 0);
-        bits_used |= x;
+        REQUIRE(msg.dst != m);
+        REQUIRE(std::find(partners.begin(), partners.end(), msg.dst) == partners.end());
+        partners.push_back(msg.dst);
+        REQUIRE(partner_at(r, msg.dst, k) == m);
         INFO("a member gives up half of what it holds at each step: count/2, then count/4, … (" << count << " floats)");
         CHECK(msg.send_count == (count >> (k + 1)));
         CHECK(msg.recv_count == (count >> (k + 1)));
@@ -127,7 +135,8 @@ TEST_CASE("doubling_all_gather: every member ends with every member's final bloc
   }
 }
 
-TEST_CASE("doubling_all_gather: log2 p steps, partner r XOR 2^k, twice as much each step", "[ch08]") {
+TEST_CASE("doubling_all_gather: log2 p steps, each a pairing with a new partner, twice as much each step",
+          "[ch08]") {
   for (int p : {2, 4, 8, 16}) {
     const int64_t count = 16 * p;
     Run r = run(p, count, input, [](Communicator& c, std::vector<float>& d) {
@@ -138,13 +147,18 @@ TEST_CASE("doubling_all_gather: log2 p steps, partner r XOR 2^k, twice as much e
       INFO(p << " members: member " << m << " made " << seen.size() << " calls; doubling takes log2 p = "
              << log2_of(p) << " steps of one sendrecv each");
       REQUIRE(int(seen.size()) == log2_of(p));
+      std::vector<int> partners;
       for (std::size_t k = 0; k < seen.size(); ++k) {
         const Message& msg = seen[k];
         INFO(p << " members: member " << m << " at step " << k << ": to " << msg.dst << " (" << msg.send_count
                << " floats), from " << msg.src);
-        INFO("each step one partner, r XOR 2^k; a member sends all it holds final: count/p, then twice that, …");
+        INFO("each step one partner, who at the same step has this member as its partner, a new one each step; "
+             "a member sends all it holds final: count/p, then twice that, …");
         REQUIRE(msg.dst == msg.src);
-        REQUIRE(power_of_two(m ^ msg.dst));
+        REQUIRE(msg.dst != m);
+        REQUIRE(std::find(partners.begin(), partners.end(), msg.dst) == partners.end());
+        partners.push_back(msg.dst);
+        REQUIRE(partner_at(r, msg.dst, k) == m);
         CHECK(msg.send_count == (count / p) << k);
       }
     }

@@ -126,8 +126,7 @@ TEST_CASE("apply_push: a sync round closes when all W pushes are in, whatever th
 
 TEST_CASE("apply_push: sync servers take one device's SGD step on all workers' batches, step by step",
           "[ch09][needs:push_and_pull]") {
-  INFO("this test runs your push_and_pull too (the servers get each gradient through it): if a push_and_pull "
-       "test fails, fix that first");
+  dpt_test::require_push_and_pull();  // the part it runs through, first
   for (auto [servers, workers] : {std::pair{1, 3}, std::pair{2, 2}, std::pair{3, 4}}) {
     const int steps = 5;
     Options o = small_options(steps);
@@ -165,8 +164,7 @@ TEST_CASE("apply_push: sync servers take one device's SGD step on all workers' b
 }
 
 TEST_CASE("apply_push: async with one worker is plain SGD", "[ch09][needs:push_and_pull]") {
-  INFO("this test runs your push_and_pull too (the servers get each gradient through it): if a push_and_pull "
-       "test fails, fix that first");
+  dpt_test::require_push_and_pull();  // the part it runs through, first
   for (int servers : {1, 2}) {
     const int steps = 12;
     Options o = small_options(steps);
@@ -189,8 +187,7 @@ TEST_CASE("apply_push: async with one worker is plain SGD", "[ch09][needs:push_a
 
 TEST_CASE("apply_push: on a fixed arrival order every push's staleness is what the order implies",
           "[ch09][needs:push_and_pull]") {
-  INFO("this test runs your push_and_pull too (the servers get each gradient through it): if a push_and_pull "
-       "test fails, fix that first");
+  dpt_test::require_push_and_pull();  // the part it runs through, first
   // Three workers, an order with a straggler (worker 2) and a burst (worker 0).
   const std::vector<int> order = {0, 1, 0, 0, 2, 1, 0, 1, 2, 0};
   // Counted by hand: push i of worker w was computed on the shard as the

@@ -189,11 +189,13 @@ TEST_CASE("chapter: ch09 stopped by an error exits 1 and says why, under threads
   CHECK(r.output.find("leaves no worker") != std::string::npos);
 }
 
-TEST_CASE("chapter: ch09 --ranks 5 --servers 1 passes every verdict",
+TEST_CASE("chapter: ch09 with no --ranks runs 1 server and 4 workers and passes every verdict",
           "[ch09][needs:apply_push][needs:push_and_pull][needs:ssp_must_wait]") {
-  auto r = dpt_test::run_program("ch09_parameter_server", "--ranks 5 --servers 1 --steps 40 --eval-samples 500");
+  auto r = dpt_test::run_program("ch09_parameter_server", "--steps 40 --eval-samples 500");
   INFO(dpt_test::summary_line(r.output));
   REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("1 server(s), 4 worker(s)") != std::string::npos);
+  CHECK(r.output.find("cannot fail") == std::string::npos);
   CHECK(r.output.find("every push's staleness = what the arrival order implies") != std::string::npos);
   CHECK(r.output.find("\u2718") == std::string::npos);
 }

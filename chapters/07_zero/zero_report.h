@@ -42,7 +42,9 @@ double comm_formula_bytes(int stage, bool prefetch, const std::vector<Range>& la
 /// Collective. Prints (rank 0) rank 0's memory by category next to the formula
 /// and its named extras, and adds three verdicts over every rank (the worst
 /// rank's): the model states at the peak are the formula's on the padded
-/// buffer; the comm buffers' own peak is at most comm_formula_bytes; the
+/// buffer; the comm buffers' own peak is at most comm_formula_bytes and, at
+/// stage 3, at least what a layer's backward holds at once (its bucket and
+/// the layer itself, gathered: a gathered layer charged elsewhere shows); the
 /// peak is at most 5 % above formula + padding + activations + other +
 /// comm_formula_bytes. Every "expected" figure comes from a formula, never
 /// from the quantity judged.
@@ -50,7 +52,8 @@ void report_memory(Context& ctx, const ZeroRun& run, const Partition& part, int 
                    bool print);
 
 /// Rank 0: prints bytes sent per rank per step next to theory and adds the
-/// verdicts "ring only" and "bytes = theory" (within the padding's share).
+/// verdicts "ring only" and "bytes = theory" (within the padding's share);
+/// on one rank, that they cannot fail.
 void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdicts& v, bool print);
 
 /// Collective: the run as JSON (complete on rank 0): stage, world, psi,
@@ -60,11 +63,20 @@ void report_traffic(const ZeroRun& run, const Partition& part, int stage, Verdic
 /// scripts/plot_ch07.py draws.
 nlohmann::json run_json(Context& ctx, const ZeroRun& run, const Partition& part, int stage, bool prefetch);
 
-/// Collective: the stage's on_bucket_ready on a probe bucket of small
-/// integers (their sum is exact in any order) on every rank; the verdict: each
-/// rank's part holds the sum divided by N once, to the bit. Training cannot
-/// show a mean taken another way: every stage (and stage 0) would take it alike.
-void check_bucket_mean(Context& ctx, int stage, Verdicts& verdicts);
+/// Rank 0: on_bucket_ready on a probe bucket of small integers (their sum is
+/// exact in any order) at every stage, on a threads world of its own, 3 ranks
+/// whatever the run's N (a power of two hides a mean taken another way); the
+/// verdict: each rank's part holds the sum divided by N once, to the bit, each
+/// rank sent what its stage needs (a reduce-scatter; stage 0 an all-gather
+/// more) and no more, and stages 2-3 let the bucket go. Training cannot show a
+/// mean taken another way, and a run shows only its own stage's branch.
+void check_bucket_mean(Verdicts& verdicts);
+
+/// Rank 0: partition_parameters on the run's Ψ and on Ψ+1 … Ψ+N−1 over the
+/// same N (every remainder mod N, so a rule that pads where it need not shows
+/// whatever N the run has); the verdict: every parameter in exactly one of N
+/// equal shards, and no equal-shard cut pads less.
+void check_partition(const Partition& run, Verdicts& verdicts);
 
 /// For an out-of-memory message at `stage`: the formula per stage against
 /// `capacity` bytes, and the stage to run instead ("run with --stage 2").

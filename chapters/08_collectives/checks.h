@@ -22,6 +22,22 @@ struct SumCheck {
 /// 1, 7 and 1001 (shorter than, and not divisible by, the world).
 std::vector<SumCheck> check_sums(Context& ctx, int nodes);
 
+/// Collective: the two phases of halving-doubling alone, on the world's first
+/// p = power_of_two_below(n) ranks (the rest wait): halving_reduce_scatter
+/// (`error`: floats of a member's own block that are not its sum over the p
+/// members) and doubling_all_gather (floats that are not their owner's final
+/// value), worst over ranks. Checked before the all-reduces built on them, so
+/// a fault in a part is named in the part's words.
+std::vector<SumCheck> check_phases(Context& ctx);
+
+/// Rank 0: halving_doubling_all_reduce on threads worlds of their own, 3, 6
+/// and 7 ranks (1, 2 and 3 extra ranks), whatever this run's world: "" when
+/// every rank ends with the exact sum and the traffic keeps the fold's
+/// contract (halving_doubling_pattern_problem), else the first problem in
+/// words (a hole not written yet: its message). A world that is a power of
+/// two has no extra rank to fold.
+std::string fold_problem();
+
 /// What the traffic log saw during one all-reduce of `count` floats.
 struct TrafficSeen {
   std::vector<std::vector<int64_t>> matrix;  ///< bytes [src][dst]
@@ -37,9 +53,10 @@ TrafficSeen traffic_of(Context& ctx, const std::string& name, int nodes, int64_t
 /// paper from each algorithm's steps.
 double theory_total_bytes(const std::string& name, int n, int nodes, double bytes);
 
-/// "" when, among the first p = power_of_two_below(n) ranks, every pair that
-/// talks is r and r XOR 2^k, each extra rank talks to one of them only, and
-/// none of them hosts two extras; else the first pair that breaks it, in words.
+/// "" when the traffic matrix keeps halving-doubling's contract: each of the
+/// first p = power_of_two_below(n) ranks exchanges (both ways) with log2 p of
+/// the others, no two extra ranks talk, each extra talks to one of the first
+/// p only, and none of them hosts two extras; else the first break, in words.
 std::string halving_doubling_pattern_problem(const std::vector<std::vector<int64_t>>& matrix);
 
 }  // namespace dpt::ch08

@@ -15,7 +15,7 @@ namespace dpt::ch08 {
 
 /// Chapter 08's own flags.
 struct Ch08Flags {
-  int nodes = 1;                    ///< --nodes K: ranks grouped node-major
+  int nodes = 0;                    ///< --nodes K: ranks grouped node-major (0: not given, the lecture picks)
   std::string link_intra = "nvlink";  ///< --link-intra: the preset inside a node
   std::string link_inter = "ethernet";  ///< --link-inter: the preset between nodes
   int max_ranks = 16;               ///< --max-ranks: the crossover sweep's largest world

@@ -21,8 +21,8 @@
 // What it leaves out: pipelining (NCCL's trees and rings cut S into pieces),
 // contention inside a switch, and wall-clock timing (bench_allreduce).
 //
-// Run it:
-//     build/reference/bin/ch08_collectives --ranks 8 --nodes 2
+// Run it (bare, it runs 8 ranks on 2 nodes):
+//     build/reference/bin/ch08_collectives
 //     build/reference/bin/ch08_collectives --ranks 8 --nodes 2 --link-inter infiniband --plot ch08.svg
 //     mpirun --oversubscribe -np 8 build/reference/bin/ch08_collectives --comm mpi --nodes 2
 //
@@ -49,7 +49,8 @@ using namespace dpt;
 using namespace dpt::ch08;
 
 
-void sums_verdicts(const Narrator& say, const std::vector<SumCheck>& sums, Verdicts& v);
+void sums_verdicts(const Narrator& say, int world, const std::vector<SumCheck>& phases,
+                   const std::vector<SumCheck>& sums, Verdicts& v);
 void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, const std::vector<SumCheck>& sums,
                      Verdicts& v);
 
@@ -57,9 +58,10 @@ void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, cons
 // the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
 // score, the step check and printing the verdicts are the harness's (lecture.h).
 
-void lecture(Lecture& lec, const Ch08Flags& f) {
+void lecture(Lecture& lec, Ch08Flags f) {
   Context& ctx = lec.ctx();
   const Narrator& say = lec.say;
+  if (f.nodes == 0) f.nodes = ctx.world % 2 == 0 && ctx.world >= 4 ? 2 : 1;  // --nodes not given
   DPT_CHECK(ctx.world % f.nodes == 0, "--nodes " << f.nodes << " does not divide " << ctx.world
                                                  << " ranks into nodes of equal size: pick a divisor of --ranks");
   Verdicts& verdicts = lec.verdicts;
@@ -67,8 +69,14 @@ void lecture(Lecture& lec, const Ch08Flags& f) {
   // ---- 1. Does each one sum?
   say.section(str("1. Does each one sum? ", ctx.world, " ranks as ", f.nodes, " node(s) x ", g,
                   ", integer inputs, 1, 7 and 1001 floats"));
+  std::vector<SumCheck> phases = check_phases(ctx);  // the parts first, then what is built on them
   std::vector<SumCheck> sums = check_sums(ctx, f.nodes);
-  sums_verdicts(say, sums, verdicts);
+  sums_verdicts(say, ctx.world, phases, sums, verdicts);
+  if (ctx.is_root()) {  // the fold needs extra ranks, which a power-of-two world has none of
+    const std::string fold = fold_problem();
+    verdicts.holds("halving-doubling on worlds of 3, 6 and 7 ranks of its own: exact sums, and each extra rank "
+                   "folded into a rank of the first p that hosts no other", fold.empty(), fold);
+  }
 
   // ---- 2. Who talks to whom, and how much crosses the slow link?
   say.section("2. Who talks to whom? The traffic log of one all-reduce of " + format_bytes(4096.0 * ctx.world));
@@ -102,10 +110,12 @@ void lecture(Lecture& lec, const Ch08Flags& f) {
                                             &lec.recorder);  // the harness checks recorded steps on one device
   const double spread = replica_spread(ctx, replica);
   if (!ctx.is_root()) return;
+  if (ctx.world == 1) verdicts.cannot_fail("training with " + pick + ": replicas identical", on_one_rank(8));
   verdicts.holds("training with " + pick + ": the loss stayed finite", run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
-  verdicts.at_most("training with " + pick + ": replicas identical, max |w_r - w_0|", spread, 0,
-                   "every rank ends each all-reduce with the same bits (one owner per block, then copies)");
+  if (ctx.world > 1)
+    verdicts.at_most("training with " + pick + ": replicas identical, max |w_r - w_0|", spread, 0,
+                     "every rank ends each all-reduce with the same bits (one owner per block, then copies)");
   lec.summary.add_row({"ranks, nodes", str(ctx.world, ", ", f.nodes)});
   lec.summary.add_row({"all-reduce of the gradients (tuner)", pick});
   lec.summary.add_row({"loss: first step -> last step", fixed(run.losses.front(), 4) + " -> " + fixed(run.losses.back(), 4)});
@@ -115,16 +125,45 @@ void lecture(Lecture& lec, const Ch08Flags& f) {
 // 1. sums: integers below 2^24 add exactly in any order, so any error is a
 // missed or doubled contribution
 
-void sums_verdicts(const Narrator& say, const std::vector<SumCheck>& sums, Verdicts& v) {
+void sums_verdicts(const Narrator& say, int world, const std::vector<SumCheck>& phases,
+                   const std::vector<SumCheck>& sums, Verdicts& v) {
+  std::string broken_phase, broken_sum;  // the first part that fails: what is built on it names it
+  for (const SumCheck& s : phases)
+    if (broken_phase.empty() && (!s.written || s.error > 0)) broken_phase = s.name;
+  for (const SumCheck& s : sums)
+    if (s.name == "halving-doubling" && (!s.written || s.error > 0)) broken_sum = s.name;
+  for (const SumCheck& s : phases) {
+    if (!s.written) continue;  // halving-doubling's line says so
+    say.say("  " + s.name + " (among the first p ranks): " + (s.error == 0 ? "every block right" : "wrong"));
+  }
   for (const SumCheck& s : sums) {
     say.say("  " + s.name + ": " + (!s.written ? "not written yet" : s.error == 0 ? "the exact sum on every rank"
                                                                                : "off by " + fmt(s.error, 3)));
+  }
+  if (world == 1) {  // an unwritten hole is still one
+    for (const SumCheck& s : sums)
+      if (!s.written) v.holds(s.name + ": every rank ends with the serial sum", false, s.why);
+    v.cannot_fail("every algorithm and phase: every rank ends with the serial sum", on_one_rank(8));
+    return;
+  }
+  for (const SumCheck& s : phases)
+    if (s.written)
+      v.at_most(s.name + std::string(s.name == "halving_reduce_scatter"
+                                         ? ": floats of a member's own block that are not its sum"
+                                         : ": floats that are not their owner's final value"),
+                s.error, 0, "the first p ranks alone; halving-doubling is built on it");
+  for (const SumCheck& s : sums) {
     if (!s.written) {
       v.holds(s.name + ": every rank ends with the serial sum", false, s.why);
       continue;
     }
-    v.at_most(s.name + ": every rank ends with the serial sum, max relative error", s.error, 0,
-              "integer inputs: any error is a contribution missed or counted twice");
+    std::string why = "integer inputs: any error is a contribution missed or counted twice";
+    if (s.error > 0 && s.name == "halving-doubling" && !broken_phase.empty())
+      why = "built on " + broken_phase + ", which fails above: fix it first";
+    if (s.error > 0 && s.name == "two-level" && !(broken_phase.empty() && broken_sum.empty()))
+      why = "built on the team algorithms, and " + (broken_phase.empty() ? broken_sum : broken_phase) +
+            " fails above: fix it first";
+    v.at_most(s.name + ": every rank ends with the serial sum, max relative error", s.error, 0, why);
   }
 }
 
@@ -146,13 +185,13 @@ void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, cons
     double paper = theory_total_bytes(sum.name, n, f.nodes, s);
     table.add_row({sum.name, format_bytes(double(seen.total)), format_bytes(paper),
                    f.nodes > 1 ? format_bytes(double(seen.busiest_across)) : "-"});
-    if (!ctx.is_root()) continue;
+    if (!ctx.is_root() || n == 1) continue;
     v.near(sum.name + ": bytes sent by all ranks = the count on paper", double(seen.total), paper, 1e-9,
            "every block divides evenly: exact");
     if (sum.name == "halving-doubling") {
       std::string problem = halving_doubling_pattern_problem(seen.matrix);
-      v.holds("halving-doubling: partners are r XOR 2^k; each extra rank folds into one of the first p", problem.empty(),
-              problem);
+      v.holds("halving-doubling: the first p ranks exchange in pairs, log2 p partners each; an extra rank talks to "
+              "one of them only, and none hosts two", problem.empty(), problem);
     }
     if (sum.name == "two-level" && f.nodes > 1) {
       v.holds("two-level: across nodes only ranks of the same local index talk", seen.stray_across.empty(),
@@ -167,6 +206,7 @@ void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, cons
     }
   }
   if (say.enabled()) table.print(std::cout);
+  if (n == 1) v.cannot_fail("every algorithm's bytes and partners, from the traffic log", on_one_rank(8));
   say.say("A flat ring's busiest rank sends " + format_bytes(ring_across) + " across nodes per all-reduce.");
 }
 
@@ -176,11 +216,13 @@ void traffic_section(Context& ctx, const Narrator& say, const Ch08Flags& f, cons
 int main(int argc, char** argv) {
   Chapter chapter{"ch08_collectives", "which all-reduce, when"};
   chapter.defaults.steps = 100;  // section 5: enough to learn visibly, quick at 8 ranks
+  chapter.default_ranks = 8;  // the page's first command, with --nodes' default 2: the two-tier lesson
   chapter.rank_local_flags = {"--plot"};  // rank 0 writes it
   Ch08Flags flags;
   auto add_flags = [&flags](CLI::App& app, Options&) {
-    app.add_option("--nodes", flags.nodes, "Nodes the ranks are grouped in (node-major: rank r on node r / (n/K))")
-        ->check(integer_in(1, kMaxRanks))->capture_default_str();
+    app.add_option("--nodes", flags.nodes, "Nodes the ranks are grouped in (node-major: rank r on node r / (n/K)); "
+                                           "default 2 when the ranks are even and at least 4, else 1")
+        ->check(integer_in(1, kMaxRanks));
     app.add_option("--link-intra", flags.link_intra, "Link preset inside a node (the clock's fast tier)")
         ->check(CLI::IsMember(link_preset_names()))->capture_default_str();
     app.add_option("--link-inter", flags.link_inter, "Link preset between nodes (the clock's slow tier)")

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ch08.h"
 #include "dpt/comm/watch.h"
 #include "support/exact_sums.h"
 #include "support/ranks.h"
@@ -28,7 +29,8 @@ using Body = std::function<void(dpt::Communicator&, std::vector<float>&)>;
 
 /// Runs `body` on every rank of a `world`-rank threads world, each rank's
 /// vector of `count` floats filled by `fill`, through a watching communicator.
-inline Run run(int world, int64_t count, const Fill& fill, const Body& body) {
+/// A deadlock fails the test, naming `what` when given (the part that hung).
+inline Run run(int world, int64_t count, const Fill& fill, const Body& body, const std::string& what = "") {
   Run out;
   out.data.resize(std::size_t(world));
   out.messages.resize(std::size_t(world));
@@ -46,7 +48,7 @@ inline Run run(int world, int64_t count, const Fill& fill, const Body& body) {
     if (ctx.is_root()) out.traffic = ctx.comm.traffic().matrix();
   }, 3.0);
   } catch (const dpt::Timeout& e) {
-    FAIL(world << " ranks deadlocked: every rank waited for a peer that was waiting too. Partners must choose each "
+    FAIL(what << (what.empty() ? "" : ": ") << world << " ranks deadlocked: every rank waited for a peer that was waiting too. Partners must choose each "
          "other (when r exchanges with q at a step, q exchanges with r at that step), and a rank must not send "
          "first and receive after where its peer does the same (communicator.h, rendezvous). The timeout said: "
          << e.what());
@@ -69,6 +71,70 @@ inline void require_serial_sums(const Run& r, int world, int64_t count, const st
         FAIL(what << ", " << world << " ranks, " << count << " floats: rank " << rank << "'s element " << i << " is "
                   << r.data[std::size_t(rank)][std::size_t(i)] << ", the sum over ranks is " << serial_sum(world, i)
                   << ": every rank must end with the sum of every rank's vector, each counted once");
+}
+
+// ----------------------------------------------------------------------------
+// the parts a composed hole is built on: checked first, so that a composed
+// hole's test names the broken part in the part's words
+
+/// Fails the calling test naming halving_reduce_scatter or doubling_all_gather
+/// when either breaks its postcondition on 2, 4 or 8 members (37 floats:
+/// unequal blocks). halving_doubling_all_reduce is built on them; its own
+/// tests would otherwise report their fault as its.
+inline void require_halving_doubling_phases() {
+  for (int p : {2, 4, 8}) {
+    const int64_t count = 37;
+    auto block_of = [&](int64_t i) {
+      int b = 0;
+      while (i >= dpt::ch08::block_range(count, p, b, b + 1).end) ++b;
+      return b;
+    };
+    Run rs = run(p, count, [](int rank, int64_t) { return float(rank + 1); },
+                 [](dpt::Communicator& c, std::vector<float>& d) {
+                   dpt::ch08::halving_reduce_scatter(dpt::ch08::Team(c), d.data(), int64_t(d.size()));
+                 }, "halving_reduce_scatter");
+    const float total = float(p * (p + 1) / 2);
+    for (int m = 0; m < p; ++m)
+      for (int64_t i = 0; i < count; ++i)
+        if (block_of(i) == m && rs.data[std::size_t(m)][std::size_t(i)] != total)
+          FAIL("halving_reduce_scatter (exercises/08_collectives/halving_doubling.cpp) on " << p << " members left "
+               << rs.data[std::size_t(m)][std::size_t(i)] << " in member " << m << "'s own block, not the sum "
+               << total << ". This test's hole is built on it: its own test (\"halving_reduce_scatter: …\") says "
+               "which property fails");
+    Run ag = run(p, count, [&](int rank, int64_t i) { return block_of(i) == rank ? float(100 + i) : -1.0f; },
+                 [](dpt::Communicator& c, std::vector<float>& d) {
+                   dpt::ch08::doubling_all_gather(dpt::ch08::Team(c), d.data(), int64_t(d.size()));
+                 }, "doubling_all_gather");
+    for (int m = 0; m < p; ++m)
+      for (int64_t i = 0; i < count; ++i)
+        if (ag.data[std::size_t(m)][std::size_t(i)] != float(100 + i))
+          FAIL("doubling_all_gather (exercises/08_collectives/halving_doubling.cpp) on " << p << " members left "
+               << ag.data[std::size_t(m)][std::size_t(i)] << " in member " << m << "'s element " << i << ", not its "
+               << "owner's final " << 100 + i << ". This test's hole is built on it: its own test "
+               "(\"doubling_all_gather: …\") says which property fails");
+  }
+}
+
+/// Fails the calling test naming halving_doubling_all_reduce (or, first, its
+/// phases) when it does not sum on 1 … `up_to` ranks: two_level_all_reduce
+/// is built on the team algorithms, and its tests would otherwise blame it.
+inline void require_halving_doubling(int up_to) {
+  require_halving_doubling_phases();
+  for (int n = 1; n <= up_to; ++n) {
+    Run r = run(n, 7, [](int rank, int64_t i) { return float(rank + 1 + i); },
+                [](dpt::Communicator& c, std::vector<float>& d) {
+                  dpt::ch08::halving_doubling_all_reduce(dpt::ch08::Team(c), d.data(), int64_t(d.size()));
+                }, "halving_doubling_all_reduce");
+    for (int rank = 0; rank < n; ++rank)
+      for (int64_t i = 0; i < 7; ++i) {
+        const float want = float(n * (n + 1) / 2 + n * i);
+        if (r.data[std::size_t(rank)][std::size_t(i)] != want)
+          FAIL("halving_doubling_all_reduce (exercises/08_collectives/halving_doubling.cpp) on " << n << " ranks left "
+               << r.data[std::size_t(rank)][std::size_t(i)] << " in rank " << rank << "'s element " << i << ", not the "
+               << "sum " << want << ". This test's hole is built on it: its own tests "
+               "(\"halving_doubling_all_reduce: …\") say which property fails");
+      }
+  }
 }
 
 }  // namespace dpt_test

@@ -15,6 +15,7 @@
 #include "dpt/data_parallel.h"
 #include "dpt/options.h"
 #include "parameter_server.h"
+#include "slice_check.h"
 #include "support/ranks.h"
 
 namespace dpt_test {
@@ -89,6 +90,22 @@ inline std::vector<int> shuffled_rounds(int workers, int steps) {
     order.insert(order.end(), round.begin(), round.end());
   }
   return order;
+}
+
+/// Fails the calling test naming push_and_pull when it sends a server another
+/// slice than its own, or puts an answer anywhere but its shard's place (the
+/// program's slice check: 2 servers, 3 workers, values naming their element).
+/// apply_push's tests get every gradient through it, and would otherwise
+/// report its fault as theirs.
+inline void require_push_and_pull() {
+  std::string problem;
+  dpt_test::run_ranks(5, [&](dpt::Context& ctx) {
+    std::string seen = dpt::ch09::check_slices(ctx, 601, 2);
+    if (ctx.is_root()) problem = seen;
+  }, 5);
+  if (!problem.empty())
+    FAIL("push_and_pull (exercises/09_parameter_server/worker.cpp) is wrong: " << problem << ". This test "
+         "gets every gradient through it: its own tests (\"push_and_pull: …\") say which property fails");
 }
 
 }  // namespace dpt_test
