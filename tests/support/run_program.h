@@ -85,8 +85,8 @@ inline std::string mpmd_problem() {
 }
 
 /// One line that says why a program failed, for a test's message (no log
-/// floods): the first line with "error:" (how chapters report errors and
-/// timeouts), a failed verdict (✘) or a signal, else the last non-empty line
+/// floods): the first line with "<program>: error:" (how chapters report
+/// errors and timeouts), a failed verdict (✘) or a signal, else the last non-empty line
 /// — and when that line is a pass ("all 4 checks passed", a ✔), a sentence
 /// saying the program found nothing wrong, so a passing line is never quoted
 /// as a failure's reason; at most 400 characters.
@@ -104,8 +104,10 @@ inline std::string summary_line(const std::string& output) {
     if (end == std::string::npos) end = output.size();
     line = output.substr(at, end - at);
     at = end + 1;
-    if (line.find("error:") != std::string::npos || line.find("\u2718") != std::string::npos ||
-        line.find("exited on signal") != std::string::npos)
+    // "<program>: error: …" (not a verdict's "max relative error: 0": a ✔ line is never the reason)
+    bool error = line.find(": error: ") != std::string::npos || line.find("internal error: ") != std::string::npos;
+    if (line.find("\u2714") == std::string::npos &&
+        (error || line.find("\u2718") != std::string::npos || line.find("exited on signal") != std::string::npos))
       return line.substr(0, 400);
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   }

@@ -86,7 +86,7 @@ inline void check_matches_single_device(const std::string& program, int ranks, b
   std::string args = extra + " --no-verify " + small_problem(8) + " " + common_flags + " --save-weights " + dp;
   auto run = mpi ? run_mpi(program, ranks, "--comm mpi --comm-timeout 20 " + args)
                  : run_program(program, "--ranks " + std::to_string(ranks) + " " + args);
-  INFO("the program's own last line (its verdicts are not what this test judges): " << summary_line(run.output));
+  INFO("the program must run to the end with every verdict ✔ (exit 0); it says: " << summary_line(run.output));
   REQUIRE(run.exit_code == 0);
   INFO("judged here: the weights after training = one device's on the global batch, to "
        << dpt::kSingleDeviceTolerance);
