@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
     app.add_flag("--compare,!--no-compare", flags.compare,
                  "Also train every compressor with and without error feedback (default on)")->capture_default_str();
     app.add_option("--tour-rank", flags.tour_rank, "R of the tour's PowerSGD")->check(positive_integer())->capture_default_str();
-    app.add_option("--plot", flags.plot, "SVG: held-out accuracy against bytes per step")->check(output_path());
+    add_output(app, "--plot", flags.plot, "SVG: held-out accuracy against bytes per step");
     app.add_option("--mode", flags.mode, "compress: compressed gradients every step; diloco: H local steps, then an outer step")
         ->check(CLI::IsMember({"compress", "diloco"}))->capture_default_str();
     app.add_option("--inner-steps", flags.diloco.inner_steps, "DiLoCo's H: inner steps per outer step (divides --steps)")

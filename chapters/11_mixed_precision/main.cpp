@@ -270,7 +270,7 @@ int main(int argc, char** argv) {
     app.add_option("--stage", flags.stage, "Section 7: the ZeRO stage whose model states are measured: 0, 1, 2, 3 or all")
         ->check(CLI::IsMember({"all", "0", "1", "2", "3"}))->capture_default_str();
     app.add_option("--ranks", flags.ranks, "Section 7: N, the thread ranks ZeRO divides the model states among")
-        ->check(CLI::Range(1, 64))->capture_default_str();
+        ->check(integer_in(1, 64))->capture_default_str();
     app.add_flag("--compare,!--no-compare", flags.compare, "Also train fp32, bf16, fp16 with and without scaling (default on)")
         ->capture_default_str();
   };
