@@ -83,7 +83,7 @@ TEST_CASE("output run: metrics extended after training start from this run's lin
   CHECK(read_file(dir / "m.jsonl") == "{\"loss\":1.0,\"step\":0}\n{\"accuracy\":0.5,\"step\":1}\n");
 }
 
-TEST_CASE("output run: a checkpoint (PublishNow) is on disk at once; the run's other outputs still wait", "[output]") {
+TEST_CASE("output run: a checkpoint (PublishNow) is on disk at once, while the run's other outputs still wait", "[output]") {
   Folder dir("output_run_now");
   OutputRun run;
   {

@@ -216,15 +216,6 @@ std::vector<NamedPath> given_inputs(const CLI::App& app) {
   return paths;
 }
 
-bool is_output(CLI::Option* option) {
-  try {
-    option->get_validator(kOutputValidator);
-    return true;
-  } catch (const CLI::OptionNotFound&) {
-    return false;
-  }
-}
-
 // Every output flag given, in the order the program registered them.
 std::vector<NamedPath> given_outputs(CLI::App& app) {
   std::vector<NamedPath> paths;
@@ -250,6 +241,15 @@ void check_distinct_paths(CLI::App& app) {
   if (!problem.empty()) throw CLI::ValidationError(problem);
 }
 }  // namespace
+
+bool is_output(CLI::Option* option) {
+  try {
+    option->get_validator(kOutputValidator);
+    return true;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
+}
 
 void parse_flags(CLI::App& app, int argc, char** argv) {
   try {

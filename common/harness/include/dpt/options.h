@@ -76,6 +76,9 @@ CLI::Validator output_path();
 ///
 ///     add_output(app, "--gantt", flags.gantt, "SVG: the Gantt chart of one step per schedule");
 CLI::Option* add_output(CLI::App& app, const std::string& flag, std::string& path, const std::string& help);
+/// True when `option` names a file the program writes (add_output, or checked
+/// with output_path()): rank-local under mpirun, since rank 0 alone writes.
+bool is_output(CLI::Option* option);
 
 /// Registers the common flags on `app`, writing into `options`.
 void add_common_flags(CLI::App& app, Options& options);
