@@ -43,8 +43,9 @@ TEST_CASE("chapter: bad precision or loss-scale flags get one sentence and exit 
       // No optimizer here lacks fp32 state (see the --help test below): the nearest real case is one ch11 lacks.
       {"--precision fp16 --optimizer lion", "--optimizer: lion not in {sgd,momentum,adam,adamw}"},
       {"--stage 4", "--stage: 4 not in {all,0,1,2,3}"},
-      {"--ranks 0", "--ranks: expects an integer from 1 to 64, got '0'"},
-      {"--ranks 65", "--ranks: expects an integer from 1 to 64, got '65'"}};
+      {"--ranks 0", "--ranks: expects an integer from 1 to 64, got '0'"},  // dpt's sentence, on every CLI11
+      {"--ranks 65", "--ranks: expects an integer from 1 to 64, got '65'"},
+      {"--ranks nan", "--ranks: expects an integer from 1 to 64, got 'nan'"}};
   for (const auto& [args, sentence] : cases) {
     auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet " + args);
     INFO(args << ": " << run.output);

@@ -52,8 +52,8 @@ void add_ch07_flags(CLI::App& app, Ch07Flags& flags) {
             }
           },
           "SIZE"));
-  app.add_option("--report-json", flags.report_json, "Write memory by category and bytes per rank as JSON")
-      ->check(output_path());
+  add_output(app, "--report-json", flags.report_json,
+             "Write memory by category and bytes per rank as JSON");
   app.add_option("--save-checkpoint", flags.save_checkpoint, "Save a sharded checkpoint into DIR (after the last step)");
   app.add_option("--checkpoint-every", flags.checkpoint_every, "With --save-checkpoint: also every K steps")
       ->check(positive_integer());

@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember(link_preset_names()))->capture_default_str();
     app.add_option("--max-ranks", flags.max_ranks, "Largest world in the crossover sweep")
         ->check(integer_in(2, 64))->capture_default_str();
-    app.add_option("--plot", flags.plot, "Write an SVG plot of time vs size per algorithm here")->check(output_path());
+    add_output(app, "--plot", flags.plot, "Write an SVG plot of time vs size per algorithm here");
   };
   return run_chapter(argc, argv, chapter, add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
 }

@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
         ->check(integer_in(0, kMaxRanks));
     app.add_option("--slowdown", f.slowdown, "How many times longer the slow rank's steps take")
         ->check(number_in(1, 1000))->capture_default_str();
-    app.add_option("--plot", f.plot, "Write section 4's staleness histogram as an SVG file here")->check(output_path());
+    add_output(app, "--plot", f.plot, "Write section 4's staleness histogram as an SVG file here");
   };
   Chapter chapter{"ch09_parameter_server", "push, pull, and staleness"};
   chapter.default_ranks = 5;  // the page's first command: 1 server (--servers' default), 4 workers

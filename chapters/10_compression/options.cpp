@@ -52,7 +52,7 @@ void add_ch10_flags(CLI::App& app, Options& options, Ch10Flags& flags) {
   app.add_flag("--compare,!--no-compare", flags.compare,
                "Also train every compressor with and without error feedback (default on)")->capture_default_str();
   app.add_option("--tour-rank", flags.tour_rank, "R of the tour's PowerSGD")->check(positive_integer())->capture_default_str();
-  app.add_option("--plot", flags.plot, "SVG: held-out accuracy against bytes per step")->check(output_path());
+  add_output(app, "--plot", flags.plot, "SVG: held-out accuracy against bytes per step");
   app.add_option("--mode", flags.mode, "compress: compressed gradients every step, and DiLoCo's laws; diloco: H local steps, "
                  "then an outer step, against data parallelism")->check(CLI::IsMember({"compress", "diloco"}))->capture_default_str();
   app.add_option("--inner-steps", flags.diloco.inner_steps, "DiLoCo's H: inner steps per outer step (divides --steps; --mode diloco)")

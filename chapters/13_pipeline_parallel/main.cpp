@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
     app.add_option("--stage-ms", flags.stage_ms, "The clock's forward time per micro-batch and stage, ms (backward 2x); 0: measured")
         ->check(number_in(-1, 1e4))->capture_default_str();
     app.add_option("--slow-stage", flags.slow_stage, "The clock runs this stage at half speed (-1: none)")->capture_default_str();
-    app.add_option("--gantt", flags.gantt, "SVG: the Gantt chart of one step per schedule")->check(output_path());
-    app.add_option("--gantt-trace", flags.gantt_trace, "Chrome trace JSON of the same clock")->check(output_path());
+    add_output(app, "--gantt", flags.gantt, "SVG: the Gantt chart of one step per schedule");
+    add_output(app, "--gantt-trace", flags.gantt_trace, "Chrome trace JSON of the same clock");
     app.final_callback([&flags, &options, &app] {  // once --model, --batch and --ranks are known: exit 2
       const int layers = int(options.widths().size()) - 1;
       if (flags.stages > layers)

@@ -3,6 +3,7 @@
 // refusing a mismatch without touching the model. (Atomic writing and the
 // output-path policy: test_output_file.cpp.)
 #include "support/catch.h"
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -97,6 +98,25 @@ TEST_CASE("a corrupt safetensors header is rejected", "[checkpoint]") {
   std::string extra = handmade_file() + "xx";
   write_file(path, extra);
   CHECK_THROWS_WITH(read_safetensors(path), contains_text("bytes after the last tensor"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("load_weights refuses a NaN or an infinity, naming the file, the tensor and the entry", "[checkpoint]") {
+  std::string path = dpt_test::temp_path("nan.safetensors");
+  Rng rng(4);
+  MLP model({5, 4, 3}, Device::host(), rng);
+  save_weights(path, model.named_parameters());
+  const SafeTensorsFile good = read_safetensors(path);
+  auto before = model.named_parameters()[3].tensor.to_vector();
+  for (float bad : {std::nanf(""), -INFINITY}) {
+    SafeTensorsFile file = good;
+    std::memcpy(file.tensors.at("fc1.bias").bytes.data() + 2 * sizeof(float), &bad, sizeof bad);  // entry 2 of 3
+    write_safetensors(path, file);
+    INFO("value " << bad);
+    CHECK_THROWS_WITH(load_weights(path, model.named_parameters()),
+                      contains_text("'" + path + "': tensor 'fc1.bias' holds ") && contains_text(" at entry 2 of 3"));
+    CHECK(model.named_parameters()[3].tensor.to_vector() == before);  // nothing loaded
+  }
   std::remove(path.c_str());
 }
 

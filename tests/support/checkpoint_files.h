@@ -13,6 +13,7 @@
 
 #include "dpt/sharded_checkpoint.h"
 #include "support/comm_contract.h"  // first_difference
+#include "support/folder.h"         // read_file, write_file
 #include "support/run_program.h"
 #include "support/shard_oracle.h"
 
@@ -25,13 +26,6 @@ inline std::string fresh_dir(const std::string& name) {
   return dir;
 }
 
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-inline void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
 // Replaces the first `from` in the file at `path` by `to`.
 inline void edit_file(const std::string& path, const std::string& from, const std::string& to) {
   std::string text = read_file(path);

@@ -2,6 +2,7 @@
 #include "dpt/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -181,6 +182,13 @@ void load_weights(const std::string& path, const std::vector<NamedTensor>& tenso
   }
   DPT_CHECK(file.tensors.size() == tensors.size(),
             "'" << path << "' holds " << file.tensors.size() << " tensors, the model has " << tensors.size());
+  for (const auto& named : tensors) {  // a NaN or inf would only surface steps later, in a check naming no file
+    std::vector<float> values = file.tensors[named.name].floats();
+    auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+    DPT_CHECK(bad == values.end(),
+              "'" << path << "': tensor '" << named.name << "' holds " << *bad << " at entry " << (bad - values.begin())
+                  << " of " << values.size() << "; weights must be finite numbers to train from");
+  }
   for (const auto& named : tensors) {
     Tensor target = named.tensor;
     copy_bytes(target.data(), target.device(), file.tensors[named.name].bytes.data(), Device::host(),

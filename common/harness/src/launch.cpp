@@ -141,7 +141,9 @@ void launch_threads(const LaunchOptions& o, const std::function<void(Context&)>&
   }
   for (auto& t : threads) t.join();
 
-  // Written even after a failure: the timeline shows where each rank was.
+  // Written even after a failure (the timeline shows where each rank was) when
+  // launch is called alone; inside run_guarded's OutputRun a failed run
+  // publishes no output, this one included (output_file.h).
   if (!o.trace_path.empty()) {
     std::vector<std::string> parts;
     for (auto& t : tracers) parts.push_back(t->events_json());

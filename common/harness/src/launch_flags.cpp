@@ -104,9 +104,7 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("--link-latency-us", o.link.latency_us,
                  "Simulated link latency in microseconds (overrides --link; at most 1e6, one second)")
       ->check(finite_number(false, 0, kMaxLinkLatencyUs));
-  app.add_option("--trace", o.trace_path, "Write a Chrome trace timeline to FILE (ui.perfetto.dev)")
-      ->type_name("FILE")
-      ->check(output_path());  // checked now, not after the whole run
+  add_output(app, "--trace", o.trace_path, "Write a Chrome trace timeline to FILE (ui.perfetto.dev)");
 }
 
 LinkModel effective_link(const LaunchOptions& o) {

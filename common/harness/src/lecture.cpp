@@ -56,9 +56,9 @@ namespace {
 std::vector<std::pair<std::string, std::string>> chapter_flag_values(const std::vector<CLI::Option*>& options,
                                                                       const std::vector<std::string>& rank_local) {
   std::vector<std::pair<std::string, std::string>> values;
-  for (const CLI::Option* option : options) {
+  for (CLI::Option* option : options) {
     const std::string name = option->get_name();
-    if (std::find(rank_local.begin(), rank_local.end(), name) != rank_local.end()) continue;
+    if (is_output(option) || std::find(rank_local.begin(), rank_local.end(), name) != rank_local.end()) continue;
     std::string value;
     for (const std::string& result : option->results()) value += (value.empty() ? "" : " ") + result;
     if (option->count() == 0) value = option->get_default_str().empty() ? "(default)" : option->get_default_str();

@@ -23,7 +23,8 @@ namespace dpt {
 namespace {
 // A CLI11 validator from a function that throws dpt::Error on a bad value;
 // CLI11 puts the flag's name in front of the sentence.
-CLI::Validator validator(const std::string& description, std::function<void(const std::string&)> check) {
+CLI::Validator validator(const std::string& description, std::function<void(const std::string&)> check,
+                         const std::string& name = "") {
   return CLI::Validator(
       [check](std::string& value) -> std::string {
         try {
@@ -33,8 +34,12 @@ CLI::Validator validator(const std::string& description, std::function<void(cons
         }
         return "";
       },
-      description);
+      description, name);
 }
+
+// The name output_path()'s validator carries: how check_distinct_paths finds
+// every output flag of a program, the harness's and the chapter's alike.
+const char* const kOutputValidator = "dpt output path";
 
 // Digits only (an optional '+'), no overflow: "99999999999999999999" is an
 // error, never 2^63 − 1. Returns false when `text` is not such a number.
@@ -124,14 +129,32 @@ CLI::Validator number_in(double minimum_excluded, double maximum) {
   });
 }
 
+CLI::Validator number_from(double minimum, double maximum) {
+  std::ostringstream text;
+  text << "a finite number from " << minimum << " to " << maximum;
+  return validator("NUMBER", [=, range = text.str()](const std::string& v) {
+    char* end = nullptr;
+    double value = v.empty() ? 0 : std::strtod(v.c_str(), &end);
+    bool ok = !v.empty() && end == v.c_str() + v.size() && std::isfinite(value) && value >= minimum && value <= maximum;
+    DPT_CHECK(ok, "expects " << range << ", got '" << v << "'");
+  });
+}
+
 CLI::Validator positive_integer() { return integer_in(1, uint64_t(INT64_MAX)); }
 CLI::Validator non_negative_integer() { return integer_in(0, uint64_t(INT64_MAX)); }
 CLI::Validator positive_number() { return number_in(0, std::numeric_limits<double>::max()); }
 CLI::Validator output_path() {
-  return validator("FILE", [](const std::string& v) {
-    std::string problem = output_path_problem(v);
-    DPT_CHECK(problem.empty(), problem);
-  });
+  return validator(
+      "",  // add_output names the type: --help shows "--plot FILE"
+      [](const std::string& v) {
+        std::string problem = output_path_problem(v);
+        DPT_CHECK(problem.empty(), problem);
+      },
+      kOutputValidator);
+}
+
+CLI::Option* add_output(CLI::App& app, const std::string& flag, std::string& path, const std::string& help) {
+  return app.add_option(flag, path, help)->type_name("FILE")->check(output_path());
 }
 
 void add_common_flags(CLI::App& app, Options& o) {
@@ -163,11 +186,9 @@ void add_common_flags(CLI::App& app, Options& o) {
   app.add_option("--load-weights", o.load_weights, "Start from these weights (safetensors)")
       ->check(CLI::ExistingFile);
   // Output paths are checked now, not after training (policy: output_file.h).
-  app.add_option("--save-weights", o.save_weights, "Write the final weights (safetensors: fc0.weight, …)")
-      ->check(output_path());
-  app.add_option("--save-data", o.save_data, "Write the data set (safetensors: x (N,D) f32, y (N,) i64)")
-      ->check(output_path());
-  app.add_option("--metrics", o.metrics, "Write per-step metrics (JSONL)")->check(output_path());
+  add_output(app, "--save-weights", o.save_weights, "Write the final weights (safetensors: fc0.weight, …)");
+  add_output(app, "--save-data", o.save_data, "Write the data set (safetensors: x (N,D) f32, y (N,) i64)");
+  add_output(app, "--metrics", o.metrics, "Write per-step metrics (JSONL)");
   app.add_flag("--quiet", o.quiet, "No narration and no progress bar (summary only)");
   app.parse_complete_callback([&o] {
     o.data = data_source(o);  // every rank, report and check sees what auto chose
@@ -176,23 +197,31 @@ void add_common_flags(CLI::App& app, Options& o) {
 }
 
 namespace {
-// The flags dpt's programs name files with: what a run writes, what it reads.
-// (--save-checkpoint is left out: a run may resume from and save into one directory.)
-const char* const kOutputFlags[] = {"--save-weights", "--save-data", "--metrics", "--trace", "--report-json"};
+// The flags dpt's programs read files with. What a run writes is every flag
+// checked with output_path() (add_output). (--save-checkpoint is neither: a
+// run may resume from and save into one directory.)
 const char* const kInputFlags[] = {"--load-weights", "--data", "--resume", "--consolidate"};
 
-std::vector<NamedPath> given_paths(const CLI::App& app, const char* const* flags, std::size_t n) {
+std::vector<NamedPath> given_inputs(const CLI::App& app) {
   std::vector<NamedPath> paths;
-  for (std::size_t i = 0; i < n; ++i) {
-    const CLI::Option* option = app.get_option_no_throw(flags[i]);
+  for (const char* flag : kInputFlags) {
+    const CLI::Option* option = app.get_option_no_throw(flag);
     if (!option || option->count() == 0) continue;
     std::string value = option->as<std::string>();
-    if (std::string(flags[i]) == "--data") {  // an image set's directory; synthetic reads nothing
+    if (std::string(flag) == "--data") {  // an image set's directory; synthetic reads nothing
       if (value == "synthetic" || value == "auto") continue;
       value = parse_image_source(value).dir;
     }
-    paths.push_back({flags[i], value});
+    paths.push_back({flag, value});
   }
+  return paths;
+}
+
+// Every output flag given, in the order the program registered them.
+std::vector<NamedPath> given_outputs(CLI::App& app) {
+  std::vector<NamedPath> paths;
+  for (CLI::Option* option : app.get_options())
+    if (option->count() > 0 && is_output(option)) paths.push_back({option->get_name(), option->as<std::string>()});
   return paths;
 }
 
@@ -208,12 +237,20 @@ void check_thread_ranks(const CLI::App& app) {
 }
 
 // An output that is an input or another output: refused before any work (exit 2).
-void check_distinct_paths(const CLI::App& app) {
-  std::string problem = distinct_paths_problem(given_paths(app, kOutputFlags, std::size(kOutputFlags)),
-                                               given_paths(app, kInputFlags, std::size(kInputFlags)));
+void check_distinct_paths(CLI::App& app) {
+  std::string problem = distinct_paths_problem(given_outputs(app), given_inputs(app));
   if (!problem.empty()) throw CLI::ValidationError(problem);
 }
 }  // namespace
+
+bool is_output(CLI::Option* option) {
+  try {
+    option->get_validator(kOutputValidator);
+    return true;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
+}
 
 void parse_flags(CLI::App& app, int argc, char** argv) {
   try {
@@ -229,7 +266,9 @@ void parse_flags(CLI::App& app, int argc, char** argv) {
 
 int run_guarded(const std::string& program, const std::function<void()>& body) {
   try {
+    OutputRun outputs;  // every file the body writes appears at the end, or none does
     body();
+    outputs.publish();
     return 0;
   } catch (const Error& e) {
     std::cout.flush();  // what was printed so far lands above the error, also through a pipe (the tour's tee)

@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <vector>
 
 #include "dpt/check.h"
@@ -103,6 +104,38 @@ void unregister_temp(int slot) {
   if (slot >= 0) g_temps[slot].state.store(0);
 }
 
+// ---- the run's finished files, waiting for publish (OutputRun) ----
+// Each keeps its signal slot until it is renamed, so SIGINT removes it too.
+struct Waiting {
+  std::string temp, target;
+  int slot;
+};
+std::mutex g_run_mutex;        // guards the two below: rank threads commit at once
+int g_run_depth = 0;           // open OutputRuns (the outermost publishes)
+std::vector<Waiting> g_waiting;
+thread_local int t_publish_now = 0;  // open PublishNow scopes on this thread
+
+void remove_waiting(const Waiting& w) {
+  unregister_temp(w.slot);
+  ::unlink(w.temp.c_str());
+}
+
+// Renames a finished temporary file over `path`: the one step that publishes it.
+void move_into_place(const std::string& temp, const std::string& path) {
+  // Someone may have put a link or a device at the path since the check: never replace one.
+  struct stat st;
+  bool replaceable = ::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode);
+  DPT_CHECK(replaceable, output_path_problem(path));
+  DPT_CHECK(::rename(temp.c_str(), path.c_str()) == 0,
+            "cannot move " << in_quotes(temp) << " to " << in_quotes(path) << ": " << std::strerror(errno));
+  // The rename itself lives in the directory: sync it too (best effort; some file systems refuse).
+  int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------
@@ -184,27 +217,73 @@ void OutputFile::commit() {
   fd_ = -1;
   DPT_CHECK(rc == 0, "writing " << in_quotes(path_) << " failed (close): " << std::strerror(errno));
   if (temp_.empty()) return;  // a device: written in place
-  // Someone may have put a link or a device at the path since the check: never replace one.
-  struct stat st;
-  bool replaceable = ::lstat(path_.c_str(), &st) != 0 || S_ISREG(st.st_mode);
-  DPT_CHECK(replaceable, output_path_problem(path_));
-  DPT_CHECK(::rename(temp_.c_str(), path_.c_str()) == 0,
-            "cannot move " << in_quotes(temp_) << " to " << in_quotes(path_) << ": " << std::strerror(errno));
+  {
+    std::lock_guard<std::mutex> lock(g_run_mutex);
+    if (g_run_depth > 0 && t_publish_now == 0) {  // an OutputRun is open: wait for its publish()
+      for (auto it = g_waiting.begin(); it != g_waiting.end(); ++it)
+        if (it->target == path_) {  // written again: the newer bytes win
+          remove_waiting(*it);
+          g_waiting.erase(it);
+          break;
+        }
+      g_waiting.push_back({temp_, path_, temp_slot_});
+      temp_slot_ = -1;
+      temp_.clear();
+      return;
+    }
+  }
+  move_into_place(temp_, path_);
   unregister_temp(temp_slot_);
   temp_slot_ = -1;
   temp_.clear();
-  // The rename itself lives in the directory: sync it too (best effort; some file systems refuse).
-  int dir = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
 }
 
 void write_output_file(const std::string& path, const std::string& text) {
   OutputFile out(path);
   out.write(text);
   out.commit();
+}
+
+// ----------------------------------------------------------------------------
+// the run's outputs, published together
+
+OutputRun::OutputRun() {
+  std::lock_guard<std::mutex> lock(g_run_mutex);
+  ++g_run_depth;
+}
+
+OutputRun::~OutputRun() {
+  std::lock_guard<std::mutex> lock(g_run_mutex);
+  if (--g_run_depth > 0) return;  // an inner run: the outer one decides
+  for (const Waiting& w : g_waiting) remove_waiting(w);
+  g_waiting.clear();
+}
+
+void OutputRun::publish() {
+  std::lock_guard<std::mutex> lock(g_run_mutex);
+  if (g_run_depth > 1) return;
+  while (!g_waiting.empty()) {
+    Waiting w = g_waiting.front();
+    g_waiting.erase(g_waiting.begin());
+    try {
+      move_into_place(w.temp, w.target);
+    } catch (...) {
+      remove_waiting(w);  // the rest are removed by the destructor
+      throw;
+    }
+    unregister_temp(w.slot);
+  }
+}
+
+PublishNow::PublishNow() { ++t_publish_now; }
+PublishNow::~PublishNow() { --t_publish_now; }
+
+std::string written_so_far(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_run_mutex);
+  if (g_run_depth == 0) return path;
+  for (const Waiting& w : g_waiting)
+    if (w.target == path) return w.temp;
+  return "";
 }
 
 // ----------------------------------------------------------------------------

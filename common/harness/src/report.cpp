@@ -128,9 +128,10 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append)
     : path_(path), unwinding_at_start_(std::uncaught_exceptions()) {
   if (path.empty()) return;
   std::string old_lines;
+  std::string so_far = append ? written_so_far(path) : "";  // in a run: its own lines, not the old file's
   struct stat st;
-  if (append && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {  // never a device's endless bytes
-    std::ifstream in(path, std::ios::binary);
+  if (!so_far.empty() && ::lstat(so_far.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {  // never a device's endless bytes
+    std::ifstream in(so_far, std::ios::binary);
     old_lines.assign(std::istreambuf_iterator<char>(in), {});
   }
   out_ = std::make_unique<OutputFile>(path);

@@ -171,6 +171,7 @@ int64_t shard_size(int64_t psi, int world) {
 
 void save_checkpoint_shard(const std::string& dir, const ShardState& shard) {
   check_shard_state(shard, "save_checkpoint_shard");
+  PublishNow now;  // on disk before the run goes on, not at its end (output_file.h)
   std::string partial = partial_dir(dir, shard.step);
   std::error_code ec;
   fs::create_directories(partial, ec);  // every rank may race here: an existing directory is fine
@@ -193,6 +194,7 @@ void save_checkpoint_shard(const std::string& dir, const ShardState& shard) {
 void finish_checkpoint(const std::string& dir, const ShardState& rank0_shard) {
   check_shard_state(rank0_shard, "finish_checkpoint");
   DPT_CHECK(rank0_shard.rank == 0, "finish_checkpoint is rank 0's job; it was called with rank " << rank0_shard.rank);
+  PublishNow now;  // as save_checkpoint_shard's
   const ShardState& s = rank0_shard;
   std::string partial = partial_dir(dir, s.step), final_dir = checkpoint_step_dir(dir, s.step);
   DPT_CHECK(fs::is_directory(partial),

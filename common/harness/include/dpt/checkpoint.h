@@ -54,7 +54,8 @@ SafeTensor to_safetensor(const std::vector<int64_t>& values, const Shape& shape)
 /// Saves named tensors (e.g. MLP::named_parameters()) as F32 entries.
 void save_weights(const std::string& path, const std::vector<NamedTensor>& tensors);
 /// Loads into existing tensors by name. The file must hold exactly these names
-/// with these shapes (F32); otherwise throws without touching any tensor.
+/// with these shapes (F32), every value finite (a NaN or inf is refused, naming
+/// the file, the tensor and the entry); otherwise throws without touching any tensor.
 void load_weights(const std::string& path, const std::vector<NamedTensor>& tensors);
 /// Saves a data set as `x` (N, D) F32 and `y` (N,) I64.
 void save_dataset(const std::string& path, const Dataset& data);

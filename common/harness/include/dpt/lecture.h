@@ -49,8 +49,9 @@ namespace dpt {
 struct Chapter {
   std::string program;  ///< "ch04_ring_allreduce": the binary, and the prefix of its error lines
   std::string title;    ///< "ring all-reduce: scatter-reduce + all-gather"
-  /// Chapter flags each rank may set for itself (output paths): left out of
-  /// the rank agreement. Every other chapter flag must be given alike.
+  /// Chapter flags each rank may set for itself: left out of the rank
+  /// agreement, as every output flag (add_output) is. Every other chapter flag
+  /// must be given alike.
   std::vector<std::string> rank_local_flags = {};
   /// The common flags' defaults for this chapter (ch05: a larger --model).
   Options defaults = {};

@@ -54,6 +54,10 @@ class Communicator;
 CLI::Validator integer_in(uint64_t minimum, uint64_t maximum);
 /// Accepts a finite number in (minimum_excluded, maximum]; `inf` and `nan` are refused.
 CLI::Validator number_in(double minimum_excluded, double maximum);
+/// Accepts a finite number in [minimum, maximum] ("expects a finite number
+/// from 0 to 0.999, got 'nan'"). These validators are dpt's sentence on every
+/// CLI11 version; CLI::Range lets NaN through and words its refusal per version.
+CLI::Validator number_from(double minimum, double maximum);
 /// Accepts 1, 2, … up to 2^63 − 1.
 CLI::Validator positive_integer();
 /// Accepts 0, 1, 2, … up to 2^63 − 1.
@@ -62,18 +66,33 @@ CLI::Validator non_negative_integer();
 CLI::Validator positive_number();
 /// Accepts a path dpt may write under the output policy (output_file.h): its
 /// directory exists and is writable, and it is not a symlink, directory, FIFO,
-/// socket or block device. For `--trace` in launch as for `--save-weights`.
+/// socket or block device. A flag checked with it is an output: parse_flags
+/// refuses it on the path of another output or of an input.
 CLI::Validator output_path();
+/// Registers an output flag, `flag FILE`, written into `path`: checked at
+/// parse time under the output policy and against every other output and
+/// input (one line, exit 2), and written with the run's other outputs at its
+/// end (OutputRun). The one way a program adds a file it writes:
+///
+///     add_output(app, "--gantt", flags.gantt, "SVG: the Gantt chart of one step per schedule");
+CLI::Option* add_output(CLI::App& app, const std::string& flag, std::string& path, const std::string& help);
+/// True when `option` names a file the program writes (add_output, or checked
+/// with output_path()): rank-local under mpirun, since rank 0 alone writes.
+bool is_output(CLI::Option* option);
 
 /// Registers the common flags on `app`, writing into `options`.
 void add_common_flags(CLI::App& app, Options& options);
 
 /// Parses argv. `--help` prints the help and exits 0; a bad flag or value
-/// prints "<program>: <flag>: <problem> (run with --help)" and exits 2.
+/// prints "<program>: <flag>: <problem> (run with --help)" and exits 2, and so
+/// does an output (add_output) on the path of another output or of an input
+/// (--load-weights, --data's directory, --resume, --consolidate).
 void parse_flags(CLI::App& app, int argc, char** argv);
 
 /// Runs a chapter's body: a dpt::Error (bad input found while running)
 /// prints "<program>: error: <message>" and returns 1; success returns 0.
+/// The body's outputs are one OutputRun (output_file.h): published when it
+/// returns, all removed when it throws, so a failed run changes no file.
 int run_guarded(const std::string& program, const std::function<void()>& body);
 
 /// What --data means: itself, except "auto" (the default), which is

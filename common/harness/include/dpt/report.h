@@ -98,8 +98,9 @@ std::string str(const Parts&... parts) {
 /// diverges or is interrupted leaves the old file as it was.
 class MetricsWriter {
  public:
-  /// Prepares `path` (with `append`, the new file starts with the old one's
-  /// lines); an empty path writes nothing. Throws dpt::Error if the path is refused.
+  /// Prepares `path` (with `append`, the new file starts with the lines
+  /// written to it so far: this run's, inside an OutputRun; see
+  /// written_so_far); an empty path writes nothing. Throws dpt::Error if the path is refused.
   explicit MetricsWriter(const std::string& path, bool append = false);
   /// Puts the file in place (commit), unless an exception is unwinding the
   /// scope that owns the writer: then the old file stays.
