@@ -49,7 +49,6 @@
 using namespace dpt;
 using namespace dpt::bench;
 using json = nlohmann::json;
-using gpu::Half;
 
 namespace {
 

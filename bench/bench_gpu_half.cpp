@@ -60,7 +60,6 @@
 using namespace dpt;
 using namespace dpt::bench;
 using json = nlohmann::json;
-using gpu::Half;
 
 // ----------------------------------------------------------------------------
 // timing: GPU events around a window of calls, the median of `repeats` windows
@@ -139,11 +138,11 @@ bool check_and_time(Step& step, const std::string& key, const std::string& label
 // one configuration: the fp32 step, then both 16-bit variants
 
 json measure_config(const Config& c, Half format, int repeats, double window_s, float lr, Verdicts& v) {
-  const std::string label = c.model + " B=" + std::to_string(c.batch) + " " + gpu::half_name(format);
+  const std::string label = c.model + " B=" + std::to_string(c.batch) + " " + half_name(format);
   const GpuBatch drawn = random_batch(c.widths, c.batch);
   const Tensor& x = drawn.x;
   const std::vector<int64_t>& labels = drawn.labels;
-  json row = {{"model", c.model}, {"batch", c.batch}, {"format", gpu::half_name(format)}};
+  json row = {{"model", c.model}, {"batch", c.batch}, {"format", half_name(format)}};
   row["flops"] = 6.0 * double(c.batch) * [&] {
     double s = 0;
     for (std::size_t l = 0; l + 1 < c.widths.size(); ++l) s += double(c.widths[l]) * double(c.widths[l + 1]);
@@ -181,7 +180,7 @@ json measure_config(const Config& c, Half format, int repeats, double window_s, 
 
 json run_torch(const std::vector<std::string>& specs, Half format, const std::string& python,
                const std::string& script, const std::string& out) {
-  std::string cmd = "'" + python + "' '" + script + "' --format " + gpu::half_name(format) + " --json '" + out + "'";
+  std::string cmd = "'" + python + "' '" + script + "' --format " + half_name(format) + " --json '" + out + "'";
   for (const auto& s : specs) cmd += " --config " + s;
   cmd += " > /dev/null";
   std::cout << "$ " << cmd << "\n" << std::flush;

@@ -131,7 +131,7 @@ TEST_CASE("master_step: SGD on the fp32 master with the unscaled gradient, then 
   for (std::size_t i = 0; i < weights.size(); ++i) {
     INFO("weight " << i << " must be its master rounded to bf16 (round to nearest even), got " << weights[i]
                    << " for master " << got[i]);
-    CHECK(weights[i] == round_to(got[i], Precision::BF16));
+    CHECK(weights[i] == round_to(Precision::BF16, got[i]));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ch12.h"
+#include "dpt/autograd.h"
 #include "dpt/ops.h"
 #include "support/findings.h"
 #include "support/ranks.h"
@@ -79,7 +80,7 @@ TEST_CASE("copy_to_tp_region: every rank holds x, and x's gradient = the whole m
         return;
       }
       Tensor branch = Tensor::from_vector({kB, kD}, values(100 + ctx.rank, kB * kD), ctx.device);
-      sum(mul(y, branch)).backward();
+      backward(y, branch);
       if (!x.grad().defined()) {
         found.add("T=" + std::to_string(T) + ": x got no gradient: the result must be part of the graph (dpt::record)");
         return;
@@ -120,7 +121,7 @@ TEST_CASE("reduce_from_tp_region: the layer output on every rank, and each parti
       }
       // Replicated layers above: the same upstream gradient on every rank.
       Tensor c = Tensor::from_vector({kB, kD}, values(50, kB * kD), ctx.device);
-      sum(mul(y, c)).backward();
+      backward(y, c);
       if (!partial.grad().defined()) {
         found.add(who + ": the partial got no gradient: the result must be part of the graph (dpt::record)");
         return;

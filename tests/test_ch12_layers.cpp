@@ -9,6 +9,7 @@
 #include "ch12.h"
 #include "dpt/data.h"
 #include "dpt/nn.h"
+#include "dpt/autograd.h"
 #include "dpt/ops.h"
 #include "support/findings.h"
 #include "support/ranks.h"
@@ -87,7 +88,7 @@ TEST_CASE("column_parallel_linear: rank t's block of the layer's output, its sli
         for (int64_t o = 0; o < k; ++o) gy = std::max(gy, std::fabs(yv[std::size_t(s * k + o)] - L.y(s, first + o)));
       if (gy > kTolerance) return found.add(who + ": the output is not outputs [" + std::to_string(first) + ", " +
                                             std::to_string(first + k) + ") of x*W^T + b: max gap " + std::to_string(gy));
-      sum(mul(y, Tensor::from_vector({L.B, k}, c, ctx.device))).backward();  // the whole loss is the sum over ranks
+      backward(y, Tensor::from_vector({L.B, k}, c, ctx.device));  // the whole loss is the sum over ranks
       for (const auto& [p, name] : {std::pair<Tensor, const char*>{ws, "the weight slice"}, {bs, "the bias slice"}, {x, "x"}})
         if (!p.grad().defined()) return found.add(who + ": " + name + " got no gradient: the loss depends on it on every rank");
       const std::vector<float> dw = ws.grad().to_vector(), db = bs.grad().to_vector(), dx = x.grad().to_vector();
@@ -140,7 +141,7 @@ TEST_CASE("row_parallel_linear: the full layer's output on every rank, and each 
       if (gy > kTolerance)
         return found.add(who + ": the output is not x*W^T + b of the full layer (one layer, its bias added once): max gap " +
                          std::to_string(gy) + ", " + std::to_string(gy / bias) + " x the bias's largest |entry|");
-      sum(mul(y, Tensor::from_vector({L.B, L.out}, L.c, ctx.device))).backward();  // replicated above: the same C everywhere
+      backward(y, Tensor::from_vector({L.B, L.out}, L.c, ctx.device));  // replicated above: the same C everywhere
       for (const auto& [p, name] : {std::pair<Tensor, const char*>{ws, "the weight slice"}, {b, "the bias (held whole on every rank)"},
                                     {x, "x's block"}})
         if (!p.grad().defined()) return found.add(who + ": " + name + " got no gradient: the loss depends on it on every rank");

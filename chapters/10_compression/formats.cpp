@@ -7,9 +7,6 @@
 
 namespace dpt::ch10 {
 
-uint16_t to_half(Half format, float x) { return format == Half::FP16 ? to_fp16(x) : to_bf16(x); }
-float from_half(Half format, uint16_t h) { return format == Half::FP16 ? from_fp16(h) : from_bf16(h); }
-
 std::vector<float> pack(const std::vector<uint16_t>& halves) {
   std::vector<float> words((halves.size() + 1) / 2);
   for (std::size_t i = 0; i < words.size(); ++i) {

@@ -15,21 +15,18 @@
 
 namespace dpt::ch10 {
 
-/// Which 16-bit format.
-enum class Half { FP16, BF16 };
-
-// The conversions are the core's (dpt/half.h), named here as chapter 10 always has.
+// The formats and conversions are the core's (dpt/half.h), named here as
+// chapter 10 always has: Half::FP16 / Half::BF16, to_half(format, x),
+// from_half(format, h), round_to(format, x) (x rounded to the format and
+// back: what x becomes on a 16-bit wire), to_fp16 … from_bf16.
 using dpt::from_bf16;
 using dpt::from_fp16;
+using dpt::from_half;
+using dpt::Half;
+using dpt::round_to;
 using dpt::to_bf16;
 using dpt::to_fp16;
-
-/// to_fp16 or to_bf16.
-uint16_t to_half(Half format, float x);
-/// from_fp16 or from_bf16.
-float from_half(Half format, uint16_t h);
-/// x rounded to the format and back: what x becomes on a 16-bit wire.
-inline float round_to(Half format, float x) { return from_half(format, to_half(format, x)); }
+using dpt::to_half;
 
 /// 16-bit values two to a 32-bit word (the second in the high half); an odd
 /// count leaves the last word's high half 0. Result: (ceil(n/2),) words.

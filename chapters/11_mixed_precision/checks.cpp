@@ -69,7 +69,7 @@ void judge_training(const Options& o, const std::vector<Setting>& settings,
     if (s.precision == Precision::FP32) continue;
     bool representable = true;
     for (const Tensor& w : r.model.parameters())
-      for (float x : w.to_vector()) representable = representable && round_to(x, s.precision) == x;
+      for (float x : w.to_vector()) representable = representable && round_to(s.precision, x) == x;
     v.holds(s.name() + ": the weights forward reads are " + precision_name(s.precision) + " values", representable,
             representable ? "" : "a weight is not representable: cast the master back after the step");
     v.holds(s.name() + ": a skipped step left weights, masters and optimizer state bit-identical", r.skipped_changed == 0,

@@ -1,32 +1,12 @@
-// half_linear.cpp — a Linear layer with 16-bit GEMMs on a GPU (half_linear.h).
+// half_linear.cpp — a Linear layer with 16-bit GEMMs on a GPU (half_linear.h),
+// through the core's op seam (kernels.h's gemm_half).
 #include "half_linear.h"
-
-#include <cstddef>
-#include <cstdint>
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
-#include "dpt/floats.h"
-#include "dpt/gpu_half.h"
 #include "dpt/kernels.h"
 
 namespace dpt::ch11 {
-
-namespace {
-
-// t's values as 16-bit patterns in stream-ordered scratch on t's GPU (exact
-// when each is representable in `format`): dpt::Floats, two patterns a float,
-// given back in its stream's order after the GEMMs queued before then.
-struct HalfCopy {
-  Floats scratch;
-  uint16_t* ptr;
-  HalfCopy(const Tensor& t, gpu::Half format)
-      : scratch(t.device().index(), (t.numel() + 1) / 2), ptr(reinterpret_cast<uint16_t*>(scratch.data())) {
-    gpu::round_to_half(ptr, t.data(), t.numel(), format, t.device().index());
-  }
-};
-
-}  // namespace
 
 Tensor half_linear(const Linear& layer, const Tensor& x, Precision p) {
   if (p == Precision::FP32 || x.device().is_host_memory()) return layer.forward(x);
@@ -35,31 +15,26 @@ Tensor half_linear(const Linear& layer, const Tensor& x, Precision p) {
             "half_linear: x " << shape_str(x.shape()) << " for a weight " << shape_str(w.shape()));
   DPT_CHECK(b.defined() && &x.device() == &w.device() && &x.device() == &b.device(),
             "half_linear: x, weight and bias on one device, with a bias (x on " << x.device().name() << ")");
-  const gpu::Half f = p == Precision::BF16 ? gpu::Half::BF16 : gpu::Half::FP16;
-  const int gpu = x.device().index();
+  const Half f = half_format(p);
   const int64_t rows = x.size(0), in = w.size(1), out = w.size(0);
+  Kernels& k = kernels_for(x.device());
   Tensor y = Tensor::empty({rows, out}, x.device());
-  {
-    HalfCopy x16(x, f), w16(w, f);
-    gpu::gemm_half(gpu, f, false, true, rows, out, in, 1.0f, x16.ptr, w16.ptr, 0.0f, y.data());  // x · Wᵀ
-  }
-  kernels_for(y.device()).add_bias(y.data(), b.data(), rows, out);
-  return record(y, "half_linear", {x, w, b}, [x, w, b, f, gpu, rows, in, out](const Tensor& dy) -> std::vector<Tensor> {
+  k.gemm_half(f, false, true, rows, out, in, x.data(), w.data(), y.data());  // x · Wᵀ, 16-bit operands
+  k.add_bias(y.data(), b.data(), rows, out);
+  return record(y, "half_linear", {x, w, b}, [x, w, b, f, rows, in, out](const Tensor& dy) -> std::vector<Tensor> {
+    Kernels& on = kernels_for(dy.device());  // dy: a stored output's gradient, 16-bit values already
     Tensor dx, dw, db;
-    HalfCopy dy16(dy, f);  // a stored output's gradient: 16-bit values already
     if (x.requires_grad()) {
       dx = Tensor::empty(x.shape(), x.device());
-      HalfCopy w16(w, f);
-      gpu::gemm_half(gpu, f, false, false, rows, in, out, 1.0f, dy16.ptr, w16.ptr, 0.0f, dx.data());  // dy · W
+      on.gemm_half(f, false, false, rows, in, out, dy.data(), w.data(), dx.data());  // dy · W
     }
     if (w.requires_grad()) {
       dw = Tensor::empty(w.shape(), w.device());
-      HalfCopy x16(x, f);
-      gpu::gemm_half(gpu, f, true, false, out, in, rows, 1.0f, dy16.ptr, x16.ptr, 0.0f, dw.data());  // dyᵀ · x
+      on.gemm_half(f, true, false, out, in, rows, dy.data(), x.data(), dw.data());  // dyᵀ · x
     }
     if (b.requires_grad()) {
       db = Tensor::empty(b.shape(), b.device());
-      kernels_for(dy.device()).sum_rows(db.data(), dy.data(), rows, out);
+      on.sum_rows(db.data(), dy.data(), rows, out);
     }
     return {dx, dw, db};
   });

@@ -7,8 +7,8 @@
 ///     db = Σ_rows dy      (out)
 ///
 /// On a GPU (a 16-bit precision, tensors on cuda): x, W and dy are converted
-/// to 16-bit copies and multiplied by cuBLAS on tensor cores (gpu::gemm_half,
-/// fp32 sums and fp32 outputs); the bias is added in fp32. In chapter 11 the
+/// to 16-bit copies and multiplied by cuBLAS on tensor cores (kernels.h's
+/// gemm_half: fp32 sums and fp32 outputs); the bias is added in fp32. In chapter 11 the
 /// conversion is exact: x and W are 16-bit values already (stored activations,
 /// rounded weights) and dy is the gradient of a stored output (store() rounds
 /// it). A value that is not representable — a gradient fed in from outside —

@@ -14,9 +14,10 @@
 /// Storage stays float32 (tensor.h has one dtype): a "16-bit tensor" here is a
 /// float32 tensor every element of which is representable in the format.
 /// Memory tables count its elements at the format's width (bytes_per_value).
-/// Rounding and the overflow test run where the tensor lives: a loop on the
-/// CPU, a kernel on a GPU (dpt/gpu_half.h), both calling one element's math
-/// from dpt/half_math.h — so a cuda run rounds exactly as a cpu run does.
+/// Rounding and the overflow test run where the tensor lives (kernels.h's
+/// round_half and count_inf_or_nan: a loop on the CPU, a kernel on a GPU),
+/// both calling one element's math from dpt/half_math.h — so a cuda run
+/// rounds exactly as a cpu run does.
 ///
 /// Left out: fp8, stochastic rounding, denormals-are-zero modes.
 #pragma once
@@ -50,8 +51,11 @@ inline uint16_t fp16_bits(float x) { return to_fp16(x); }
 /// fp16 bits → the float32 they mean (exact: every fp16 is a float32).
 inline float from_fp16_bits(uint16_t bits) { return from_fp16(bits); }
 
-/// x rounded to the format, as a float32 (identity for FP32).
-float round_to(float x, Precision p);
+/// The 16-bit format of a 16-bit precision (dpt/half.h's Half; p is not FP32).
+Half half_format(Precision p);
+/// x rounded to the format, as a float32 (identity for FP32): dpt/half.h's
+/// round_to(format, x), with the precision first as there.
+float round_to(Precision p, float x);
 /// What roundings met: entries non-zero before, and how many of them the
 /// format flushed to 0 (underflow).
 struct Flushes {

@@ -22,15 +22,15 @@ namespace dpt::ch11 {
 void show_formats(const Narrator& say, Verdicts& v) {
   Table t("float32 rounded to 16 bits", {"x", "bf16", "fp16"});
   for (float x : {1.0f / 3, 1.00390625f, 65504.0f, 65520.0f, 1e-5f, 3e-8f, 1e-30f})
-    t.add_row({fmt(x, 8), fmt(round_to(x, Precision::BF16), 8), fmt(round_to(x, Precision::FP16), 8)});
+    t.add_row({fmt(x, 8), fmt(round_to(Precision::BF16, x), 8), fmt(round_to(Precision::FP16, x), 8)});
   if (say.enabled()) t.print(std::cout);
   say.say("bf16 keeps float32's 8 exponent bits (1e-30 survives) and 8 significant bits (1/3 -> 0.333984);\n"
           "fp16 keeps 11 significant bits but tops out at 65504 and flushes below 2^-25 (3e-8) to 0.");
   // Ties to even, fp16's subnormal and overflow boundaries, from the formats' definitions.
-  const bool ok = round_to(1.00390625f, Precision::BF16) == 1.0f && round_to(1.01171875f, Precision::BF16) == 1.015625f &&
-                  round_to(65504.0f, Precision::FP16) == 65504.0f && std::isinf(round_to(65520.0f, Precision::FP16)) &&
-                  round_to(0x1p-25f, Precision::FP16) == 0.0f && round_to(0x1.8p-25f, Precision::FP16) == 0x1p-24f &&
-                  std::isnan(round_to(NAN, Precision::BF16)) && std::isnan(round_to(NAN, Precision::FP16));
+  const bool ok = round_to(Precision::BF16, 1.00390625f) == 1.0f && round_to(Precision::BF16, 1.01171875f) == 1.015625f &&
+                  round_to(Precision::FP16, 65504.0f) == 65504.0f && std::isinf(round_to(Precision::FP16, 65520.0f)) &&
+                  round_to(Precision::FP16, 0x1p-25f) == 0.0f && round_to(Precision::FP16, 0x1.8p-25f) == 0x1p-24f &&
+                  std::isnan(round_to(Precision::BF16, NAN)) && std::isnan(round_to(Precision::FP16, NAN));
   v.holds("rounding to bf16/fp16: ties to even, fp16 subnormals, 65520 -> inf, NaN stays NaN", ok);
 }
 
@@ -53,7 +53,7 @@ void small_updates(const Narrator& say, Verdicts& v) {
   v.near("your master_step: the fp32 master after 10 updates of 1e-3 (unscaled by 1024)", master.data()[0], 0.99,
          1e-6, "fp32 rounding of ten steps; in 16 bits they round away (1.0), without unscaling they are 1024x");
   v.holds("your master_step: the bf16 weight is the master rounded to bf16",
-          w.data()[0] == round_to(master.data()[0], Precision::BF16), "weight " + fmt(w.data()[0], 8));
+          w.data()[0] == round_to(Precision::BF16, master.data()[0]), "weight " + fmt(w.data()[0], 8));
 }
 
 // ----------------------------------------------------------------------------

@@ -42,10 +42,7 @@ std::string group_problem(int world_rank, const std::string& group, const std::v
 namespace {
 // The world ranks of `group`'s members in group-rank order: each member contributes its world rank.
 std::vector<int> members_of(Communicator& group, int world_rank) {
-  std::vector<float> all(std::size_t(group.size()));
-  const float mine = float(world_rank);
-  group.all_gather(&mine, all.data(), 1);
-  return std::vector<int>(all.begin(), all.end());
+  return group.all_gather(world_rank);
 }
 }  // namespace
 
@@ -54,19 +51,19 @@ std::vector<std::string> check_groups(Context& ctx, Groups& groups) {
   const std::vector<int> tp = members_of(groups.tp(), ctx.rank);
   const std::vector<int> dp = groups.dp() ? members_of(*groups.dp(), ctx.rank) : std::vector<int>{ctx.rank};
   // Every rank's record, gathered on the world (fixed size: rank, t, d, T members, D members).
-  std::vector<float> mine = {float(ctx.rank), float(groups.tp_rank()), float(groups.dp_rank())};
-  for (int r : tp) mine.push_back(float(r));
-  for (int r : dp) mine.push_back(float(r));
+  std::vector<int> mine = {ctx.rank, groups.tp_rank(), groups.dp_rank()};
+  mine.insert(mine.end(), tp.begin(), tp.end());
+  mine.insert(mine.end(), dp.begin(), dp.end());
   const std::size_t width = mine.size();
   DPT_CHECK(tp.size() == std::size_t(T) && dp.size() == std::size_t(D),
             "rank " << ctx.rank << "'s TP group has " << tp.size() << " members and its DP group " << dp.size()
                     << ", expected T = " << T << " and D = " << D << ": the split into groups is wrong");
-  std::vector<float> all(width * std::size_t(ctx.world));
+  std::vector<int> all(width * std::size_t(ctx.world));
   ctx.comm.all_gather(mine.data(), all.data(), int64_t(width));
   std::vector<std::string> lines;
   std::string problems;
   for (int r = 0; r < ctx.world; ++r) {
-    const float* rec = all.data() + std::size_t(r) * width;
+    const int* rec = all.data() + std::size_t(r) * width;
     std::vector<int> tp_seen(rec + 3, rec + 3 + T), dp_seen(rec + 3 + T, rec + 3 + T + D);
     for (const std::string& p : {group_problem(r, "TP", expected_tp_members(r, T, D), tp_seen),
                                  group_problem(r, "DP", expected_dp_members(r, T, D), dp_seen)})
@@ -76,8 +73,8 @@ std::vector<std::string> check_groups(Context& ctx, Groups& groups) {
       for (int x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
       return "[" + s + "]";
     };
-    lines.push_back(str("rank ", r, ": TP group ", list(tp_seen), " as t=", int(rec[1]), ", DP group ", list(dp_seen),
-                        " as d=", int(rec[2])));
+    lines.push_back(str("rank ", r, ": TP group ", list(tp_seen), " as t=", rec[1], ", DP group ", list(dp_seen),
+                        " as d=", rec[2]));
   }
   DPT_CHECK(problems.empty(), problems);  // every rank sees every record: all stop alike, with the same sentence
   return ctx.is_root() ? lines : std::vector<std::string>{};

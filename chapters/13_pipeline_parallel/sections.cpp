@@ -108,26 +108,32 @@ ProbedStep probe_step(Communicator& comm, PipelineStage& stage, const Batch& bat
   for (int a = 0; a < stages; ++a)
     for (int b = 0; b < stages; ++b) probe.bytes[std::size_t(a)][std::size_t(b)] = log.bytes(a, b, probe_step_id);
   for (Tensor& p : stage.parameters()) p.zero_grad();  // a probe: nothing is applied
-  // [ops run, peak in flight, bytes of one micro-batch, peak bytes, (pass, m, seconds) per op]
-  const int64_t count = 4 + 3 * int64_t(capacity);
-  std::vector<float> send(std::size_t(count), 0.0f), all(std::size_t(count * stages));
+  // Every stage's probe, gathered: a summary, then up to `capacity` ops with their times.
+  struct Summary {
+    int ran, peak_in_flight;
+    double micro_batch_bytes, peak_activation_bytes;
+  };
+  struct TimedOp {
+    Op op;
+    double seconds;
+  };
   const int ran = std::min<int>(int(mine.ran.size()), capacity);
-  send[0] = float(ran), send[1] = float(mine.peak_in_flight), send[2] = float(mine.micro_batch_bytes);
-  send[3] = float(mine.peak_activation_bytes);
-  for (int i = 0; i < ran; ++i) {
-    send[std::size_t(4 + 3 * i)] = float(int(mine.ran[std::size_t(i)].pass));
-    send[std::size_t(5 + 3 * i)] = float(mine.ran[std::size_t(i)].micro_batch);
-    send[std::size_t(6 + 3 * i)] = float(mine.seconds[std::size_t(i)]);
-  }
-  comm.all_gather(send.data(), all.data(), count);
+  const std::vector<Summary> summaries =
+      comm.all_gather(Summary{ran, mine.peak_in_flight, mine.micro_batch_bytes, mine.peak_activation_bytes});
+  std::vector<TimedOp> timed(static_cast<std::size_t>(capacity));
+  std::vector<TimedOp> all(timed.size() * static_cast<std::size_t>(stages));
+  for (int i = 0; i < ran; ++i) timed[std::size_t(i)] = {mine.ran[std::size_t(i)], mine.seconds[std::size_t(i)]};
+  comm.all_gather(timed.data(), all.data(), capacity);
   if (comm.rank() != 0) return probe;
   for (int s = 0; s < stages; ++s) {
-    const float* row = all.data() + int64_t(s) * count;
+    const Summary& got = summaries[std::size_t(s)];
     StageStep st;
-    st.peak_in_flight = int(row[1]), st.micro_batch_bytes = row[2], st.peak_activation_bytes = row[3];
-    for (int i = 0; i < int(row[0]); ++i) {
-      st.ran.push_back({Pass(int(row[4 + 3 * i])), int(row[5 + 3 * i])});
-      st.seconds.push_back(row[6 + 3 * i]);
+    st.peak_in_flight = got.peak_in_flight, st.micro_batch_bytes = got.micro_batch_bytes;
+    st.peak_activation_bytes = got.peak_activation_bytes;
+    for (int i = 0; i < got.ran; ++i) {
+      const TimedOp& t = all[std::size_t(s) * std::size_t(capacity) + std::size_t(i)];
+      st.ran.push_back(t.op);
+      st.seconds.push_back(t.seconds);
     }
     probe.stages.push_back(st);
   }

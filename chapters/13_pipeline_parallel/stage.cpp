@@ -101,7 +101,7 @@ StageStep pipeline_step(Communicator& comm, PipelineStage& stage, const Batch& b
       backward(out);
     } else {
       DPT_CHECK(output_grad.defined(), "stage " << comm.rank() << ": B" << m << " got no gradient from stage " << comm.rank() + 1);
-      backward(sum(mul(out, output_grad)));  // hands exactly output_grad to out
+      backward(out, output_grad);  // the gradient stage rank+1 sent for our output
     }
     std::vector<Tensor> micro_grads;
     for (const Tensor& p : params) micro_grads.push_back(p.grad());

@@ -1,13 +1,12 @@
 // solutions/11_mixed_precision/recompute.cpp — backward by segments, last
 // first: make the checkpoint a leaf that wants a gradient, recompute the
 // segment with the graph on, and backpropagate the gradient its output
-// received — backward(sum(out ⊙ dout)) hands out exactly dout — then pass the
-// checkpoint's gradient down to the segment before.
+// received (backward(out, dout)), then pass the checkpoint's gradient down to
+// the segment before.
 #include "ch11.h"
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
-#include "dpt/ops.h"
 
 namespace dpt::ch11 {
 
@@ -19,7 +18,10 @@ void recompute_backward(std::vector<Tensor>& checkpoints, const SegmentForward& 
     checkpoints[k] = Tensor();               // alive only as long as `in`, this segment
     if (k > 0) in.set_requires_grad(true);   // a leaf: its gradient is the previous segment's dout
     Tensor out = forward(k, in);
-    backward(k + 1 == checkpoints.size() ? loss_of(out) : sum(mul(out, dout)));
+    if (k + 1 == checkpoints.size())
+      backward(loss_of(out));
+    else
+      backward(out, dout);
     if (k > 0) dout = in.grad();
   }
 }

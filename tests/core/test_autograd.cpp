@@ -93,3 +93,60 @@ TEST_CASE("backward from a non-scalar or a constant is refused clearly", "[autog
   Tensor c = Tensor::from_vector({2}, {1, 2}, Device::host());
   CHECK_THROWS_WITH(sum(c).backward(), contains_text("does not depend on any tensor that requires grad"));
 }
+
+// ----------------------------------------------------------------------------
+// backward(output, output_gradient)
+
+TEST_CASE("backward(output, g) gives each leaf Σ g·d output/d leaf, as finite differences say", "[autograd]") {
+  Rng rng(7);
+  Tensor x = dpt_test::random_tensor({3, 4}, rng, 1.0f, 0.1f).set_requires_grad(true);
+  Tensor w = dpt_test::random_tensor({5, 4}, rng).set_requires_grad(true);
+  Tensor b = dpt_test::random_tensor({5}, rng).set_requires_grad(true);
+  Tensor g = dpt_test::random_tensor({3, 5}, rng);  // d loss / d output, handed in from outside
+  auto output = [&] { return relu(linear(x, w, b)); };
+  backward(output(), g);
+  // The oracle: the scalar Σ g ⊙ output, differentiated by nudging each element (no autograd).
+  auto weighted = [&] {
+    Tensor y = output();
+    double s = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) s += double(y.data()[i]) * g.data()[i];
+    return Tensor::full({1}, float(s), Device::host());
+  };
+  for (Tensor* leaf : {&x, &w, &b})
+    CHECK(dpt_test::max_relative_error(leaf->grad().to_vector(), dpt_test::numeric_gradient(weighted, *leaf)) < 1e-2);
+}
+
+TEST_CASE("backward(output, g) equals backward(sum(output ⊙ g)) bit for bit", "[autograd]") {
+  Rng rng(3);
+  MLP model({4, 6, 3}, Device::host(), rng);
+  Tensor x = dpt_test::random_tensor({5, 4}, rng);
+  Tensor g = dpt_test::random_tensor({5, 3}, rng);
+  std::vector<std::vector<float>> pushed, summed;
+  backward(model.forward(x), g);
+  for (Tensor& p : model.parameters()) pushed.push_back(p.grad().to_vector()), p.zero_grad();
+  sum(mul(model.forward(x), g)).backward();
+  for (Tensor& p : model.parameters()) summed.push_back(p.grad().to_vector());
+  CHECK(pushed == summed);
+  CHECK(g.requires_grad() == false);  // the gradient handed in is read, not made a graph tensor
+}
+
+TEST_CASE("backward(output, g) leaves the caller's g unchanged and fires the hooks", "[autograd]") {
+  Tensor a = Tensor::from_vector({3}, {1, 2, 3}, Device::host()).set_requires_grad(true);
+  Tensor g = Tensor::from_vector({3}, {0.5f, -1, 2}, Device::host());
+  int fired = 0;
+  a.add_grad_ready_hook([&](Tensor&) { ++fired; });
+  Tensor y = add(scale(a, 1.0f), scale(a, 2.0f));  // dy/da = 3, reached twice
+  backward(y, g);
+  CHECK(a.grad().to_vector() == std::vector<float>{1.5f, -3, 6});
+  CHECK(g.to_vector() == std::vector<float>{0.5f, -1, 2});
+  CHECK(fired == 1);
+}
+
+TEST_CASE("backward(output, g) refuses a gradient of another shape in a sentence", "[autograd]") {
+  Tensor w = Tensor::from_vector({2, 3}, {1, 2, 3, 4, 5, 6}, Device::host()).set_requires_grad(true);
+  Tensor y = scale(w, 2.0f);
+  CHECK_THROWS_WITH(backward(y, Tensor::zeros({3, 2}, Device::host())),
+                    contains_text("the gradient must have the output's shape (2, 3), got (3, 2)"));
+  CHECK_THROWS_WITH(backward(scale(Tensor::zeros({2}, Device::host()), 1.0f), Tensor::zeros({2}, Device::host())),
+                    contains_text("does not depend on any tensor that requires grad"));
+}

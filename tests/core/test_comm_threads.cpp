@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "support/comm_contract.h"
+#include "support/comm_contract_typed.h"
 #include "support/threads_world.h"
 #include "dpt/comm.h"
 #include "dpt/launch.h"
@@ -73,6 +74,7 @@ int64_t mismatches(const std::vector<float>& a, const std::vector<float>& b) {
 // the contract every backend keeps
 
 DPT_COMM_CONTRACT_TESTS("threads", threads_worlds)
+DPT_COMM_TYPED_CONTRACT_TESTS("threads", threads_worlds)
 
 // ----------------------------------------------------------------------------
 // point-to-point

@@ -1,30 +1,31 @@
 // test_half_emulated.cpp — the GPU's 16-bit conversions (dpt/half_math.h, as
 // common/backends/cuda/cuda_half.cuh's kernels call them), run here: the bit
-// functions, against patterns worked out by hand and against dpt/half.h (a
-// separate implementation, the CPU's, which chapter 10 uses); then the
+// functions, against patterns worked out by hand and against
+// support/half_oracle.h (a separate implementation, the tests' own); then the
 // kernels themselves — conversions, bias + ReLU, chapter 11's in-place
 // rounding with its counts and the inf-or-NaN count — launched with their own
 // plans on the CPU emulator (support/cuda_emulator.h), against loops over
-// dpt/half.h.
+// the oracle.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "support/catch.h"
+#include "support/half_oracle.h"
 #include "support/cuda_emulator.h"
 // after the emulator: it supplies CUDA's built-ins to the kernel code
 #include "cuda_half.cuh"
-#include "dpt/half.h"
 #include "dpt/nn.h"  // Rng
 
 namespace emulator = dpt_test::emulator;
 namespace gpu16 = dpt::cuda::emulated;
+namespace oracle = dpt_test::oracle;
 
 namespace {
 
-using dpt::bits_of;
-using dpt::word_of;
+using dpt_test::oracle::bits;
+using dpt_test::oracle::word;
 
 // (float32 bits, its bf16, its fp16), rounded by hand: ties to even, fp16's
 // subnormals, overflow to inf, NaN made quiet.
@@ -70,8 +71,8 @@ const Known kKnown[] = {
 TEST_CASE("16-bit conversions of the GPU round known values to the patterns worked out by hand", "[half][emulator]") {
   for (const Known& k : kKnown) {
     INFO(k.what << ": float32 0x" << std::hex << k.f);
-    CHECK(gpu16::bf16_of(word_of(k.f)) == k.bf16);
-    CHECK(gpu16::fp16_of(word_of(k.f)) == k.fp16);
+    CHECK(gpu16::bf16_of(word(k.f)) == k.bf16);
+    CHECK(gpu16::fp16_of(word(k.f)) == k.fp16);
   }
   // widening: exact values
   CHECK(gpu16::float_of_fp16(0x0001) == 0x1p-24f);
@@ -79,14 +80,14 @@ TEST_CASE("16-bit conversions of the GPU round known values to the patterns work
   CHECK(gpu16::float_of_fp16(0x8001) == -0x1p-24f);
   CHECK(gpu16::float_of_fp16(0x7bff) == 65504.0f);
   CHECK(gpu16::float_of_fp16(0x3c01) == 1.0f + 0x1p-10f);
-  CHECK(bits_of(gpu16::float_of_fp16(0xfc00)) == 0xff800000u);
-  CHECK(bits_of(gpu16::float_of_fp16(0x8000)) == 0x80000000u);
+  CHECK(bits(gpu16::float_of_fp16(0xfc00)) == 0xff800000u);
+  CHECK(bits(gpu16::float_of_fp16(0x8000)) == 0x80000000u);
   CHECK(std::isnan(gpu16::float_of_fp16(0x7e00)));
   CHECK(gpu16::float_of_bf16(0x3f81) == 1.0f + 0x1p-7f);
-  CHECK(bits_of(gpu16::float_of_bf16(0xff80)) == 0xff800000u);
+  CHECK(bits(gpu16::float_of_bf16(0xff80)) == 0xff800000u);
 }
 
-TEST_CASE("16-bit conversions of the GPU give dpt/half.h's bits: every high half, the tie-deciding low halves",
+TEST_CASE("16-bit conversions of the GPU give the oracle's bits: every high half, the tie-deciding low halves",
           "[half][emulator]") {
   // Every float32 is hi·2^16 + lo. bf16 rounds on lo (tie at 0x8000); fp16's
   // normals on lo's low 13 bits (tie at 0x1000), its subnormals on 14 to 24
@@ -99,8 +100,8 @@ TEST_CASE("16-bit conversions of the GPU give dpt/half.h's bits: every high half
   for (uint32_t hi = 0; hi <= 0xffffu; ++hi) {
     for (int r = 0; r < 4; ++r) lows.push_back(uint32_t(rng.below(0x10000)));
     for (uint32_t lo : lows) {
-      const float x = word_of((hi << 16) | lo);
-      const bool b = gpu16::bf16_of(x) != dpt::to_bf16(x), h = gpu16::fp16_of(x) != dpt::to_fp16(x);
+      const float x = word((hi << 16) | lo);
+      const bool b = gpu16::bf16_of(x) != oracle::to_bf16(x), h = gpu16::fp16_of(x) != oracle::to_fp16(x);
       if ((b || h) && bf16_wrong + fp16_wrong == 0) first_wrong = (hi << 16) | lo;
       bf16_wrong += b, fp16_wrong += h, ++checked;
     }
@@ -111,15 +112,15 @@ TEST_CASE("16-bit conversions of the GPU give dpt/half.h's bits: every high half
   CHECK(fp16_wrong == 0);
 }
 
-TEST_CASE("16-bit patterns widen to dpt/half.h's float32, and every non-NaN pattern survives the round trip",
+TEST_CASE("16-bit patterns widen to the oracle's float32, and every non-NaN pattern survives the round trip",
           "[half][emulator]") {
   int wrong_bf16 = 0, wrong_fp16 = 0, trip_bf16 = 0, trip_fp16 = 0;
   for (uint32_t p = 0; p <= 0xffffu; ++p) {
     const auto h = uint16_t(p);
-    wrong_bf16 += bits_of(gpu16::float_of_bf16(h)) != bits_of(dpt::from_bf16(h));
-    wrong_fp16 += bits_of(gpu16::float_of_fp16(h)) != bits_of(dpt::from_fp16(h));
-    if (!std::isnan(dpt::from_bf16(h))) trip_bf16 += gpu16::bf16_of(gpu16::float_of_bf16(h)) != h;
-    if (!std::isnan(dpt::from_fp16(h))) trip_fp16 += gpu16::fp16_of(gpu16::float_of_fp16(h)) != h;
+    wrong_bf16 += bits(gpu16::float_of_bf16(h)) != bits(oracle::from_bf16(h));
+    wrong_fp16 += bits(gpu16::float_of_fp16(h)) != bits(oracle::from_fp16(h));
+    if (!std::isnan(oracle::from_bf16(h))) trip_bf16 += gpu16::bf16_of(gpu16::float_of_bf16(h)) != h;
+    if (!std::isnan(oracle::from_fp16(h))) trip_fp16 += gpu16::fp16_of(gpu16::float_of_fp16(h)) != h;
   }
   CHECK(wrong_bf16 == 0);
   CHECK(wrong_fp16 == 0);
@@ -138,7 +139,7 @@ const Layout kLayouts[] = {{0, 7, 300, "pairs"},
                            {0, 7, 301, "pairs, an odd last element; bias + ReLU one a thread (odd cols)"},
                            {1, 7, 300, "one a thread: off a pair's alignment"}};
 
-TEST_CASE("16-bit kernels, launched with their plans on the emulator, equal loops over dpt/half.h",
+TEST_CASE("16-bit kernels, launched with their plans on the emulator, equal loops over the oracle (support/half_oracle.h)",
           "[half][emulator]") {
   emulator::Launch launch;
   dpt::Rng rng(5);
@@ -152,8 +153,8 @@ TEST_CASE("16-bit kernels, launched with their plans on the emulator, equal loop
     x[3] = 0.0f, x[4] = -0.0f, x[5] = 70000.0f;
     for (bool bf16 : {true, false}) {
       INFO(at.what << ", " << (bf16 ? "bf16" : "fp16"));
-      auto to = [bf16](float v) { return bf16 ? dpt::to_bf16(v) : dpt::to_fp16(v); };
-      auto from = [bf16](uint16_t h) { return bf16 ? dpt::from_bf16(h) : dpt::from_fp16(h); };
+      auto to = [bf16](float v) { return bf16 ? oracle::to_bf16(v) : oracle::to_fp16(v); };
+      auto from = [bf16](uint16_t h) { return bf16 ? oracle::from_bf16(h) : oracle::from_fp16(h); };
       std::vector<uint16_t> h_store(std::size_t(n + 2), 0xdead);
       uint16_t* h = h_store.data() + at.offset;
       gpu16::launch_round_to_half(launch, h, x, n, bf16);
@@ -165,7 +166,7 @@ TEST_CASE("16-bit kernels, launched with their plans on the emulator, equal loop
       std::vector<float> back(std::size_t(n), -1.0f);
       gpu16::launch_half_elementwise(launch, gpu16::widen_half_kernel, n, back.data(), h, n, bf16);
       wrong = 0;
-      for (int64_t i = 0; i < n; ++i) wrong += bits_of(back[std::size_t(i)]) != bits_of(from(h[i]));
+      for (int64_t i = 0; i < n; ++i) wrong += bits(back[std::size_t(i)]) != bits(from(h[i]));
       CHECK(wrong == 0);
 
       for (bool relu : {false, true}) {
@@ -198,7 +199,7 @@ TEST_CASE("16-bit kernels, launched with their plans on the emulator, equal loop
 }
 
 TEST_CASE("round_floats and count_inf_or_nan kernels, launched with their plans on the emulator, round as "
-          "dpt/half.h and count what a loop counts",
+          "the oracle and count what a loop counts",
           "[half][emulator]") {
   emulator::Launch launch;
   dpt::Rng rng(17);
@@ -212,8 +213,8 @@ TEST_CASE("round_floats and count_inf_or_nan kernels, launched with their plans 
       const float normal = bf16 ? 0x1p-126f : 0x1p-14f;
       uint64_t nonzero = 0, flushed = 0, tiny = 0, not_finite = 0;
       std::vector<float> want(x.size());
-      for (std::size_t i = 0; i < x.size(); ++i) {  // the oracle: dpt/half.h and std::fabs
-        want[i] = bf16 ? dpt::from_bf16(dpt::to_bf16(x[i])) : dpt::from_fp16(dpt::to_fp16(x[i]));
+      for (std::size_t i = 0; i < x.size(); ++i) {  // the oracle: support/half_oracle.h and std::fabs
+        want[i] = bf16 ? oracle::from_bf16(oracle::to_bf16(x[i])) : oracle::from_fp16(oracle::to_fp16(x[i]));
         nonzero += x[i] != 0.0f, flushed += x[i] != 0.0f && want[i] == 0.0f;
         tiny += x[i] != 0.0f && std::fabs(want[i]) < normal, not_finite += !std::isfinite(want[i]);
       }
@@ -222,7 +223,7 @@ TEST_CASE("round_floats and count_inf_or_nan kernels, launched with their plans 
       std::vector<float> got = x;
       gpu16::launch_round_floats(launch, got.data(), n, bf16, partials.data(), partials.data() + blocks);
       int wrong = 0;
-      for (std::size_t i = 0; i < x.size(); ++i) wrong += bits_of(got[i]) != bits_of(want[i]);
+      for (std::size_t i = 0; i < x.size(); ++i) wrong += bits(got[i]) != bits(want[i]);
       CHECK(wrong == 0);
       CHECK(partials[blocks].nonzero == nonzero);
       CHECK(partials[blocks].flushed == flushed);
@@ -231,7 +232,7 @@ TEST_CASE("round_floats and count_inf_or_nan kernels, launched with their plans 
       std::vector<float> plain = x;  // no counts asked: the same bits
       gpu16::launch_round_floats(launch, plain.data(), n, bf16, nullptr, nullptr);
       wrong = 0;
-      for (std::size_t i = 0; i < x.size(); ++i) wrong += bits_of(plain[i]) != bits_of(want[i]);
+      for (std::size_t i = 0; i < x.size(); ++i) wrong += bits(plain[i]) != bits(want[i]);
       CHECK(wrong == 0);
 
       std::vector<unsigned long long> counts(blocks + 1, 7);

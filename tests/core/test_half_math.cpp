@@ -1,27 +1,28 @@
 // test_half_math.cpp — dpt/half_math.h's one-element functions, the math both
 // chapter 11's CPU loops and the GPU's round_floats / count_inf_or_nan kernels
-// run: rounding against dpt/half.h (a separate implementation), the counts
-// against values worked out by hand from the formats' definitions and against
+// run: rounding against support/half_oracle.h (a separate implementation),
+// the counts against values worked out by hand from the formats' definitions and against
 // a count written here with std::fabs, the inf-or-NaN test against
 // std::isfinite.
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "dpt/half.h"
 #include "dpt/half_math.h"
 #include "dpt/nn.h"  // Rng
 #include "support/catch.h"
+#include "support/half_oracle.h"
 
-using dpt::bits_of;
-using dpt::word_of;
+using dpt_test::oracle::bits;
+using dpt_test::oracle::word;
 namespace math = dpt::math;
+namespace oracle = dpt_test::oracle;
 
 namespace {
 
-// x rounded by dpt/half.h, the CPU's own conversions.
+// x rounded by the tests' own conversions (support/half_oracle.h).
 float half_h_round(float x, bool bf16) {
-  return bf16 ? dpt::from_bf16(dpt::to_bf16(x)) : dpt::from_fp16(dpt::to_fp16(x));
+  return bf16 ? oracle::from_bf16(oracle::to_bf16(x)) : oracle::from_fp16(oracle::to_fp16(x));
 }
 
 // One value and what rounding it must count, worked out by hand.
@@ -53,17 +54,17 @@ const Case kCases[] = {
 
 }  // namespace
 
-TEST_CASE("round_counting rounds as dpt/half.h does: every high half, the tie-deciding low halves", "[half]") {
+TEST_CASE("round_counting rounds as the oracle does: every high half, the tie-deciding low halves", "[half]") {
   const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x7fff, 0x8000, 0x8001, 0xffff};
   int64_t wrong = 0, checked = 0;
   uint32_t first_wrong = 0;
   for (uint32_t hi = 0; hi <= 0xffffu; ++hi)
     for (uint32_t lo : lows)
       for (bool bf16 : {true, false}) {
-        const float x = word_of((hi << 16) | lo);
+        const float x = word((hi << 16) | lo);
         math::RoundingCounts ignored{};
-        const bool differs = bits_of(math::round_counting(x, bf16, ignored)) != bits_of(half_h_round(x, bf16)) ||
-                             bits_of(math::round_float(x, bf16)) != bits_of(half_h_round(x, bf16));
+        const bool differs = bits(math::round_counting(x, bf16, ignored)) != bits(half_h_round(x, bf16)) ||
+                             bits(math::round_float(x, bf16)) != bits(half_h_round(x, bf16));
         if (differs && wrong == 0) first_wrong = (hi << 16) | lo;
         wrong += differs, ++checked;
       }
@@ -75,7 +76,7 @@ TEST_CASE("round_counting counts non-zero, flushed and tiny entries as worked ou
   for (const Case& c : kCases) {
     INFO(c.what << " (" << (c.bf16 ? "bf16" : "fp16") << ")");
     math::RoundingCounts count{};
-    math::round_counting(word_of(c.x), c.bf16, count);
+    math::round_counting(word(c.x), c.bf16, count);
     CHECK(count.nonzero == unsigned(c.nonzero));
     CHECK(count.flushed == unsigned(c.flushed));
     CHECK(count.tiny == unsigned(c.tiny));
@@ -108,7 +109,7 @@ TEST_CASE("is_inf_or_nan is !isfinite on every high half and its extreme low hal
   int wrong = 0;
   for (uint32_t hi = 0; hi <= 0xffffu; ++hi)
     for (uint32_t lo : {0x0000u, 0x0001u, 0xffffu}) {
-      const float x = word_of((hi << 16) | lo);
+      const float x = word((hi << 16) | lo);
       wrong += math::is_inf_or_nan(x) != !std::isfinite(x);
     }
   CHECK(wrong == 0);

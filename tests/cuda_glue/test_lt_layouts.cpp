@@ -20,7 +20,7 @@
 namespace gpu = dpt::gpu;
 namespace standin = dpt_test::standin;
 using gpu::Epilogue;
-using gpu::Half;
+using dpt::Half;
 
 namespace {
 

@@ -1,6 +1,7 @@
 // test_gpu_ch11.cpp — chapter 11's mixed-precision training on cuda:0 against
 // the same run on cpu:0, from the same weights on the same batches: the
-// rounding and overflow counts run as kernels there (dpt/gpu_half.h), the
+// rounding and overflow counts run as kernels there (kernels.h's round_half
+// and count_inf_or_nan, which call dpt/gpu_half.h's), the
 // Linear GEMMs as bf16/fp16 tensor-core GEMMs summing in fp32
 // (half_linear.h), and the holes (master_step, update_loss_scale,
 // recompute_backward) unchanged on cuda tensors. Oracle: the cpu run, whose

@@ -31,7 +31,6 @@
 #include "support/on_gpu.h"
 
 using namespace dpt;
-using gpu::Half;
 using dpt_test::from16;
 using dpt_test::OnGpu;
 using dpt_test::to16;
@@ -60,7 +59,7 @@ struct GemmCase {
 // Runs one 16-bit GEMM on cuda:0, with c in fp32 or in the format, and
 // counts entries outside the bound of the header comment.
 void check_gemm(const GemmCase& g, Half f, bool half_out, Rng& rng) {
-  INFO(gpu::half_name(f) << (half_out ? " -> 16-bit c" : " -> fp32 c") << ": ta " << g.ta << " tb " << g.tb << " m "
+  INFO(half_name(f) << (half_out ? " -> 16-bit c" : " -> fp32 c") << ": ta " << g.ta << " tb " << g.tb << " m "
                          << g.m << " n " << g.n << " k " << g.k << " alpha " << g.alpha << " beta " << g.beta);
   std::vector<uint16_t> a = operand(g.m * g.k, f, rng), b = operand(g.k * g.n, f, rng), c0 = operand(g.m * g.n, f, rng);
   OnGpu<uint16_t> da(a), db(b);
@@ -116,7 +115,7 @@ TEST_CASE("16-bit rounding on cuda:0 gives dpt/half.h's bits for every high half
   const auto n = int64_t(x.size());
   OnGpu<float> dx(x);
   for (Half f : {Half::BF16, Half::FP16}) {
-    INFO(gpu::half_name(f));
+    INFO(half_name(f));
     // every element, two a thread; all but the last (an odd count: the last
     // one alone); from the second on (off a pair's alignment: one a thread)
     for (int64_t skip : {0, 1, 2}) {
@@ -148,7 +147,7 @@ TEST_CASE("16-bit bias + ReLU and ReLU's backward on cuda:0 equal loops over dpt
   Rng rng(4);
   for (int64_t cols : {3, 4}) {  // one element a thread (odd), then two
     for (Half f : {Half::BF16, Half::FP16}) {
-      INFO(gpu::half_name(f) << ", " << cols << " columns");
+      INFO(half_name(f) << ", " << cols << " columns");
       std::vector<float> bias{0.5f, -0.25f, 1e-3f, -2.0f};
       bias.resize(std::size_t(cols));
       std::vector<uint16_t> y(std::size_t(rows * cols)), dy(y.size());
@@ -208,7 +207,7 @@ TEST_CASE("float32 rounded in place on cuda:0 gives dpt/half.h's bits, and its c
     for (float& v : x) v = rng.below(8) == 0 ? 0.0f : std::ldexp(rng.uniform(-1.0f, 1.0f), int(rng.below(50)) - 34);
     if (n > 5) x[1] = INFINITY, x[2] = NAN, x[3] = 70000.0f, x[4] = -0.0f;
     for (Half f : {Half::BF16, Half::FP16}) {
-      INFO("n = " << n << ", " << gpu::half_name(f));
+      INFO("n = " << n << ", " << half_name(f));
       const float normal = f == Half::BF16 ? 0x1p-126f : 0x1p-14f;
       uint64_t nonzero = 0, flushed = 0, tiny = 0, not_finite = 0;
       std::vector<float> want(x.size());

@@ -30,7 +30,6 @@
 
 using namespace dpt;
 using gpu::Epilogue;
-using gpu::Half;
 using dpt_test::from16;
 using dpt_test::OnGpu;
 using dpt_test::to16;
@@ -84,7 +83,7 @@ TEST_CASE("a hidden layer through cuBLASLt epilogues (bias+ReLU, ReLU's backward
   const int64_t B = 64, in = 96, h = 200, o = 24;
   Rng rng(11);
   for (Half f : {Half::BF16, Half::FP16}) {
-    INFO(gpu::half_name(f));
+    INFO(half_name(f));
     const double u = unit_roundoff(f);
     const auto x = operand(B * in, f, rng), w1 = operand(h * in, f, rng), b1 = operand(h, f, rng);
     const auto g = operand(B * o, f, rng), w2 = operand(o * h, f, rng);

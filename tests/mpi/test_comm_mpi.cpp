@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "support/comm_contract.h"
+#include "support/comm_contract_typed.h"
 #include "support/mpi_world.h"
 #include "dpt/comm.h"
 #include "dpt/launch.h"
@@ -50,6 +51,7 @@ std::vector<dpt_test::ContractWorld> mpi_worlds() {
 // the contract every backend keeps
 
 DPT_COMM_CONTRACT_TESTS("mpi", mpi_worlds)
+DPT_COMM_TYPED_CONTRACT_TESTS("mpi", mpi_worlds)
 
 // ----------------------------------------------------------------------------
 // MPI launches

@@ -1,6 +1,6 @@
 // on_gpu.h — raw GPU buffers for the 16-bit GPU tests (tensor.h holds only
 // float32): OnGpu<T> owns `count` elements on cuda:0, and to16/from16 turn a
-// float into a format's bit pattern and back on the host (dpt/half.h).
+// float into a format's bit pattern and back on the host (support/half_oracle.h).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include "dpt/gpu.h"
 #include "dpt/gpu_half.h"
 #include "dpt/half.h"
+#include "support/half_oracle.h"
 #include "support/catch.h"
 
 namespace dpt_test {
@@ -35,13 +36,14 @@ struct OnGpu {
   OnGpu& operator=(const OnGpu&) = delete;
 };
 
-/// x rounded to the format's bits on the host (to nearest, ties to even).
-inline uint16_t to16(float x, dpt::gpu::Half f) {
-  return f == dpt::gpu::Half::BF16 ? dpt::to_bf16(x) : dpt::to_fp16(x);
+/// x rounded to the format's bits on the host by the tests' own conversions
+/// (support/half_oracle.h: to nearest, ties to even).
+inline uint16_t to16(float x, dpt::Half f) {
+  return f == dpt::Half::BF16 ? oracle::to_bf16(x) : oracle::to_fp16(x);
 }
-/// The float32 a format's bits stand for.
-inline float from16(uint16_t h, dpt::gpu::Half f) {
-  return f == dpt::gpu::Half::BF16 ? dpt::from_bf16(h) : dpt::from_fp16(h);
+/// The float32 a format's bits stand for (the oracle's).
+inline float from16(uint16_t h, dpt::Half f) {
+  return f == dpt::Half::BF16 ? oracle::from_bf16(h) : oracle::from_fp16(h);
 }
 
 }  // namespace dpt_test

@@ -80,8 +80,6 @@ void gemm_ex(int device, Half format, bool transpose_a, bool transpose_b, int64_
 }
 }  // namespace
 
-const char* half_name(Half format) { return format == Half::BF16 ? "bf16" : "fp16"; }
-
 void round_to_half(uint16_t* out, const float* x, int64_t n, Half format, int device) {
   StreamLaunch launch{current(device)};
   launch_round_to_half(launch, out, x, n, format == Half::BF16);

@@ -3,7 +3,8 @@
 // as cuda_launches.cuh plans them (the tests run those same plans on the CPU
 // emulator). One CudaKernels per GPU; everything is queued on the calling
 // thread's current stream for that GPU (gpu.h) and returns at once, except
-// count_correct and max_abs_diff, whose answer the host waits for.
+// count_correct and max_abs_diff, whose answer the host waits for. The 16-bit
+// ops are gpu_half.h's (cuda_half.cu), behind the same seam.
 //
 // Per (thread, GPU) state (a cuBLAS handle, the label buffer, the reductions'
 // partials) is cuda_thread_state.cuh's.
@@ -26,7 +27,9 @@
 #include "cuda_stream_launch.cuh"
 #include "cuda_thread_state.cuh"
 #include "dpt/check.h"
+#include "dpt/floats.h"
 #include "dpt/gpu.h"
+#include "dpt/gpu_half.h"
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
 #include "library_check.h"
@@ -119,6 +122,24 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
                                  int(transpose_a ? m : k), &beta, c_at.ptr, int(n)));
     c_at.write_back(c, m * n, stream);
   }
+
+  // ---- 16-bit formats: gpu_half.h's kernels (cuda_half.cu) ----
+
+  void round_half(float* x, int64_t n, Half format, math::RoundingCounts* counts) override {
+    gpu::round_floats(x, n, format, device_, counts);
+  }
+  // The operands as 16-bit patterns in stream-ordered scratch (two a float),
+  // then one tensor-core GEMM summing in fp32.
+  void gemm_half(Half format, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const float* a,
+                 const float* b, float* c) override {
+    Floats a_scratch(device_, (m * k + 1) / 2), b_scratch(device_, (k * n + 1) / 2);
+    uint16_t* a16 = reinterpret_cast<uint16_t*>(a_scratch.data());
+    uint16_t* b16 = reinterpret_cast<uint16_t*>(b_scratch.data());
+    gpu::round_to_half(a16, a, m * k, format, device_);
+    gpu::round_to_half(b16, b, k * n, format, device_);
+    gpu::gemm_half(device_, format, transpose_a, transpose_b, m, n, k, 1.0f, a16, b16, 0.0f, c);
+  }
+  int64_t count_inf_or_nan(const float* x, int64_t n) override { return gpu::count_inf_or_nan(x, n, device_); }
 
  private:
   friend class LaunchedKernels<CudaKernels>;  // the hooks below

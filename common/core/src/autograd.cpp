@@ -82,11 +82,9 @@ Tensor record(Tensor output, const char* op, std::vector<Tensor> inputs,
   return output;
 }
 
-void backward(const Tensor& loss) {
-  DPT_CHECK(loss.defined() && loss.numel() == 1,
-            "backward() starts from a one-element loss, got shape "
-                << (loss.defined() ? shape_str(loss.shape()) : "undefined"));
-  DPT_CHECK(loss.requires_grad(), "backward(): the loss does not depend on any tensor that requires grad");
+namespace {
+// The sweep from `loss`, whose own gradient is `seed` (its shape, its device).
+void sweep(const Tensor& loss, const Tensor& seed) {
   NoGradGuard no_grad;  // gradient arithmetic is not itself recorded
 
   std::vector<std::shared_ptr<TensorImpl>> order;
@@ -101,7 +99,7 @@ void backward(const Tensor& loss) {
         if (in.defined() && is_leaf(in.impl().get())) ++pending[in.impl().get()];
 
   std::unordered_map<TensorImpl*, std::shared_ptr<TensorImpl>> grads;  // non-leaf gradients
-  grads[loss.impl().get()] = Tensor::full(loss.shape(), 1.0f, loss.device()).impl();
+  grads[loss.impl().get()] = seed.impl();
 
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     TensorImpl* t = it->get();
@@ -132,6 +130,32 @@ void backward(const Tensor& loss) {
         for (auto& hook : in.impl()->grad_ready_hooks) hook(in);
     }
   }
+}
+
+}  // namespace
+
+void backward(const Tensor& loss) {
+  DPT_CHECK(loss.defined() && loss.numel() == 1,
+            "backward() starts from a one-element loss, got shape "
+                << (loss.defined() ? shape_str(loss.shape()) : "undefined")
+                << " (for a non-scalar output, pass its gradient: backward(output, output_gradient))");
+  DPT_CHECK(loss.requires_grad(), "backward(): the loss does not depend on any tensor that requires grad");
+  sweep(loss, Tensor::full(loss.shape(), 1.0f, loss.device()));
+}
+
+void backward(const Tensor& output, const Tensor& output_gradient) {
+  DPT_CHECK(output.defined() && output_gradient.defined(),
+            "backward(output, output_gradient): " << (output.defined() ? "the gradient" : "the output")
+                                                  << " is an undefined tensor");
+  DPT_CHECK(output_gradient.shape() == output.shape(),
+            "backward(output, output_gradient): the gradient must have the output's shape "
+                << shape_str(output.shape()) << ", got " << shape_str(output_gradient.shape()));
+  DPT_CHECK(&output_gradient.device() == &output.device(),
+            "backward(output, output_gradient): the gradient must be on the output's device "
+                << output.device().name() << ", got " << output_gradient.device().name());
+  DPT_CHECK(output.requires_grad(),
+            "backward(output, output_gradient): the output does not depend on any tensor that requires grad");
+  sweep(output, output_gradient);  // shared storage is never written: accumulate() copies it first
 }
 
 }  // namespace dpt

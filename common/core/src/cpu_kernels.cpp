@@ -6,6 +6,9 @@
 // reference the CUDA kernels are tested against.
 #include <Eigen/Core>
 
+#include <vector>
+
+#include "dpt/half_math.h"
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
 
@@ -124,6 +127,27 @@ class CpuKernels final : public Kernels {
                         s.correction1, s.correction2);
   }
 
+  // ---- 16-bit formats ----
+
+  void round_half(float* x, int64_t n, Half format, math::RoundingCounts* counts) override {
+    const bool bf16 = format == Half::BF16;
+    if (counts)
+      for (int64_t i = 0; i < n; ++i) x[i] = math::round_counting(x[i], bf16, *counts);
+    else if (bf16)  // a loop per format: the compiler sees which conversion
+      for (int64_t i = 0; i < n; ++i) x[i] = math::round_float(x[i], true);
+    else
+      for (int64_t i = 0; i < n; ++i) x[i] = math::round_float(x[i], false);
+  }
+  // The operands rounded into copies, then the fp32 GEMM: a product of two
+  // 16-bit values is exact in fp32 (at most 2·11 significant bits).
+  void gemm_half(Half format, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const float* a,
+                 const float* b, float* c) override {
+    std::vector<float> a16(a, a + m * k), b16(b, b + k * n);
+    round_half(a16.data(), m * k, format, nullptr);
+    round_half(b16.data(), k * n, format, nullptr);
+    gemm(transpose_a, transpose_b, m, n, k, 1.0f, a16.data(), b16.data(), 0.0f, c);
+  }
+
   // ---- results for the host ----
 
   int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows, int64_t classes) override {
@@ -135,6 +159,11 @@ class CpuKernels final : public Kernels {
     float worst = 0.0f;
     for (int64_t i = 0; i < n; ++i) worst = math::nan_aware_max(worst, math::abs_diff(a[i], b[i]));
     return worst;
+  }
+  int64_t count_inf_or_nan(const float* x, int64_t n) override {
+    int64_t found = 0;
+    for (int64_t i = 0; i < n; ++i) found += math::is_inf_or_nan(x[i]) ? 1 : 0;
+    return found;
   }
 };
 }  // namespace

@@ -12,8 +12,6 @@ void unavailable(const char* what, int device) {
 }
 }  // namespace
 
-const char* half_name(Half format) { return format == Half::BF16 ? "bf16" : "fp16"; }
-
 void round_to_half(uint16_t*, const float*, int64_t, Half, int device) { unavailable("round_to_half", device); }
 void widen_half(float*, const uint16_t*, int64_t, Half, int device) { unavailable("widen_half", device); }
 void gemm_half(int device, Half, bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, const uint16_t*, float,

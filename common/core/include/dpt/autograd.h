@@ -42,6 +42,16 @@ struct Node {
 /// graph is freed as it goes: call backward() once per forward pass.
 void backward(const Tensor& loss);
 
+/// Runs reverse-mode autograd from a non-scalar `output`, whose gradient
+/// d loss / d output is given: `output_gradient` (output's shape, on output's
+/// device; it is only read). Every reachable leaf's grad() accumulates
+/// d loss / d leaf = Σ_i output_gradient[i] · d output[i] / d leaf — what
+/// backward(sum(output ⊙ output_gradient)) would give, without building that
+/// loss. For a model cut in pieces: the gradient a later piece (a pipeline
+/// stage, a recomputed segment) handed back for this piece's output. Hooks and
+/// freeing as backward(loss).
+void backward(const Tensor& output, const Tensor& output_gradient);
+
 /// Which of `leaves` backward(loss) would deliver a gradient to: entry i is
 /// true when leaves[i] is in the graph recorded from the leaves to `loss`.
 /// Walks the graph and computes nothing; call it before backward() (which
@@ -64,8 +74,21 @@ class NoGradGuard {
   bool previous_;
 };
 
-/// Internal for ops.cpp: attaches a node to `output` when grad mode is on and
-/// any of `inputs` requires grad; returns `output` either way.
+/// Makes a new differentiable op: attaches a node to `output` when grad mode is
+/// on and any of `inputs` requires grad; returns `output` either way. `output`
+/// is computed by the caller with plain (unrecorded) arithmetic: a copy,
+/// kernels, a communicator call — record wires it into the graph.
+/// `backward` gets d loss / d output (output's shape) and returns one gradient
+/// per input, in `inputs` order, each of that input's shape, or an undefined
+/// Tensor() for an input that needs none. It runs with recording off.
+///
+///     Tensor same(const Tensor& x) {                        // y = x, dx = dy
+///       return record(x.clone(), "same", {x},
+///                     [](const Tensor& dy) { return std::vector<Tensor>{dy.clone()}; });
+///     }
+///
+/// Every op in ops.h is written this way; so are the chapters' own ops
+/// (ch12's conjugate pair, ch11's 16-bit store).
 Tensor record(Tensor output, const char* op, std::vector<Tensor> inputs,
               std::function<std::vector<Tensor>(const Tensor& dout)> backward);
 

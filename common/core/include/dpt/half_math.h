@@ -1,18 +1,19 @@
 /// @file half_math.h
 /// @brief One element's 16-bit math, written once for the CPU and the GPU:
 /// float32 ↔ bf16/fp16 on the bits, rounding a float32 to a format while
-/// counting what the rounding met, and the inf-or-NaN test. The CUDA kernels
-/// of gpu_half.h (common/backends/cuda/cuda_half.cuh) call these functions
-/// on the GPU; chapter 11's CPU loops (precision.cpp) call the very same
-/// ones, so the two sides can differ only in where the sums of counts are
-/// taken, never in a rounding.
+/// counting what the rounding met, and the inf-or-NaN test. The one 16-bit
+/// implementation: dpt/half.h's conversions are these; the CUDA backend's
+/// kernels (common/backends/cuda/cuda_half.cuh) call them on the GPU and the
+/// CPU kernels (cpu_kernels.cpp: kernels.h's round_half, gemm_half,
+/// count_inf_or_nan) on the host, so the two sides can differ only in where
+/// the sums of counts are taken, never in a rounding.
 ///
 /// Compiled by nvcc they are `__host__ __device__`; by the C++ compiler,
 /// plain inline functions (kernel_math.h's DPT_HOST_DEVICE). The CPU tests
-/// run them against dpt/half.h, a separate implementation
-/// (tests/core/test_half_emulated.cpp, test_half_math.cpp).
+/// run them against a separate implementation written in the tests
+/// (tests/support/half_oracle.h; test_half_emulated.cpp, test_half_math.cpp).
 ///
-/// Left out: fp8, stochastic rounding, the loops (cuda_half.cuh, precision.cpp).
+/// Left out: fp8, stochastic rounding, the loops (cuda_half.cuh, cpu_kernels.cpp).
 #pragma once
 
 #include <string.h>

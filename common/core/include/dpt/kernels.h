@@ -21,6 +21,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "dpt/half.h"  // Half, math::RoundingCounts
+
 namespace dpt {
 
 class Device;
@@ -117,6 +119,17 @@ class Kernels {
   virtual void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& step,
                          int64_t n) = 0;
 
+  // ---- 16-bit formats (dpt/half.h): values stay float32, each representable ----
+  /// x (n) rounded to `format` in place, each element half_math.h's
+  /// round_counting (so every device gives the same bits); with `counts`,
+  /// what the rounding met is added to *counts (on a GPU that call waits).
+  virtual void round_half(float* x, int64_t n, Half format, math::RoundingCounts* counts) = 0;
+  /// c (m, n) = op(a) · op(b), shapes as gemm, with a and b rounded to
+  /// `format`: 16-bit operands, products summed in fp32 (tensor cores on a
+  /// GPU), c float32 and only written. Needs k ≥ 1.
+  virtual void gemm_half(Half format, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                         const float* a, const float* b, float* c) = 0;
+
   // ---- results for the host (these wait for the device) ----
   /// Rows of logits (rows, classes) whose first largest entry is at the label
   /// (labels on the host; one outside [0, classes) never matches).
@@ -124,6 +137,8 @@ class Kernels {
                                 int64_t classes) = 0;
   /// max |a − b|; NaN when any difference is NaN (a NaN is never "equal").
   virtual float max_abs_diff(const float* a, const float* b, int64_t n) = 0;
+  /// How many of x (n) are ±inf or NaN (half_math.h's is_inf_or_nan).
+  virtual int64_t count_inf_or_nan(const float* x, int64_t n) = 0;
 };
 
 /// Lets cuBLAS round GEMM inputs to TF32 on tensor cores (sm_80+: ~8× the

@@ -13,6 +13,7 @@
 #include "dpt/comm/communicator.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "block_registry.h"
 #include "comm/async_queue.h"
@@ -215,6 +216,84 @@ void Communicator::barrier() {
     TraceSpan span(tracer_, "barrier", "comm");
     backend_->barrier();
     traffic_.record_collective("barrier", 0);
+  });
+}
+
+// ----------------------------------------------------------------------------
+// typed messages
+
+namespace {
+// Typed messages (the templates in communicator.h): B bytes of host memory
+// travel as ceil(B/4) 4-byte words through the backend's float path, which
+// copies words bit for bit (no arithmetic touches them), so every backend's
+// ordering, rendezvous, timeout and failure rules hold unchanged. A buffer
+// that is not whole aligned words is copied into words first. The all-gather
+// is the backends' byte all-gather. The log and the trace count the B bytes.
+void check_bytes(int64_t bytes, const void* data, const char* call) {
+  DPT_CHECK(bytes >= 0, call << ": byte count must be >= 0, got " << bytes);
+  DPT_CHECK(bytes == 0 || data != nullptr, call << ": null buffer for " << bytes << " bytes");
+  DPT_CHECK(bytes == 0 || gpu_of(data) < 0,
+            call << ": typed messages are host memory (integers and small records); GPU data goes as floats or tensors");
+}
+
+int64_t words_of(int64_t bytes) { return (bytes + 3) / 4; }
+
+// True when the buffer can go as it is: whole words, aligned as floats.
+bool as_words(const void* data, int64_t bytes) {
+  return bytes % 4 == 0 && reinterpret_cast<std::uintptr_t>(data) % alignof(float) == 0;
+}
+}  // namespace
+
+void Communicator::send_bytes(const void* data, int64_t bytes, int dst, int tag) {
+  check_bytes(bytes, data, "send");
+  check_peer(dst, size_, "send");
+  check_tag(tag, "send");
+  std::vector<float> words;
+  const float* wire = static_cast<const float*>(data);
+  if (!as_words(data, bytes)) {
+    words.assign(std::size_t(words_of(bytes)), 0.0f);
+    if (bytes) std::memcpy(words.data(), data, std::size_t(bytes));
+    wire = words.data();
+  }
+  in_order([&] {
+    TraceSpan span(tracer_, "send", "comm", {{"bytes", double(bytes)}, {"peer", double(dst)}});
+    backend_->send(wire, words_of(bytes), dst, tag);
+    traffic_.record_send(dst, bytes);
+  });
+}
+
+void Communicator::recv_bytes(void* data, int64_t bytes, int src, int tag) {
+  check_bytes(bytes, data, "recv");
+  check_peer(src, size_, "recv");
+  check_tag(tag, "recv");
+  std::vector<float> words;
+  const bool direct = as_words(data, bytes);
+  float* wire = static_cast<float*>(data);
+  if (!direct) {
+    words.resize(std::size_t(words_of(bytes)));
+    wire = words.data();
+  }
+  in_order([&] {
+    TraceSpan span(tracer_, "recv", "comm", {{"bytes", double(bytes)}, {"peer", double(src)}});
+    backend_->recv(wire, words_of(bytes), src, tag);
+  });
+  if (!direct && bytes) std::memcpy(data, words.data(), std::size_t(bytes));
+}
+
+void Communicator::all_gather_bytes(const void* send_buf, void* recv_buf, int64_t bytes) {
+  check_bytes(bytes, send_buf, "all_gather");
+  check_bytes(bytes * size_, recv_buf, "all_gather");
+  // Backends gather from a buffer apart from the result (MPI has no in-place
+  // byte gather here): a send buffer inside recv_buf is copied out first.
+  std::vector<char> apart;
+  if (detail::overlaps(send_buf, std::size_t(bytes), recv_buf, std::size_t(bytes * size_))) {
+    apart.assign(static_cast<const char*>(send_buf), static_cast<const char*>(send_buf) + bytes);
+    send_buf = apart.data();
+  }
+  in_order([&] {
+    TraceSpan span(tracer_, "all_gather", "comm", {{"bytes", double(bytes)}});
+    backend_->all_gather_bytes(send_buf, recv_buf, bytes);
+    traffic_.record_collective("all_gather", bytes);
   });
 }
 

@@ -47,7 +47,14 @@
 /// chapter 13's pipeline stages (NCCL: ncclCommSplit). A rank failing anywhere
 /// stops its peers waiting in any group (threads; MPI, NCCL: mpi_backend.h).
 ///
-/// Left out: datatypes other than float32, any-source/any-tag receives,
+/// Integers and small records travel as typed messages: `send`/`recv` and
+/// `all_gather` of any trivially copyable T (host memory), logged in bytes.
+///
+///     struct Seen { int32_t rank; int64_t step; float loss; };  // plain fields
+///     Seen mine{ctx.rank, step, loss};
+///     std::vector<Seen> all = ctx.comm.all_gather(mine);         // all[r] is rank r's
+///
+/// Left out: reductions of types other than float32, any-source/any-tag receives,
 /// inter-communicators, MPI_UNDEFINED (every rank joins some group).
 #pragma once
 
@@ -55,6 +62,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dpt/check.h"
@@ -133,6 +141,47 @@ class Communicator {
   /// Returns once every rank has called it.
   void barrier();
 
+  // ---- typed messages: integers and small records, host memory ----
+  /// Sends data[0, count) of a trivially copyable T (an integer, a struct of
+  /// plain fields) to `dst`; the receiver names the same T and count. Logged
+  /// as sizeof(T)·count bytes. Buffering and ordering as the float send.
+  template <class T>
+  void send(const T* data, int64_t count, int dst, int tag = 0) {
+    check_typed<T>();
+    send_bytes(data, count * int64_t(sizeof(T)), dst, tag);
+  }
+  /// Receives exactly `count` T from `src` into data[0, count).
+  template <class T>
+  void recv(T* data, int64_t count, int src, int tag = 0) {
+    check_typed<T>();
+    recv_bytes(data, count * int64_t(sizeof(T)), src, tag);
+  }
+  /// recv_buf (size(), send_count) of T gets every rank's send_buf
+  /// (send_count,), row r from rank r; every rank passes the same count.
+  template <class T>
+  void all_gather(const T* send_buf, T* recv_buf, int64_t send_count) {
+    check_typed<T>();
+    all_gather_bytes(send_buf, recv_buf, send_count * int64_t(sizeof(T)));
+  }
+  /// Every rank's `value`, entry r from rank r (size() entries).
+  template <class T>
+  std::vector<T> all_gather(const T& value) {
+    check_typed<T>();
+    std::vector<T> all(static_cast<std::size_t>(size_));
+    all_gather_bytes(&value, all.data(), int64_t(sizeof(T)));
+    return all;
+  }
+  /// The typed calls' data movement: `bytes` bytes of host memory. A message
+  /// travels as ceil(bytes/4) 4-byte words through the backend's float path
+  /// (every backend's rules hold), so a receive naming another size is
+  /// refused with the two sizes in words (the message calls them floats).
+  void send_bytes(const void* data, int64_t bytes, int dst, int tag = 0);
+  /// See send_bytes: receives exactly `bytes` bytes from `src`.
+  void recv_bytes(void* data, int64_t bytes, int src, int tag = 0);
+  /// recv_buf gets size() · bytes bytes, rank-major: `bytes` from each rank's
+  /// send_buf (which may lie in recv_buf).
+  void all_gather_bytes(const void* send_buf, void* recv_buf, int64_t bytes);
+
   // ---- non-blocking (async.h) ----
   /// Runs `op` on this rank's progress thread after earlier async work and
   /// returns at once. `op` may call this communicator (e.g. a ring all-reduce
@@ -189,6 +238,11 @@ class Communicator {
                TrafficLog traffic);
   template <class Body>
   void in_order(Body&& body);
+  template <class T>
+  static void check_typed() {
+    static_assert(std::is_trivially_copyable<T>::value && !std::is_pointer<T>::value,
+                  "typed messages carry values whose bytes are the whole value (ints, plain structs), not pointers");
+  }
 
   std::unique_ptr<detail::Backend> backend_;
   int rank_, size_;

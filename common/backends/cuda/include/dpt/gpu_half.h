@@ -9,32 +9,26 @@
 /// stream of `device` (gpu.h) and returns at once, so a CUDA graph can
 /// capture it. Row-major throughout, as kernels.h's gemm.
 ///
-///     dpt::gpu::round_to_half(w16, w, n, dpt::gpu::Half::BF16, 0);   // fp32 → bf16
-///     dpt::gpu::gemm_half(0, dpt::gpu::Half::BF16, false, true, B, out, in,
-///                         1.0f, x16, w16, 0.0f, y16);                // y = x·Wᵀ
+///     dpt::gpu::round_to_half(w16, w, n, dpt::Half::BF16, 0);   // fp32 → bf16
+///     dpt::gpu::gemm_half(0, dpt::Half::BF16, false, true, B, out, in,
+///                         1.0f, x16, w16, 0.0f, y16);           // y = x·Wᵀ
 ///
-/// Chapter 11 keeps its 16-bit values in float32 tensors (each element
-/// representable in the format): `round_floats` rounds such a tensor in place
-/// and counts what the rounding met, `count_inf_or_nan` finds an overflow —
-/// one element's math is dpt/half_math.h's, which the CPU loops run too.
+/// The CUDA backend's, not the core's: it lives beside cuda_half.cu, and only
+/// the backend, the benchmarks and the GPU tests see it. Chapters reach 16-bit
+/// math through the core's op seam (kernels.h: round_half, gemm_half,
+/// count_inf_or_nan), whose CUDA side calls `round_floats`, `round_to_half`,
+/// `gemm_half` and `count_inf_or_nan` here — one element's math is
+/// dpt/half_math.h's, which the CPU side runs too.
 ///
 /// Left out: fp8, bias and ReLU fused into the GEMM (cuBLASLt's epilogues:
-/// gpu_half_lt.h), a CPU side (the CPU loops over half_math.h: chapter 11's
-/// precision.cpp). Built without CUDA, every function says so in a sentence.
+/// gpu_half_lt.h), a CPU side (the CPU kernels' loops over half_math.h). Built without CUDA, every function says so in a sentence.
 #pragma once
 
 #include <cstdint>
 
-#include "dpt/half_math.h"
+#include "dpt/half.h"  // Half (the formats), half_math.h
 
 namespace dpt::gpu {
-
-/// The two 16-bit formats (dpt/half.h): bf16 keeps float32's range, fp16 its
-/// 11 significant bits over a range of 2^-24 … 65504.
-enum class Half { BF16, FP16 };
-
-/// "bf16" or "fp16".
-const char* half_name(Half format);
 
 /// out (n patterns) = x (n floats) rounded to `format`: half.h's to_bf16 /
 /// to_fp16, bit for bit (ties to even, fp16 subnormals, ±inf from 65520, NaN
