@@ -134,7 +134,7 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
     v.at_most(column_dx, gap, kColumnProbeTolerance,
               gap <= kColumnProbeTolerance
                   ? "a stand-in layer with values exact in float: x's gradient, from every rank's block, is one device's"
-                  : str("a stand-in layer's x gradient is ", fmt(probe.ratio, 3), " x one device's (T = ", T,
+                  : str("a stand-in layer: rank 0's x gradient is ", fmt(probe.ratio, 3), " x one device's (T = ", T,
                         "): copy_to_tp_region (f), where the column layer takes its replicated input, must leave every "
                         "rank the whole model's d loss/dx"));
     say_verdict_now(say, v);
