@@ -93,6 +93,20 @@ ColumnProbe column_input_gradient(Communicator& group, Device& device) {
   return probe;
 }
 
+void judge_column_input_gradient(Context& ctx, Groups& groups, Verdicts& v, const std::string& one_rank) {
+  const char* const what = "column layer: x's gradient = one device's d loss/dx on every rank (f's backward)";
+  const int T = groups.tp_size();
+  if (T == 1) return v.cannot_fail(what, one_rank);
+  const ColumnProbe probe = column_input_gradient(groups.tp(), ctx.device);
+  const double gap = world_max(ctx, probe.gap);
+  v.at_most(what, gap, kColumnProbeTolerance,
+            gap <= kColumnProbeTolerance
+                ? "a stand-in layer with values exact in float: x's gradient, from every rank's block, is one device's"
+                : str("a stand-in layer: rank 0's x gradient is ", fmt(probe.ratio, 3), " x one device's (T = ", T,
+                      "): copy_to_tp_region (f), where the column layer takes its replicated input, must leave every "
+                      "rank the whole model's d loss/dx"));
+}
+
 std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& model, const Options& o,
                             const Dataset& data, bool slices_ok) {
   std::vector<int64_t> first(std::size_t(std::min<int64_t>(o.batch, data.size())));

@@ -71,6 +71,12 @@ struct ColumnProbe {
 /// answer matches it to the bit whatever the summation order.
 ColumnProbe column_input_gradient(Communicator& group, Device& device);
 
+/// Collective over the world: the verdict "column layer: x's gradient = one
+/// device's d loss/dx on every rank (f's backward)" from
+/// column_input_gradient on each TP group, the worst gap over the world, its
+/// ✘ naming f with rank 0's ratio; with T = 1 it cannot fail (`one_rank`).
+void judge_column_input_gradient(Context& ctx, Groups& groups, Verdicts& v, const std::string& one_rank);
+
 /// Collective over the world: one forward and backward of `model` on the
 /// first --batch samples (the same on every rank), its gradients gathered
 /// over each TP group, compared on world rank 0 with one device's gradient

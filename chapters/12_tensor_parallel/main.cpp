@@ -125,20 +125,8 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
   say.section(str("3. Training: ", o.steps, " steps of ", o.batch, " samples per model (", D, " model",
                   D > 1 ? "s" : "", ", global batch ", o.batch * D, ")"));
   say.say(str("every rank of a TP group trains on the same ", o.batch, " samples; the optimizer steps each rank's slices."));
-  const char* const column_dx = "column layer: x's gradient = one device's d loss/dx on every rank (f's backward)";
-  if (T == 1) {
-    v.cannot_fail(column_dx, one_rank);
-  } else {  // checks.cpp: a stand-in layer, exact values; before training, so f's mistakes are named as f's
-    const ColumnProbe probe = column_input_gradient(groups.tp(), ctx.device);
-    const double gap = world_max(ctx, probe.gap);
-    v.at_most(column_dx, gap, kColumnProbeTolerance,
-              gap <= kColumnProbeTolerance
-                  ? "a stand-in layer with values exact in float: x's gradient, from every rank's block, is one device's"
-                  : str("a stand-in layer: rank 0's x gradient is ", fmt(probe.ratio, 3), " x one device's (T = ", T,
-                        "): copy_to_tp_region (f), where the column layer takes its replicated input, must leave every "
-                        "rank the whole model's d loss/dx"));
-    say_verdict_now(say, v);
-  }
+  judge_column_input_gradient(ctx, groups, v, one_rank);  // checks.cpp: f's mistakes named as f's, before training
+  say_verdict_now(say, v);
   lec.step_check_batch = o.batch * D;
   lec.step_check_judges_start = false;  // no master copy here: section 2's round trip judged the start
   lec.step_check_cause = combining_cause(ctx, groups, model, o, lec.data, slices_ok);  // which way, if wrong
