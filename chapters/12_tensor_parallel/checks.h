@@ -52,8 +52,8 @@ void say_verdict_now(const Narrator& say, const Verdicts& v);
 double slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T);
 
 /// The column probe's values are exact in float (see below): 1e-6 of the
-/// largest entry allows any rounding a device adds; f's backward averaged or
-/// left out is off by (T − 1)/T or a block's share of it, 0.5 or more.
+/// largest entry allows any rounding a device adds; a wrong x gradient is off
+/// by a share of it (measured 0.5 or more at T = 2 and 4).
 constexpr double kColumnProbeTolerance = 1e-6;
 
 /// What column_input_gradient found on this rank.
