@@ -1,8 +1,10 @@
 // test_ch12.cpp — chapter 12's operators and shards against sums and index
-// formulas written out here: after f every rank holds x, and x's gradient is
-// the whole model's; after g every rank holds the layer output, and each
-// partial's gradient is the one loss's; a rank's slice is the block of
-// features the contract names, and the gather puts every block in its place.
+// one device's layer written out here: after f every rank holds x, and x's
+// gradient is the whole model's; after g every rank holds the layer output,
+// and each partial's gradient is the one loss's; a rank's slice, as a layer,
+// gives the full layer's numbers for the features it owns, and the gathered
+// tensor is the layer every rank's slice is part of. No test here indexes a
+// slice's storage: what a slice holds is judged by the layer it makes.
 //
 // Here: copy_to_tp_region, reduce_from_tp_region, shard_weight,
 // gather_weight. The layers and a whole model against one device in
@@ -56,6 +58,40 @@ std::string gap_of(double g, const std::vector<double>& reference, const std::st
   return text;
 }
 constexpr int64_t kB = 3, kD = 5;
+
+// A probe input for a layer of `in` features: the `in` unit vectors, so the layer's
+// output shows every weight entry, then two rows of values (every feature at once).
+std::vector<float> probe_input(int64_t B, int64_t in) {
+  std::vector<float> x(std::size_t(B * in), 0);
+  for (int64_t n = 0; n < B; ++n)
+    for (int64_t j = 0; j < in; ++j) x[std::size_t(n * in + j)] = n < in ? (n == j ? 1.0f : 0.0f) : value(90 + int(n), j);
+  return x;
+}
+
+// One device's layer as nn.h defines it, weight (out, in): y[n][o] = Σ_j x[n][j] · w[o][j] (+ bias[o]),
+// over input features from ≤ j < to only (the others taken as 0). The values are multiples of 1/8:
+// every sum here and in linear() is exact, so a right slice matches to the bit.
+std::vector<double> layer(const std::vector<float>& x, int64_t B, const std::vector<float>& w, int64_t out, int64_t in,
+                          int64_t from, int64_t to, const std::vector<float>* bias = nullptr) {
+  std::vector<double> y(std::size_t(B * out), 0);
+  for (int64_t n = 0; n < B; ++n)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = bias ? (*bias)[std::size_t(o)] : 0.0;
+      for (int64_t j = from; j < to; ++j) acc += double(x[std::size_t(n * in + j)]) * w[std::size_t(o * in + j)];
+      y[std::size_t(n * out + o)] = acc;
+    }
+  return y;
+}
+
+// Columns [first, first + count) of a (rows, width) matrix.
+std::vector<double> columns(const std::vector<double>& m, int64_t rows, int64_t width, int64_t first, int64_t count) {
+  std::vector<double> c;
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t j = first; j < first + count; ++j) c.push_back(m[std::size_t(n * width + j)]);
+  return c;
+}
+
+Tensor tensor(const std::vector<float>& v, const Shape& shape, Device& device) { return Tensor::from_vector(shape, v, device); }
 }  // namespace
 
 // ----------------------------------------------------------------------------
@@ -139,35 +175,45 @@ TEST_CASE("reduce_from_tp_region: the layer output on every rank, and each parti
 // ----------------------------------------------------------------------------
 // which slice a rank owns
 
-TEST_CASE("shard_weight: rank t owns the block of output or input features the contract names, each entry once", "[ch12][hole:shard_weight]") {
-  const int64_t out = 6, in = 8;
+TEST_CASE("shard_weight: rank t's slice, as a layer, gives the full layer's numbers for the features it owns", "[ch12][hole:shard_weight]") {
+  const int64_t out = 6, in = 8, B = in + 2;
   Tensor full = Tensor::from_vector({out, in}, values(7, out * in), Device::host());
   Tensor bias = Tensor::from_vector({out}, values(8, out), Device::host());
+  const std::vector<float> x = probe_input(B, in);
   Device& device = Device::cpu(1);
   for (int T : {1, 2}) {
     for (int t = 0; t < T; ++t) {
       INFO("T=" << T << ", rank " << t);
+      const std::string who = "T=" + std::to_string(T) + ", rank " + std::to_string(t);
+      const int64_t k_out = out / T, k_in = in / T;
       Tensor rows = shard_weight(full, Split::Output, t, T, device);
-      REQUIRE(rows.shape() == Shape{out / T, in});
+      REQUIRE(rows.shape() == Shape{k_out, in});
       CHECK(&rows.device() == &device);
-      // Each check is a bool, so a failure prints the property, not the index formula.
-      for (int64_t i = 0; i < out / T; ++i)
-        for (int64_t j = 0; j < in; ++j)
-          if (rows.data()[i * in + j] != full.data()[(t * out / T + i) * in + j])
-            FAIL("Split::Output slice entry (" << i << ", " << j << ") is not the full weight's entry for output feature "
-                                               << t * out / T + i << ", input " << j);
-      Tensor cols = shard_weight(full, Split::Input, t, T, device);
-      REQUIRE(cols.shape() == Shape{out, in / T});
-      for (int64_t i = 0; i < out; ++i)
-        for (int64_t j = 0; j < in / T; ++j)
-          if (cols.data()[i * (in / T) + j] != full.data()[i * in + t * in / T + j])
-            FAIL("Split::Input slice entry (" << i << ", " << j << ") is not the full weight's entry for output feature " << i
-                                              << ", input " << t * in / T + j);
       Tensor b = shard_weight(bias, Split::Output, t, T, device);
-      REQUIRE(b.shape() == Shape{out / T});
-      for (int64_t i = 0; i < out / T; ++i)
-        if (b.data()[i] != bias.data()[t * out / T + i])
-          FAIL("bias slice entry " << i << " is not the full bias's entry for output feature " << t * out / T + i);
+      REQUIRE(b.shape() == Shape{k_out});
+      // Split::Output: on the same input, the slice's layer is the full layer's output features [t·k, (t+1)·k).
+      const std::vector<float> w = full.to_vector(), bias_values = bias.to_vector();
+      const std::vector<double> y = layer(x, B, w, out, in, 0, in), yb = layer(x, B, w, out, in, 0, in, &bias_values);
+      const std::vector<double> want = columns(y, B, out, t * k_out, k_out), want_b = columns(yb, B, out, t * k_out, k_out);
+      const double g = gap(linear(tensor(x, {B, in}, device), rows, Tensor()).to_vector(), want);
+      if (g > 0)
+        FAIL(who << ", Split::Output: the slice, as a layer, is not output features [" << t * k_out << ", " << (t + 1) * k_out
+                 << ") of the full layer on the same input: " << gap_of(g, want, "the full layer's"));
+      const double gb = gap(linear(tensor(x, {B, in}, device), rows, b).to_vector(), want_b);
+      if (gb > 0)
+        FAIL(who << ", Split::Output: with its bias slice added, the slice's layer is not output features [" << t * k_out
+                 << ", " << (t + 1) * k_out << ") of the full layer with its bias: " << gap_of(gb, want_b, "the full layer's"));
+      // Split::Input: fed input features [t·k, (t+1)·k), the slice's layer gives the full layer's
+      // share of those features: the full layer on an input whose other features are 0.
+      Tensor cols = shard_weight(full, Split::Input, t, T, device);
+      REQUIRE(cols.shape() == Shape{out, k_in});
+      const std::vector<double> share = layer(x, B, w, out, in, t * k_in, (t + 1) * k_in);
+      const std::vector<double> mine = columns(std::vector<double>(x.begin(), x.end()), B, in, t * k_in, k_in);
+      const double gi = gap(linear(tensor(std::vector<float>(mine.begin(), mine.end()), {B, k_in}, device), cols, Tensor()).to_vector(), share);
+      if (gi > 0)
+        FAIL(who << ", Split::Input: fed input features [" << t * k_in << ", " << (t + 1) * k_in << "), the slice's layer "
+                 << "does not give the full layer's output on that input with every other feature 0: "
+                 << gap_of(gi, share, "the full layer's"));
     }
   }
   // T = 4 divides the inputs (8) but not the outputs (6): a sentence, not a slice of the wrong size.
@@ -176,29 +222,50 @@ TEST_CASE("shard_weight: rank t owns the block of output or input features the c
   CHECK_THROWS_AS(shard_weight(full, Split::Input, 0, 3, device), Error);
 }
 
-TEST_CASE("gather_weight: the slices of every rank put back in place, on the host, on every rank", "[ch12][hole:gather_weight]") {
-  const int64_t out = 4, in = 6;
-  const std::vector<float> full = values(9, out * in), bias = values(10, out);
+TEST_CASE("gather_weight: the full tensor whose layer every rank's slice is part of, on the host, on every rank", "[ch12][hole:gather_weight]") {
+  const int64_t out = 4, in = 6, B = in + 2;
+  const std::vector<float> x = probe_input(B, in);
   for (int T : {1, 2}) {
     Findings found;
+    const int64_t k_out = out / T, k_in = in / T;
+    // Rank r's slices: any values (not cut from a full tensor here), shaped as shard_weight shapes them.
+    auto rows_of = [&](int r) { return values(20 + r, k_out * in); };
+    auto cols_of = [&](int r) { return values(40 + r, out * k_in); };
+    auto bias_of = [&](int r) { return values(60 + r, k_out); };
+    // What the full layers must compute on x: block r of the output features is rank r's
+    // slice's layer (Output); the output is the sum of every rank's layer on its block of input
+    // features (Input). Each slice is read in its own (rows, cols) shape.
+    std::vector<double> by_rows(std::size_t(B * out), 0), by_cols(std::size_t(B * out), 0), bias(std::size_t(out), 0);
+    for (int r = 0; r < T; ++r) {
+      const std::vector<float> w = rows_of(r), c = cols_of(r), b = bias_of(r);
+      for (int64_t n = 0; n < B; ++n)
+        for (int64_t o = 0; o < out; ++o)
+          for (int64_t j = 0; j < k_in; ++j) by_cols[std::size_t(n * out + o)] += double(x[std::size_t(n * in + r * k_in + j)]) * c[std::size_t(o * k_in + j)];
+      for (int64_t n = 0; n < B; ++n)
+        for (int64_t i = 0; i < k_out; ++i)
+          for (int64_t j = 0; j < in; ++j) by_rows[std::size_t(n * out + r * k_out + i)] += double(x[std::size_t(n * in + j)]) * w[std::size_t(i * in + j)];
+      for (int64_t i = 0; i < k_out; ++i) bias[std::size_t(r * k_out + i)] = b[std::size_t(i)];
+    }
     dpt_test::run_ranks(T, [&](Context& ctx) {
       const int t = ctx.rank;
-      // The slices by the index formulas, written here (not by shard_weight).
-      std::vector<float> rows, cols, b;
-      for (int64_t i = t * out / T; i < (t + 1) * out / T; ++i)
-        for (int64_t j = 0; j < in; ++j) rows.push_back(full[std::size_t(i * in + j)]);
-      for (int64_t i = 0; i < out; ++i)
-        for (int64_t j = t * in / T; j < (t + 1) * in / T; ++j) cols.push_back(full[std::size_t(i * in + j)]);
-      for (int64_t i = t * out / T; i < (t + 1) * out / T; ++i) b.push_back(bias[std::size_t(i)]);
-      struct Case { const char* what; Tensor shard; Split split; Shape shape; const std::vector<float>& want; };
-      for (const Case& c : {Case{"a weight split by outputs", Tensor::from_vector({out / T, in}, rows, ctx.device), Split::Output, {out, in}, full},
-                            Case{"a weight split by inputs", Tensor::from_vector({out, in / T}, cols, ctx.device), Split::Input, {out, in}, full},
-                            Case{"a bias split by outputs", Tensor::from_vector({out / T}, b, ctx.device), Split::Output, {out}, bias}}) {
+      struct Case { const char* what; Tensor shard; Split split; Shape shape; const std::vector<double>& want; };
+      for (const Case& c : {Case{"a weight split by outputs", tensor(rows_of(t), {k_out, in}, ctx.device), Split::Output, {out, in}, by_rows},
+                            Case{"a weight split by inputs", tensor(cols_of(t), {out, k_in}, ctx.device), Split::Input, {out, in}, by_cols},
+                            Case{"a bias split by outputs", tensor(bias_of(t), {k_out}, ctx.device), Split::Output, {out}, bias}}) {
         Tensor got = gather_weight(ctx.comm, c.shard, c.split);
         const std::string who = "T=" + std::to_string(T) + ", rank " + std::to_string(t) + ", " + c.what;
-        if (got.shape() != c.shape) found.add(who + ": shape " + shape_str(got.shape()) + ", expected " + shape_str(c.shape));
-        else if (!got.device().is_host_memory()) found.add(who + ": the full tensor must be on the host");
-        else if (got.to_vector() != c.want) found.add(who + ": an entry is not in its place in the full tensor");
+        if (got.shape() != c.shape) { found.add(who + ": shape " + shape_str(got.shape()) + ", expected " + shape_str(c.shape)); continue; }
+        if (!got.device().is_host_memory()) { found.add(who + ": the full tensor must be on the host"); continue; }
+        // A bias is its own output; a weight is judged by the layer it makes on x.
+        const std::vector<float> full = got.to_vector();
+        const std::vector<double> made = c.shape.size() == 1 ? std::vector<double>(full.begin(), full.end())
+                                                             : layer(x, B, full, out, in, 0, in);
+        const double g = gap(std::vector<float>(made.begin(), made.end()), c.want);
+        if (g > 0)
+          found.add(who + (c.shape.size() == 1 ? ": the full bias does not hold rank r's slice as output features [r*k, (r+1)*k): "
+                                                : c.split == Split::Output ? ": the full layer's output features [r*k, (r+1)*k) are not rank r's slice's layer: "
+                                                                           : ": the full layer is not the sum of every rank's slice's layer on its block of input features: ") +
+                    gap_of(g, c.want, "the slices' layers"));
       }
     });
     found.require_none();

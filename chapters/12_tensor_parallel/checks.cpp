@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "ch12.h"
 #include "dpt/grid.h"
 #include "dpt/ops.h"
 #include "dpt/step_check.h"
@@ -56,6 +57,54 @@ double slices_against_full(const TensorParallelMLP& model, const MLP& full, int 
       }
   }
   return worst;
+}
+
+ColumnProbe column_input_gradient(Communicator& group, Device& device) {
+  const int T = group.size(), t = group.rank();
+  const int64_t B = 3, in = 5, k = 4, out = k * T;
+  auto value = [](int64_t i, int salt) { return float((i * 7 + salt) % 15 - 7) / 8.0f; };  // -7/8 … 7/8
+  std::vector<float> x(std::size_t(B * in)), w(std::size_t(out * in)), r(std::size_t(B * out));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = value(int64_t(i), 1);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = value(int64_t(i), 4);
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = value(int64_t(i), 9);
+  std::vector<float> w_t(w.begin() + t * k * in, w.begin() + (t + 1) * k * in), r_t(std::size_t(B * k));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < k; ++j) r_t[std::size_t(b * k + j)] = r[std::size_t(b * out + t * k + j)];
+  Tensor xs = Tensor::from_vector({B, in}, x, device), ws = Tensor::from_vector({k, in}, w_t, device);
+  Tensor bs = Tensor::zeros({k}, device);
+  xs.set_requires_grad(true), ws.set_requires_grad(true), bs.set_requires_grad(true);
+  ColumnProbe probe;
+  Tensor y = column_parallel_linear(group, xs, ws, bs);
+  if (y.shape() != Shape{B, k}) return {NAN, NAN};  // the layers' tests name the shape
+  sum(mul(y, Tensor::from_vector({B, k}, r_t, device))).backward();
+  if (!xs.grad().defined()) return {NAN, NAN};
+  const std::vector<float> dx = xs.grad().to_vector();
+  double dot = 0, norm = 0, gap = 0, largest = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < in; ++i) {
+      double one = 0;  // one device: (r · W)[b, i]
+      for (int64_t j = 0; j < out; ++j) one += double(r[std::size_t(b * out + j)]) * w[std::size_t(j * in + i)];
+      const double mine = dx[std::size_t(b * in + i)];
+      dot += mine * one, norm += one * one;
+      gap = std::max(gap, std::fabs(mine - one)), largest = std::max(largest, std::fabs(one));
+    }
+  probe.gap = largest > 0 ? gap / largest : gap;
+  probe.ratio = norm > 0 ? dot / norm : NAN;
+  return probe;
+}
+
+void judge_column_input_gradient(Context& ctx, Groups& groups, Verdicts& v, const std::string& one_rank) {
+  const char* const what = "column layer: x's gradient = one device's d loss/dx on every rank (f's backward)";
+  const int T = groups.tp_size();
+  if (T == 1) return v.cannot_fail(what, one_rank);
+  const ColumnProbe probe = column_input_gradient(groups.tp(), ctx.device);
+  const double gap = world_max(ctx, probe.gap);
+  v.at_most(what, gap, kColumnProbeTolerance,
+            gap <= kColumnProbeTolerance
+                ? "a stand-in layer with values exact in float: x's gradient, from every rank's block, is one device's"
+                : str("a stand-in layer: rank 0's x gradient is ", fmt(probe.ratio, 3), " x one device's (T = ", T,
+                      "): copy_to_tp_region (f), where the column layer takes its replicated input, must leave every "
+                      "rank the whole model's d loss/dx"));
 }
 
 std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& model, const Options& o,

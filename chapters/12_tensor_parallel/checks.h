@@ -4,9 +4,9 @@
 /// which way a wrong gradient is off (too much combined, or too little), so
 /// the step check's ✘ says which.
 ///
-/// None of it calls a hole's code to judge that hole: the slice check indexes
-/// the full weight itself, the gradient probe compares with one device's
-/// backward on the host.
+/// No oracle here calls a hole's code: the slice check indexes the full
+/// weight itself, the column probe and the gradient probe compare with one
+/// device's gradient computed on the host.
 #pragma once
 
 #include <string>
@@ -50,6 +50,32 @@ void say_verdict_now(const Narrator& say, const Verdicts& v);
 /// bias rows t·h/T + i, row-parallel weight columns t·h/T + j, row biases
 /// whole. NaN when a slice has the wrong shape.
 double slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T);
+
+/// The column probe's values are exact in float (see below): 1e-6 of the
+/// largest entry allows any rounding a device adds; a wrong x gradient is off
+/// by a share of it (measured 0.5 or more at T = 2 and 4).
+constexpr double kColumnProbeTolerance = 1e-6;
+
+/// What column_input_gradient found on this rank.
+struct ColumnProbe {
+  double gap = 0;    ///< max |dx − one device's| / max |one device's| (NaN: a wrong shape, or no gradient reached x)
+  double ratio = 1;  ///< <dx, dx_one> / <dx_one, dx_one>: 1 right, 1/T an average or one rank's share
+};
+
+/// Collective over `group` (T ranks): column_parallel_linear on a stand-in
+/// layer, x (3, 5) replicated and weight (4T, 5), rank t given rows [4t, 4t+4)
+/// of it as this chapter indexes them (not through shard_weight), and the
+/// loss Σ_t Σ y_t ∘ r_t for a fixed r (3, 4T), each rank backwarding its own
+/// block's term. One device's x gradient is r · W; every value is a multiple
+/// of 1/8 below 2, so every product and sum is exact in float and the right
+/// answer matches it to the bit whatever the summation order.
+ColumnProbe column_input_gradient(Communicator& group, Device& device);
+
+/// Collective over the world: the verdict "column layer: x's gradient = one
+/// device's d loss/dx on every rank (f's backward)" from
+/// column_input_gradient on each TP group, the worst gap over the world, its
+/// ✘ naming f with rank 0's ratio; with T = 1 it cannot fail (`one_rank`).
+void judge_column_input_gradient(Context& ctx, Groups& groups, Verdicts& v, const std::string& one_rank);
 
 /// Collective over the world: one forward and backward of `model` on the
 /// first --batch samples (the same on every rank), its gradients gathered

@@ -109,10 +109,13 @@ struct StageWork {
 ///    stage s: what B m on stage s+1 returned);
 ///  - every tensor a stage returns to hand on reaches its neighbour, and
 ///    nothing else is sent;
-///  - it returns on every stage for any schedules whose ops can all run one
-///    after another as their inputs arrive (gpipe and one_f_one_b for any P,
-///    M), even when every send waits until its receive is posted (threads
-///    `--eager-limit 0`, or any MPI above its eager limit).
+///  - it returns on every stage, even when every send waits until its receive
+///    is posted (threads `--eager-limit 0`, or any MPI above its eager limit),
+///    for gpipe's schedules and for schedules that can all run to the end as
+///    their inputs arrive while stage s holds at most min(P − s, M)
+///    micro-batches in flight (one_f_one_b's, and any others within that
+///    bound), for any P, M. Orders freer than that (more in flight than the
+///    bound, other than GPipe's) are neither promised nor tested.
 /// (Hole: exercises/13_pipeline_parallel/run_schedule.cpp.)
 void run_schedule(Communicator& comm, const std::vector<Op>& ops, const StageWork& work);
 

@@ -7,6 +7,8 @@
 // Pointers:
 //   - linear(x, weight, bias) (dpt/ops.h): x · weightᵀ + bias; pass Tensor()
 //     for no bias.
+//   - add_bias(y, bias) (bias.h, this chapter's folder): y + bias on every
+//     row, an op of its own, differentiable in both.
 //   - A layer talks to the other ranks only through your two operators
 //     (conjugate.cpp).
 #include "ch12.h"

@@ -42,7 +42,7 @@ int Lecture::finish() {
   }
   if (!kept_ && summary.empty() && verdicts.all().empty()) return 0;  // a run with nothing to judge (ch07 --consolidate)
   if (kept_) report_held_out(*kept_, data, held_out_, o.steps, o.metrics, summary);
-  if (verify && !step_check().checked.empty()) add_step_check_verdicts(verdicts, step_check(), step_check_cause);
+  if (verify && !step_check().checked.empty()) add_step_check_verdicts(verdicts, step_check(), step_check_cause, step_check_judges_start);
   if (!summary.empty()) summary.print(std::cout);
   verdicts.print(std::cout);
   return verdicts.exit_code();

@@ -113,8 +113,8 @@ std::string kink_note(const StepCheck& c) {
   return note.str();
 }
 
-void add_step_check_verdicts(Verdicts& v, const StepCheck& c, const std::string& cause) {
-  if (!c.checked.empty() && c.checked.front() == 0)  // not when the run resumed from a checkpoint
+void add_step_check_verdicts(Verdicts& v, const StepCheck& c, const std::string& cause, bool judge_start) {
+  if (judge_start && !c.checked.empty() && c.checked.front() == 0)  // not when the run resumed from a checkpoint
     v.at_most("the replica started from the master copy: max |w - w_flags| before step 0", c.start_difference, 0,
               c.start_difference == 0 ? "the broadcast copies the master's bits"
                                       : "the weights the run started from are not the model the flags ask for");

@@ -81,6 +81,10 @@ class Lecture {
   /// What the step check's ✘ blames (default: the ranks' averaging;
   /// dpt/step_check.h): the parts this chapter combines into the gradient.
   std::string step_check_cause = kStepCheckCause;
+  /// Whether the step check also judges the weights before step 0 against
+  /// the flags' model ("the replica started from the master copy"); false
+  /// where the chapter has no master copy and judges its start itself.
+  bool step_check_judges_start = true;
 
   /// This rank; only in a distributed chapter (run_chapter).
   Context& ctx();

@@ -137,7 +137,10 @@ inline const char* const kStepCheckCause =
 /// within kStepGradientTolerance, worded by the outcome. `cause`: what a
 /// failure says went wrong, the parts the gradient should have been combined
 /// from ("the tensor-parallel group did not combine its partial results").
-void add_step_check_verdicts(Verdicts& verdicts, const StepCheck& check, const std::string& cause = kStepCheckCause);
+/// `judge_start` false leaves out the start verdict, for a chapter with no
+/// master copy that judges its starting weights itself (ch12's slices).
+void add_step_check_verdicts(Verdicts& verdicts, const StepCheck& check, const std::string& cause = kStepCheckCause,
+                             bool judge_start = true);
 
 /// "; N ReLU inputs in M samples sat within rounding of 0, their flips allowed
 /// (without: x)" for a passing verdict's line, or "" when the check met no kink.
