@@ -94,7 +94,7 @@ ColumnProbe column_input_gradient(Communicator& group, Device& device) {
 }
 
 void judge_column_input_gradient(Context& ctx, Groups& groups, Verdicts& v, const std::string& one_rank) {
-  const char* const what = "column layer: x's gradient = one device's d loss/dx on every rank (f's backward)";
+  const char* const what = "column layer: x's gradient = one device's d loss/dx on every rank";
   const int T = groups.tp_size();
   if (T == 1) return v.cannot_fail(what, one_rank);
   const ColumnProbe probe = column_input_gradient(groups.tp(), ctx.device);
@@ -103,8 +103,8 @@ void judge_column_input_gradient(Context& ctx, Groups& groups, Verdicts& v, cons
             gap <= kColumnProbeTolerance
                 ? "a stand-in layer with values exact in float: x's gradient, from every rank's block, is one device's"
                 : str("a stand-in layer: rank 0's x gradient is ", fmt(probe.ratio, 3), " x one device's (T = ", T,
-                      "): copy_to_tp_region (f), where the column layer takes its replicated input, must leave every "
-                      "rank the whole model's d loss/dx"));
+                      "): each rank holds a share of d loss/dx where the column layer's replicated input needs the "
+                      "whole, on every rank — which of your operators gives its input that gradient?"));
 }
 
 std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& model, const Options& o,
