@@ -14,24 +14,12 @@ namespace {
 // What one rank says after the part: how it ended, and the hole's message
 // (cut to fit: the full one stays on the ranks that threw it).
 struct Outcome {
-  int state = 0;  // kReturned, kNotMember, kThrew, kThrewAfterMessage
+  int state = 0;  // kReturned, kNotMember, kThrew
   char hole[244] = {};
 };
-constexpr int kReturned = 0, kNotMember = 1, kThrew = 2, kThrewAfterMessage = 3;
+constexpr int kReturned = 0, kNotMember = 1, kThrew = 2;
 
-// Point-to-point messages this rank has sent on `comm` so far, as its traffic
-// log counts them. Library collectives are not counted: one that returned on
-// this rank left nothing in a mailbox, and one another rank never joins is a
-// bounded wait.
-int64_t messages_sent(Communicator& comm) {
-  const TrafficLog& log = comm.traffic();
-  const int me = log.rank() >= 0 ? log.rank() : comm.rank();
-  int64_t count = 0;
-  for (int dst = 0; dst < log.world(); ++dst) count += log.messages(me, dst);
-  return count;
-}
-
-bool threw(const Outcome& o) { return o.state == kThrew || o.state == kThrewAfterMessage; }
+bool threw(const Outcome& o) { return o.state == kThrew; }
 
 // "0, 2": the ranks whose outcome passes `pick`.
 template <typename Pick>
@@ -50,13 +38,11 @@ std::string unwritten_hole(Communicator& comm, const std::function<void()>& part
   if (!member) {
     mine.state = kNotMember;
   } else {
-    const int64_t before = messages_sent(comm);
     try {
       part();
     } catch (const NotImplemented& e) {
       hole = e.what();
-      // "!=": a part may clear the log (between its own barriers, so after a message anyway).
-      mine.state = messages_sent(comm) != before ? kThrewAfterMessage : kThrew;
+      mine.state = kThrew;
       std::strncpy(mine.hole, hole.c_str(), sizeof(mine.hole) - 1);
     }
   }
@@ -73,13 +59,9 @@ std::string unwritten_hole(Communicator& comm, const std::function<void()>& part
   if (first == all.end()) return "";
   if (hole.empty()) hole = first->hole;
   const std::string returned = ranks_where(all, [](const Outcome& o) { return o.state == kReturned; });
-  const std::string after = ranks_where(all, [](const Outcome& o) { return o.state == kThrewAfterMessage; });
   if (!returned.empty())
     throw Error(hole + " — thrown on rank(s) " + ranks_where(all, threw) + " only; rank(s) " + returned +
                 " went on: a hole must throw on every rank, at the same point, before its first message");
-  if (!after.empty())
-    throw Error(hole + " — thrown on rank(s) " + after + " after a message: a hole must throw before its first "
-                "message, or a peer's message is left waiting");
   return hole;
 }
 

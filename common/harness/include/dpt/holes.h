@@ -13,23 +13,25 @@
 ///
 /// The contract a collective part keeps (what makes running past it safe): a
 /// hole not written throws dpt::NotImplemented on every rank taking part, at
-/// the same point, before that rank's first point-to-point message in the part
-/// (library collectives that returned on every rank may come before it: they
-/// leave nothing behind). Then no rank waits on a message that will never
-/// come and none is left in a mailbox, so the lecture's next part starts from
-/// a clean communicator. A hole that
-/// breaks the contract is an error, never a recorded hole and never a hang:
+/// the same point, before any message of the part is left unreceived: at the
+/// hole's top (every stub in exercises/ throws there), or after exchanges
+/// that finished on every rank (ch10's top-k gathers, then decodes in its
+/// hole; a training run's set-up). Then no rank waits on a message that will
+/// never come and none is left in a mailbox, so the lecture's next part
+/// starts from a clean communicator. After the part the ranks agree (one
+/// all_gather on `comm`), so a hole that breaks the contract stops the run,
+/// never a recorded hole and never a hang:
 ///   - thrown on some ranks only, the others returning: every rank throws
 ///     dpt::Error naming the hole and the ranks that threw it;
-///   - thrown after a message (this rank's traffic log counted a send on
-///     `comm` in the part): the same, "after a message";
 ///   - thrown while another rank waits on the thrower's message: that rank's
 ///     wait is bounded (--comm-timeout), so the run stops with the timeout
-///     naming the rank it waited on; the thrower's own error names the hole.
+///     naming the rank it waited on and the thrower waiting in all_gather;
+///     the thrower's own error names the hole.
 /// Every other exception passes through unchanged.
 ///
-/// Left out: messages on another communicator than `comm` (a split group's
-/// own traffic log) are not seen; a part that uses one passes that group.
+/// Left out: a message sent and never received before every rank threw is
+/// not detected (the communicator counts no receives); no stub does that,
+/// since each throws before its first message.
 #pragma once
 
 #include <functional>
