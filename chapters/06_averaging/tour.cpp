@@ -7,6 +7,7 @@
 #include <map>
 
 #include "dpt/data_parallel.h"
+#include "dpt/holes.h"
 
 namespace dpt::ch06 {
 
@@ -27,11 +28,10 @@ Setting make_setting(const Options& base, const std::string& optimizer, bool par
 
 MLP run_setting(Context& ctx, const Dataset& data, Setting& s) {
   MLP replica = make_replica(ctx, s.o);
-  try {
-    s.run = train_local_sgd(ctx, s.o, data, replica, s.schedule);
-  } catch (const NotImplemented& e) {  // thrown on every rank at the same step, before any message
+  const std::string hole = unwritten_hole(ctx.comm, [&] { s.run = train_local_sgd(ctx, s.o, data, replica, s.schedule); });
+  if (!hole.empty()) {
     s.written = false;
-    if (ctx.is_root()) std::cout << "  " << s.name << ": not written yet (" << e.what() << ")\n";  // even with --quiet
+    if (ctx.is_root()) std::cout << "  " << s.name << ": not written yet (" << hole << ")\n";  // even with --quiet
     return replica;
   }
   s.weights = flatten(replica.parameters());

@@ -7,6 +7,7 @@
 
 #include "ch10.h"
 #include "dpt/check.h"
+#include "dpt/holes.h"
 #include "dpt/ops.h"
 
 namespace dpt::ch10 {
@@ -62,11 +63,11 @@ CompressedRun train_compressed(Context& ctx, const Options& o, const Dataset& da
     else compressor->reduce(c.comm, g, delivered);
     unflatten(g, grads);
   };
-  try {
-    out.run = train_data_parallel(ctx, o, data, replica, sync, setting.name(), strided_shard, recorder);
-  } catch (const NotImplemented& e) {  // every rank throws at step 0, before its first message
-    out.written = false, out.not_written = e.what();
-    if (ctx.is_root()) std::cout << "  " << setting.name() << ": not written yet (" << e.what() << ")\n";
+  const std::string hole = unwritten_hole(  // an unwritten hole throws on every rank at step 0, before its first message
+      ctx.comm, [&] { out.run = train_data_parallel(ctx, o, data, replica, sync, setting.name(), strided_shard, recorder); });
+  if (!hole.empty()) {
+    out.written = false, out.not_written = hole;
+    if (ctx.is_root()) std::cout << "  " << setting.name() << ": not written yet (" << hole << ")\n";
     return out;
   }
   out.steps = int64_t(out.run.losses.size());

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "ch10.h"
+#include "dpt/holes.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 
@@ -30,11 +31,11 @@ DilocoRun train_diloco(Context& ctx, const Options& o, const Dataset& data, MLP&
     }
     return loss.item();
   };
-  try {
-    out.run = run_data_parallel(ctx, o, data, replica, step, "diloco H=" + std::to_string(d.inner_steps));
-  } catch (const NotImplemented& e) {  // every rank throws at step H−1, before the outer step's message
-    out.written = false, out.not_written = e.what();
-    if (ctx.is_root()) std::cout << "  diloco: not written yet (" << e.what() << ")\n";
+  const std::string hole = unwritten_hole(  // an unwritten hole throws on every rank at step H−1, before its message
+      ctx.comm, [&] { out.run = run_data_parallel(ctx, o, data, replica, step, "diloco H=" + std::to_string(d.inner_steps)); });
+  if (!hole.empty()) {
+    out.written = false, out.not_written = hole;
+    if (ctx.is_root()) std::cout << "  diloco: not written yet (" << hole << ")\n";
     return out;
   }
   out.replica_spread = replica_spread(ctx, replica);

@@ -25,20 +25,15 @@ constexpr double kTinyShown = 0.005;
 
 bool Parts::run(const std::function<void()>& part, const std::string& what) {
   try {
-    part();
-    return true;
-  } catch (const NotImplemented& e) {
-    if (unwritten_.find(e.what()) == std::string::npos) unwritten_ += (unwritten_.empty() ? "" : "; ") + std::string(e.what());
-    say_.say(std::string("  (stopped: ") + e.what() + ")");
+    if (holes_.run_here(part)) return true;
+    say_.say("  (stopped: " + holes_.last() + ")");
   } catch (const Error& e) {  // e.g. a recompute_backward that stops: a ✘ that says what it said
     v_.holds(what, false, e.what());
   }
   return false;
 }
 
-void Parts::judge() const {
-  v_.holds("every part ran (holes written)", all_ran(), all_ran() ? "" : "not yet: " + unwritten_);
-}
+void Parts::judge() const { holes_.judge(v_); }
 
 std::vector<Setting> settings_to_train(const Setting& mine, bool compare, int64_t growth_interval, std::size_t& mine_at) {
   std::vector<Setting> settings;

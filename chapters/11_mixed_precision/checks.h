@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dpt/holes.h"
 #include "dpt/options.h"
 #include "dpt/report.h"
 #include "dpt/verdict.h"
@@ -17,8 +18,9 @@
 
 namespace dpt::ch11 {
 
-/// Runs the lecture's parts: a part that meets an unwritten hole stops, says
-/// so, and the next part runs; an error is a ✘ saying what it said.
+/// Runs the lecture's parts (on this process alone: dpt/holes.h's
+/// run_here): a part that meets an unwritten hole stops, says so, and the
+/// next part runs; an error is a ✘ saying what it said.
 class Parts {
  public:
   Parts(const Narrator& say, Verdicts& v) : say_(say), v_(v) {}
@@ -26,14 +28,14 @@ class Parts {
   /// then the ✘ "`what`" with the error's sentence).
   bool run(const std::function<void()>& part, const std::string& what = "the part ran to its end");
   /// No part met an unwritten hole so far.
-  bool all_ran() const { return unwritten_.empty(); }
+  bool all_ran() const { return holes_.all_written(); }
   /// The verdict "every part ran (holes written)", naming what did not.
   void judge() const;
 
  private:
   const Narrator& say_;
   Verdicts& v_;
-  std::string unwritten_;
+  Holes holes_;
 };
 
 /// Section 4's settings: fp32, bf16, fp16 with and without dynamic scaling

@@ -7,6 +7,7 @@
 
 #include "dpt/autograd.h"
 #include "dpt/check.h"
+#include "dpt/holes.h"
 #include "dpt/ops.h"
 
 namespace dpt::ch13 {
@@ -17,20 +18,14 @@ std::vector<Op> schedule_of(const std::string& name, int stage, int stages, int 
 
 Written written_holes(Communicator& comm, int stages, int micro_batches) {
   Written w;
-  auto probe = [&w](bool& flag, const std::function<void()>& call) {
-    try {
-      call();
-    } catch (const NotImplemented& e) {
-      flag = false;
-      w.missing += (w.missing.empty() ? "" : "; ") + std::string(e.what());
-    }
-  };
-  probe(w.one_f_one_b, [&] { one_f_one_b(0, stages, micro_batches); });
-  probe(w.accumulate, [&] {
+  Holes holes;  // each probe on this rank alone
+  w.one_f_one_b = holes.run_here([&] { one_f_one_b(0, stages, micro_batches); });
+  w.accumulate = holes.run_here([&] {
     std::vector<Tensor> total = {Tensor::zeros({1}, Device::host())}, micro = {Tensor::zeros({1}, Device::host())};
     accumulate_micro_batch(total, micro, 1, 1);
   });
-  probe(w.run_schedule, [&] { run_schedule(comm, {}, StageWork{}); });  // no op: no message
+  w.run_schedule = holes.run_here([&] { run_schedule(comm, {}, StageWork{}); });  // no op: no message
+  w.missing = holes.missing_text();
   return w;
 }
 
