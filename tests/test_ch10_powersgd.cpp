@@ -1,5 +1,6 @@
 // test_ch10_powersgd.cpp — PowerSGD's round against oracles written here in
-// double: at full rank the approximation is the mean matrix; below it, the
+// double: first that the P behind approx = P qᵀ has orthonormal columns
+// (recovered from approx and q); at full rank the approximation is the mean matrix; below it, the
 // projection of the mean onto the span of M·Q (Y (YᵀY)⁻¹ Yᵀ M, no
 // orthonormalization at all), round after round with the warm-started Q; the
 // same bits on every rank; only P- and Q-sized matrices travel.
