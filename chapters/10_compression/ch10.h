@@ -62,8 +62,9 @@ void topk_reconstruct(const std::vector<float>& gathered, int world, int64_t k, 
 ///    (PᵀP = I to float rounding) and `q` (cols, R) is what this round
 ///    leaves for the next one to start from; approx and q are the same
 ///    bits on every rank;
-///  - M_r never travels, nor anything its size: this rank sends R·(rows + cols)
-///    floats in all, through the library's all_reduce (the traffic log's count);
+///  - M_r never travels, nor anything its size: only a P-sized and a
+///    q-sized matrix do, R·(rows + cols) floats from this rank in all, each
+///    through one library all_reduce (the traffic log counts them);
 ///  - at R = min(rows, cols) with M and q_in of full rank, approx = M to
 ///    float rounding (the compression loses nothing).
 /// Requires 1 <= R <= min(rows, cols).
