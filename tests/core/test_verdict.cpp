@@ -36,7 +36,7 @@ TEST_CASE("a verdict on NaN or infinity fails, whatever its bound", "[verdict]")
   CHECK(v.exit_code() == kVerdictFailed);
 }
 
-TEST_CASE("a non-finite value says the run produced it; a bound that overflowed fails and says so", "[verdict]") {
+TEST_CASE("a non-finite value says the run produced it, and a bound that overflowed fails and says so", "[verdict]") {
   Verdicts v;
   v.at_most("gap", kNaN, 1e-5);
   v.at_most("gap within an overflowed bound", 0.5, std::numeric_limits<double>::infinity());
