@@ -94,8 +94,9 @@ TEST_CASE("diloco_outer_step: T outer steps = PyTorch's Nesterov SGD in closed f
         const float p = got.params[0][std::size_t(T - 1)][std::size_t(i)], m = got.momentum[0][std::size_t(T - 1)][std::size_t(i)];
         INFO(world << " ranks, after outer step " << T << ", entry " << i << ": expected parameter " << theta
                    << " and momentum buffer " << buffer << ", got " << p << " and " << m
-                   << " — one step of SGD with Nesterov momentum (PyTorch's, buffer 0 before the first) on the "
-                      "gradient theta_0 − mean theta_r, stepping from theta_0");
+                   << " — each outer step is one step of SGD with Nesterov momentum (the page's rule, buffer 0 "
+                      "before the first) that takes the round as one step of one model; at momentum 0 it lands at "
+                      "theta_0 + lr (mean theta_r − theta_0)");
         CHECK(p == Approx(theta).epsilon(1e-5).margin(1e-6));  // float rounding over 3 steps of O(1) terms: ~1e-7
         CHECK(m == Approx(buffer).epsilon(1e-5).margin(1e-6));
       }

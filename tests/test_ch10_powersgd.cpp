@@ -1,5 +1,6 @@
 // test_ch10_powersgd.cpp — PowerSGD's round against oracles written here in
-// double: at full rank the approximation is the mean matrix; below it, the
+// double: first that the P behind approx = P qᵀ has orthonormal columns
+// (recovered from approx and q); at full rank the approximation is the mean matrix; below it, the
 // projection of the mean onto the span of M·Q (Y (YᵀY)⁻¹ Yᵀ M, no
 // orthonormalization at all), round after round with the warm-started Q; the
 // same bits on every rank; only P- and Q-sized matrices travel.
@@ -8,6 +9,8 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <sstream>
+#include <string>
 
 #include "ch10.h"
 #include "support/ranks.h"
@@ -36,10 +39,8 @@ Matrix mul(const Matrix& a, bool ta, const Matrix& b, int64_t n, int64_t m, int6
   return c;
 }
 
-// The projection of `m` (rows, cols) onto the column span of y (rows, r):
-// Y (YᵀY)⁻¹ Yᵀ M, with (YᵀY)⁻¹ Yᵀ M solved by Gauss-Jordan elimination.
-Matrix project(const Matrix& y, const Matrix& m, int64_t rows, int64_t cols, int64_t r) {
-  Matrix g = mul(y, true, y, r, rows, r), rhs = mul(y, true, m, r, rows, cols);
+// X (r, cols) with G X = rhs, G (r, r), by Gauss-Jordan elimination with pivoting.
+Matrix solve(Matrix g, Matrix rhs, int64_t r, int64_t cols) {
   for (int64_t p = 0; p < r; ++p) {
     int64_t pivot = p;
     for (int64_t i = p + 1; i < r; ++i) if (std::fabs(g[std::size_t(i * r + p)]) > std::fabs(g[std::size_t(pivot * r + p)])) pivot = i;
@@ -54,7 +55,45 @@ Matrix project(const Matrix& y, const Matrix& m, int64_t rows, int64_t cols, int
   }
   for (int64_t i = 0; i < r; ++i)
     for (int64_t j = 0; j < cols; ++j) rhs[std::size_t(i * cols + j)] /= g[std::size_t(i * r + i)];
-  return mul(y, false, rhs, rows, r, cols);
+  return rhs;
+}
+
+// The projection of `m` (rows, cols) onto the column span of y (rows, r):
+// Y (YᵀY)⁻¹ Yᵀ M.
+Matrix project(const Matrix& y, const Matrix& m, int64_t rows, int64_t cols, int64_t r) {
+  return mul(y, false, solve(mul(y, true, y, r, rows, r), mul(y, true, m, r, rows, cols), r, cols), rows, r, cols);
+}
+
+// The contract returns approx = P qᵀ; with q of full column rank that P is
+// approx q (qᵀq)⁻¹, so Pᵀ = (qᵀq)⁻¹ qᵀ approxᵀ. Returns max |PᵀP − I| (NaN
+// when approx and q are not of that form at all), so a test can say whether
+// the basis was orthonormal before it judges the approximation.
+double basis_defect(const std::vector<float>& approx, const std::vector<float>& q, int64_t rows, int64_t cols, int64_t r) {
+  if (approx.size() != std::size_t(rows * cols) || q.size() != std::size_t(cols * r)) return std::nan("");
+  const Matrix a(approx.begin(), approx.end()), qd(q.begin(), q.end());
+  const Matrix x = mul(a, false, qd, rows, cols, r);  // approx q = P (qᵀq)  (rows, r)
+  Matrix xt(std::size_t(r * rows));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < r; ++j) xt[std::size_t(j * rows + i)] = x[std::size_t(i * r + j)];
+  const Matrix pt = solve(mul(qd, true, qd, r, cols, r), xt, r, rows);  // Pᵀ (r, rows)
+  double defect = 0;
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < r; ++j) {
+      double dot = 0;
+      for (int64_t k = 0; k < rows; ++k) dot += pt[std::size_t(i * rows + k)] * pt[std::size_t(j * rows + k)];
+      defect = dpt_test::nan_max(defect, std::fabs(dot - (i == j ? 1.0 : 0.0)));
+    }
+  return defect;
+}
+
+// What a failed PᵀP = I says, in words.
+std::string basis_words(double defect) {
+  std::ostringstream out;
+  out << "the P behind approx = P qᵀ must have orthonormal columns (PᵀP = I); max |PᵀP − I| = " << defect;
+  if (std::isnan(defect)) out << ": approx and q are not of the form P qᵀ at all (is q the factor that goes with P?)";
+  else out << ": are P's columns normalized to length 1 (the commonest slip), orthogonal to each other, and made "
+              "so after the ranks' P are averaged, not before?";
+  return out.str();
 }
 
 struct Rounds {
@@ -107,10 +146,14 @@ TEST_CASE("PowerSGD at full rank = the uncompressed mean, on 1-4 ranks", "[ch10]
     for (auto shape : {std::pair<int64_t, int64_t>{7, 4}, {4, 7}, {5, 5}}) {
       const int64_t rows = shape.first, cols = shape.second, rank = std::min(rows, cols);
       Rounds got = run_rounds(world, rows, cols, rank, 1);
+      INFO(world << " ranks, a " << rows << "x" << cols << " matrix at rank " << rank);
+      const double defect = basis_defect(got.approx[0][0], got.q[0][0], rows, cols, rank);
+      INFO(basis_words(defect));
+      REQUIRE(defect <= 1e-4);  // Gram-Schmidt of <= 7 columns in float, recovered in double: ~1e-6
       const double gap = relative_gap(got.approx[0][0], mean_matrix(world, 0, rows, cols));
-      INFO(world << " ranks, a " << rows << "x" << cols << " matrix at rank " << rank << ": max |approx − mean M| / max |M| = "
-                 << gap << " — at full rank P's columns span the mean's, so P Pᵀ M = M. Off by O(1): P orthonormalized "
-                    "before it was averaged (the ranks' P differ, their mean is not orthonormal), or a factor not averaged");
+      INFO("max |approx − mean M| / max |M| = " << gap << " — with an orthonormal P, at full rank P's columns span "
+           "the mean's and P Pᵀ M = M; a gap means P spans something else, or a factor is not the ranks' mean "
+           "(each rank's own M_r in it, or a sum where a mean belongs)");
       CHECK(gap <= 1e-5);  // products of <= 7 terms and a Gram-Schmidt of 7 columns in float: ~1e-6
     }
 }
@@ -126,6 +169,9 @@ TEST_CASE("PowerSGD below full rank projects the mean onto span(M Q), warm-start
       const Matrix m = mean_matrix(world, t, rows, cols);
       const Matrix y = mul(m, false, q, rows, cols, rank);  // Y = M Q: its span is P's
       const Matrix want = project(y, m, rows, cols, rank);
+      const double defect = basis_defect(got.approx[0][std::size_t(t)], got.q[0][std::size_t(t)], rows, cols, rank);
+      INFO(world << " ranks, round " << t << ": " << basis_words(defect));
+      REQUIRE(defect <= 1e-4);
       const double gap = relative_gap(got.approx[0][std::size_t(t)], want);
       INFO(world << " ranks, round " << t << ": max |approx − proj_span(M Q) M| / max = " << gap
                  << " — approx must be P Pᵀ M with P an orthonormal basis of the mean M times the Q the last round "

@@ -12,7 +12,7 @@
 
 TEST_CASE("chapter: ch11's verdicts pass comparing fp32, bf16 and fp16 with and without scaling", "[ch11]") {
   auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet --steps 100 --samples 2000 --eval-samples 2000");
-  INFO(run.output);
+  INFO(dpt_test::summary_line(run.output));
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("fp16, no scaling: gradient entries flushed to 0") != std::string::npos);
   CHECK(run.output.find("2 + 2 + 12") != std::string::npos);
@@ -23,7 +23,7 @@ TEST_CASE("chapter: fp16 overflowing with --loss-scale none is a failed verdict,
   // lr 30 with plain SGD drives the logits past 65504: their fp16 copies are inf.
   auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet --no-compare --precision fp16 --loss-scale none "
                                                            "--optimizer sgd --lr 30 --steps 60 --samples 2000 --eval-samples 500");
-  INFO(run.output);
+  INFO(dpt_test::summary_line(run.output));
   CHECK(run.exit_code == 3);
   CHECK(run.output.find("\u2718 fp16, no scaling: fraction of steps skipped for overflow") != std::string::npos);
 }
@@ -59,7 +59,7 @@ TEST_CASE("chapter: --precision's help says every optimizer keeps fp32 state", "
   // No optimizer here lacks fp32 state (the master copy and the moments are fp32 tensors); the nearest real
   // case, an optimizer ch11 does not offer, is a bad flag above.
   auto run = dpt_test::run_program("ch11_mixed_precision", "--help");
-  INFO(run.output);
+  INFO(dpt_test::summary_line(run.output));
   CHECK(run.exit_code == 0);
   CHECK(run.output.find("16-bit runs need an optimizer that keeps fp32 state: every --optimizer here does") !=
         std::string::npos);
@@ -69,7 +69,7 @@ TEST_CASE("chapter: training with --recompute sqrt passes every verdict", "[ch11
   auto run = dpt_test::run_program("ch11_mixed_precision", "--quiet --no-compare --precision bf16 --loss-scale none "
                                                            "--recompute sqrt --model 784-128-128-128-10 --steps 50 "
                                                            "--samples 2000 --eval-samples 500");
-  INFO(run.output);
+  INFO(dpt_test::summary_line(run.output));
   CHECK(run.exit_code == 0);
   CHECK(run.output.find("bf16, no scaling, recompute sqrt") != std::string::npos);
 }
@@ -79,7 +79,7 @@ TEST_CASE("chapter: ch11's ZeRO section holds 2+2+12 bytes per parameter at ever
     auto run = dpt_test::run_program("ch11_mixed_precision", std::string("--no-compare --steps 3 --samples 500 "
                                                                          "--eval-samples 0 --precision bf16 --ranks ") +
                                                                  ranks);
-    INFO(run.output);
+    INFO(dpt_test::summary_line(run.output));
     CHECK(run.exit_code == 0);
     for (const char* stage : {"stage 0, N = ", "stage 1, N = ", "stage 2, N = ", "stage 3, N = "})
       CHECK(run.output.find(std::string("\u2714 ") + stage + ranks + ": optimizer state (fp32 master + moments)") !=
@@ -91,7 +91,7 @@ TEST_CASE("chapter: ch11's ZeRO section holds 2+2+12 bytes per parameter at ever
 TEST_CASE("chapter: ch11's ZeRO section on 1 rank says its division cannot fail, and still exits 0", "[ch11]") {
   auto run = dpt_test::run_program("ch11_mixed_precision", "--no-compare --steps 3 --samples 500 --eval-samples 0 "
                                                            "--precision bf16 --stage 3 --ranks 1");
-  INFO(run.output);
+  INFO(dpt_test::summary_line(run.output));
   CHECK(run.exit_code == 0);
   CHECK(run.output.find("\u2014 stages 1-3 divide their categories among the N ranks (\u03a8/N each) \u2014 cannot fail on 1 "
                         "rank (try --ranks 4)") != std::string::npos);

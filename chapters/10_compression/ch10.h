@@ -55,12 +55,16 @@ void topk_reconstruct(const std::vector<float>& gathered, int world, int64_t k, 
 /// on every rank. Let M = mean_r M_r. The tensors are on the host.
 ///
 /// Postconditions:
-///  - there is a P (rows, R) with orthonormal columns (PᵀP = I to float
-///    rounding) spanning the columns of M · q_in, and on return
-///    q = Mᵀ P (cols, R) and `approx` (rows, cols) = P qᵀ, the same bits on
-///    every rank;
-///  - exactly two library all_reduce calls are made and nothing else is
-///    sent: M_r itself never travels;
+///  - `approx` (rows, cols) is M projected orthogonally onto an R-dimensional
+///    column space: the one a step of power iteration on M from q_in finds
+///    (the span of M · q_in, when that has rank R). It is returned as two
+///    factors, approx = P qᵀ, where P (rows, R) has orthonormal columns
+///    (PᵀP = I to float rounding) and `q` (cols, R) is what this round
+///    leaves for the next one to start from; approx and q are the same
+///    bits on every rank;
+///  - M_r never travels, nor anything its size: only a P-sized and a
+///    q-sized matrix do, R·(rows + cols) floats from this rank in all, each
+///    through one library all_reduce (the traffic log counts them);
 ///  - at R = min(rows, cols) with M and q_in of full rank, approx = M to
 ///    float rounding (the compression loses nothing).
 /// Requires 1 <= R <= min(rows, cols).
@@ -71,17 +75,21 @@ void powersgd_round(Communicator& comm, const Tensor& m, Tensor& q, Tensor& appr
 /// outer step. On entry `params` (Ψ,) is this rank's parameters after its H
 /// inner steps, θ_r; `before` (Ψ,) is what every rank started those steps
 /// from, θ₀ (the same bits on every rank); `momentum` (Ψ,) is the outer
-/// optimizer's buffer (zeros before the first outer step; the same bits on
-/// every rank). The pseudo-gradient is Δ = θ₀ − mean_r θ_r.
+/// optimizer's state, yours to keep (zeros before the first outer step; the
+/// same bits on every rank; handed back at the next outer step).
 ///
 /// Postconditions:
 ///  - `params` and `momentum` are what one step of SGD with Nesterov momentum
-///    (PyTorch's torch.optim.SGD(lr = outer_lr, momentum = outer_momentum,
-///    nesterov = True), whose buffer is `momentum`) makes of parameters θ₀
-///    with gradient Δ; the same bits on every rank;
-///  - exactly one library all_reduce of Ψ floats is made; nothing else is sent;
-///  - with outer_lr = 1 and outer_momentum = 0, params = mean_r θ_r to float
-///    rounding: parameter averaging (chapter 06).
+///    (learning rate outer_lr, momentum outer_momentum, its state kept in
+///    `momentum`; the rule is on \ref ch10_diloco) makes of the round, taken
+///    as one step of one model; at outer_momentum = 0 that step lands at
+///        params = θ₀ + outer_lr · (mean_r θ_r − θ₀)
+///    to float rounding (outer_lr = 1: the ranks' mean, chapter 06's parameter
+///    averaging; below 1 short of it, above 1 past it); the same bits on
+///    every rank;
+///  - the state carries over: the same θ₀ and θ_r with another `momentum`
+///    give another step;
+///  - Ψ floats travel per rank, through the library's all_reduce, and nothing else.
 /// (Hole: exercises/10_compression/diloco.cpp.)
 void diloco_outer_step(Communicator& comm, std::vector<float>& params, const std::vector<float>& before,
                        std::vector<float>& momentum, float outer_lr, float outer_momentum);

@@ -17,8 +17,8 @@
 // accuracy against bytes (--plot), and ends with verdicts.
 //
 // DiLoCo sends as much per message but H times fewer messages: each rank
-// takes H inner steps alone, then one outer Nesterov step on the averaged
-// pseudo-gradient θ₀ − mean θ_r. The tour ends with its laws (a short
+// takes H inner steps alone, then an outer optimizer (Nesterov SGD) takes
+// the whole round as one step of one model. The tour ends with its laws (a short
 // section); --mode diloco trains it against data parallelism.
 //
 // What it leaves out: compressing on a GPU, bucketed or overlapped

@@ -25,7 +25,9 @@ void add_ch11_flags(CLI::App& app, Ch11Flags& flags) {
         try { parse_widths(spec); } catch (const Error& e) { return e.what(); }
         return "";
       })->capture_default_str();
-  app.add_option("--growth-interval", flags.growth_interval, "Dynamic scaling: clean steps before the scale doubles (PyTorch: 2000)")
+  app.add_option("--growth-interval", flags.growth_interval,
+                 "Dynamic scaling: GradScaler's growth_interval, the run of clean steps before the scale may grow "
+                 "(PyTorch: 2000)")
       ->check(positive_integer())->capture_default_str();
   app.add_option("--stage", flags.stage, "Section 7: the ZeRO stage whose model states are measured: 0, 1, 2, 3 or all")
       ->check(CLI::IsMember({"all", "0", "1", "2", "3"}))->capture_default_str();

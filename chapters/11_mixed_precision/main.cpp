@@ -71,8 +71,9 @@ void lecture(Lecture& lec, const Ch11Flags& f) {
 
   // --------------------------------------------------------------------------
   // 3. A step whose gradients overflowed
-  say.section("3. A step whose gradients overflowed");
+  say.section("3. A step whose gradients overflowed, and what the scaler does next");
   parts.run([&] { overflowed_step(o, device, say, v); });
+  parts.run([&] { scaler_alone(o, device, say, v); });  // your update_loss_scale, written or not master_step
 
   // --------------------------------------------------------------------------
   // 4. Training side by side

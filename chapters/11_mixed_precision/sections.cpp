@@ -89,6 +89,31 @@ void overflowed_step(const Options& o, Device& device, const Narrator& say, Verd
   }
 }
 
+// The scaler on its own, fed events instead of a training run's overflows:
+// "C" a clean step, "O" one that overflowed. Interval 3 from 2^16 (growth,
+// backoff, a backoff in the middle of a run of clean steps); and from 2^127,
+// where a growth would be inf.
+void scaler_alone(const Options& o, Device& device, const Narrator& say, Verdicts& v) {
+  struct Script { float start; int64_t interval; std::string events; };
+  for (const Script& script : {Script{65536.0f, 3, "CCCOCCOCCCCOOCCC"}, Script{std::ldexp(1.0f, 127), 2, "CCCCO"}}) {
+    Setting s{Precision::FP16, LossScaler{}, "dynamic"};
+    s.scaler.scale = script.start, s.scaler.growth_interval = script.interval;
+    LossScaler scaler = s.scaler;
+    MixedRun run(build_model(o, device));
+    std::string shown;
+    for (char event : script.events) {
+      run.scales.push_back(scaler.scale), run.overflowed.push_back(event == 'O');
+      shown += str(" ", event, ":", fmt(scaler.scale, 6));
+      update_loss_scale(scaler, event == 'O');
+    }
+    say.say("interval " + std::to_string(script.interval) + ", each step's event (C clean, O overflow) and the scale it used:" + shown);
+    const std::string departure = scale_departure(s, run);
+    v.holds("your update_loss_scale from " + fmt(script.start, 6) + ", interval " + std::to_string(script.interval) + ", " +
+                script.events + ": the scale followed GradScaler's rule",
+            departure.empty(), departure);
+  }
+}
+
 // The scale sequence against GradScaler's rule, recomputed from the overflows.
 std::string scale_departure(const Setting& s, const MixedRun& run) {
   float scale = s.scaler.scale;

@@ -20,6 +20,10 @@ void show_formats(const Narrator& say, Verdicts& v);
 void small_updates(const Narrator& say, Verdicts& v);
 /// Section 3: an inf gradient through your master_step, every bit compared.
 void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v);
+/// Section 3, the scaler alone: your update_loss_scale over a scripted run of
+/// overflows and clean steps (and a growth that would not be finite), the
+/// scales against GradScaler's rule; needs no master_step.
+void scaler_alone(const Options& o, Device& device, const Narrator& say, Verdicts& v);
 /// "" when run.scales follow GradScaler's rule from s.scaler, given
 /// run.overflowed; else the first step where they depart, what the rule
 /// gives there and the clean steps in a row before it.

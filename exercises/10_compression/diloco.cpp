@@ -4,8 +4,8 @@
 //
 // Pointers:
 //   - comm.all_reduce(ptr, count, ReduceOp::Avg): the library all-reduce.
-//   - PyTorch's SGD with momentum μ, dampening 0 and nesterov=True:
-//     https://pytorch.org/docs/stable/generated/torch.optim.SGD.html
+//   - SGD with Nesterov momentum, as PyTorch defines it, is written out on
+//     the chapter page (docs/ch10_compression.md, § DiLoCo).
 #include "ch10.h"
 
 #include "dpt/check.h"

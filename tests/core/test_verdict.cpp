@@ -36,6 +36,17 @@ TEST_CASE("a verdict on NaN or infinity fails, whatever its bound", "[verdict]")
   CHECK(v.exit_code() == kVerdictFailed);
 }
 
+TEST_CASE("a non-finite value says the run produced it, and a bound that overflowed fails and says so", "[verdict]") {
+  Verdicts v;
+  v.at_most("gap", kNaN, 1e-5);
+  v.at_most("gap within an overflowed bound", 0.5, std::numeric_limits<double>::infinity());
+  std::ostringstream out;
+  v.print(out);
+  CHECK(v.failures() == 2);  // "0.5 <= inf" would pass anything
+  CHECK_THAT(out.str(), contains_text("gap: nan (the run produced non-finite values)"));
+  CHECK_THAT(out.str(), contains_text("a bound that is not finite: the numbers it is computed from overflowed"));
+}
+
 TEST_CASE("verdicts pass and fail at their stated bounds", "[verdict]") {
   Verdicts v;
   v.at_most("equal to tolerance", 1e-5, 1e-5);

@@ -145,6 +145,19 @@ class Scoreboard(unittest.TestCase):
         first_line = next(l for l in lines if "rank r gets the r-th contiguous slice" in l)
         self.assertNotIn("needs", first_line)
 
+    def test_a_hole_met_inside_a_sentence_is_named_without_the_sentence(self):
+        # ch11 runs its parts past an unwritten hole and prints "  (stopped: not implemented:
+        # ch11: … .cpp)"; the listener keeps the line's rest, ")" included, and a message
+        # says "ch11:" where the fixtures say "ch11".
+        records = records_of("untouched.jsonl")
+        records[0] = dict(records[0], not_implemented="ch04: ring_all_gather — see exercises/04_ring/ring.cpp)")
+        code, out = grade_records(records)
+        self.assertIn("not implemented: ch04: ring_all_gather — see exercises/04_ring/ring.cpp\n", out + "\n")
+        self.assertNotIn("ring.cpp)", out)
+        # the hole it names is still the one the row of that test needs
+        self.assertIn("needs ch04's ring_all_gather", next(l for l in out.splitlines()
+                                                          if records[0]["behaviour"] in l))
+
     def test_a_long_message_is_shown_whole_wrapped_at_words(self):
         explanation = ("parameter 0, element 3: the mean over the N = 7 lists (their sum is 1.7412; "
                        "a sum is not a mean) " * 4 + "and the caller's lists must be left unchanged: "

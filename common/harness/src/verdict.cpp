@@ -12,26 +12,38 @@ namespace {
 
 std::string number(double value) { return std::isnan(value) ? "nan" : fmt(value, 3); }
 
+// A measured value that is nan or inf is not a measurement that missed its
+// bound: the run itself produced non-finite numbers, and the line says so.
+std::string measured(double value) {
+  return std::isfinite(value) ? number(value) : number(value) + " (the run produced non-finite values)";
+}
+
+// A bound computed from the run's numbers can overflow too; "<= inf" would
+// pass anything, so such a bound fails and says why.
+std::string bound(const std::string& relation, double value) {
+  return relation + number(value) + (std::isfinite(value) ? "" : ", a bound that is not finite: the numbers it is computed from overflowed");
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------
 // the checks: every comparison is written so that NaN makes it false
 
 void Verdicts::at_most(const std::string& what, double value, double tolerance, const std::string& why) {
-  bool ok = std::isfinite(value) && value <= tolerance;
-  verdicts_.push_back({what, number(value), "<= " + number(tolerance), why, ok});
+  bool ok = std::isfinite(value) && std::isfinite(tolerance) && value <= tolerance;
+  verdicts_.push_back({what, measured(value), bound("<= ", tolerance), why, ok});
 }
 
 void Verdicts::at_least(const std::string& what, double value, double bound, const std::string& why) {
   bool ok = !std::isnan(value) && value >= bound;
-  verdicts_.push_back({what, number(value), ">= " + number(bound), why, ok});
+  verdicts_.push_back({what, measured(value), ">= " + number(bound), why, ok});
 }
 
 void Verdicts::near(const std::string& what, double measured, double expected, double tolerance,
                     const std::string& why) {
   double scale = std::max(1.0, std::fabs(expected));
   bool ok = std::isfinite(measured) && std::fabs(measured - expected) <= tolerance * scale;
-  verdicts_.push_back({what, number(measured), "= " + number(expected) + " ± " + number(tolerance * scale), why, ok});
+  verdicts_.push_back({what, dpt::measured(measured), "= " + number(expected) + " ± " + number(tolerance * scale), why, ok});
 }
 
 void Verdicts::holds(const std::string& what, bool ok, const std::string& seen) {

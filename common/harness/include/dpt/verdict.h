@@ -10,7 +10,9 @@
 ///     return v.exit_code();        // 0, or kVerdictFailed when any check failed
 ///
 /// A NaN (or infinity) never passes: `at_most(x, NaN, tol)` fails, because a
-/// NaN is the largest difference there is, not a difference of 0.
+/// NaN is the largest difference there is, not a difference of 0; its line
+/// says the run produced non-finite values. An at_most bound that is not
+/// finite (computed from numbers that overflowed) fails too, and says so.
 ///
 /// Exit codes a chapter program uses: 0 every check passed, 1 an error stopped
 /// the run, 2 a bad flag, kVerdictFailed (3) the run finished but a check on
