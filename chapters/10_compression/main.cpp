@@ -59,7 +59,8 @@ DilocoLaws diloco_laws(Lecture& lec, const Ch10Flags& f) {
   Options e = lec.o;
   e.steps = std::min(lec.o.steps, f.equivalence_steps);
   MLP law_dp = make_replica(ctx, e), law = make_replica(ctx, e);
-  train_data_parallel(ctx, e, lec.data, law_dp, average_gradients, "data parallel, " + std::to_string(e.steps) + " steps");
+  train_data_parallel(ctx, e, lec.data, law_dp, average_gradients,  // chapters 04-09's sync: the baseline
+                      "data parallel, " + std::to_string(e.steps) + " steps");
   DilocoRun run = train_diloco(ctx, e, lec.data, law, Diloco{1, 1.0f, 0.0f});
   DilocoLaws laws;
   laws.outer = diloco_outer_error(ctx.comm, f.diloco, lec.o.seed + 13);  // the hole on known inputs

@@ -2,7 +2,8 @@
 // a model split by depth and by tensor slices at once (chapter 15's case: a
 // 2 × 2 grid of rank threads) comes back on rank 0 equal, bit for bit, to the
 // full model's weights saved before the split; a split that holds an entry
-// twice, or not at all, is an error naming the parameter.
+// twice, or not at all, is an error naming the parameter, as is a piece with
+// no gradient to gather.
 #include "support/catch.h"
 
 #include <vector>
@@ -103,4 +104,6 @@ TEST_CASE("gather_model: an entry held twice, or by no rank, is an error naming 
   CHECK_NOTHROW(gather_with(false, true));
   CHECK_THROWS_WITH(gather_with(true, true), contains_text("fc0.bias (2,) is held by rank 0 and by rank 1"));
   CHECK_THROWS_WITH(gather_with(false, false), contains_text("no rank holds entry 0 (row-major) of fc0.bias (2,)"));
+  const std::vector<ModelPiece> no_backward = {{3, 0, 0, Tensor::zeros({2}, Device::host())}};
+  CHECK_THROWS_WITH(gradients_of(no_backward), contains_text("fc1.bias's piece has no gradient after backward"));
 }
