@@ -41,9 +41,4 @@ struct LocalSgdRun {
 LocalSgdRun train_local_sgd(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
                             const Schedule& schedule);
 
-/// Collective: --average grads' gradient averaging, as chapters 04–05 do it
-/// (provided, not a hole: the baseline runs before the holes are written).
-/// Makes every rank's `grads` (on ctx.device) their mean over ranks, in place.
-void average_gradients(Context& ctx, std::vector<Tensor>& grads);
-
 }  // namespace dpt::ch06

@@ -49,13 +49,6 @@
 using namespace dpt;
 using namespace dpt::ch10;
 
-// chapters 04-09's sync, the baseline DiLoCo is held against
-void average(Context& c, std::vector<Tensor>& grads) {
-  Tensor flat = flatten_on(grads, c.device);
-  c.comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
-  unflatten(flat, grads);
-}
-
 // ----------------------------------------------------------------------------
 // DiLoCo's laws: one inner step, outer lr 1, no momentum = the mean of the
 // ranks' steps, equal to data parallelism when the inner step is linear in
@@ -66,7 +59,8 @@ DilocoLaws diloco_laws(Lecture& lec, const Ch10Flags& f) {
   Options e = lec.o;
   e.steps = std::min(lec.o.steps, f.equivalence_steps);
   MLP law_dp = make_replica(ctx, e), law = make_replica(ctx, e);
-  train_data_parallel(ctx, e, lec.data, law_dp, average, "data parallel, " + std::to_string(e.steps) + " steps");
+  train_data_parallel(ctx, e, lec.data, law_dp, average_gradients,  // chapters 04-09's sync: the baseline
+                      "data parallel, " + std::to_string(e.steps) + " steps");
   DilocoRun run = train_diloco(ctx, e, lec.data, law, Diloco{1, 1.0f, 0.0f});
   DilocoLaws laws;
   laws.outer = diloco_outer_error(ctx.comm, f.diloco, lec.o.seed + 13);  // the hole on known inputs
@@ -84,7 +78,7 @@ void diloco_lecture(Lecture& lec, const Ch10Flags& f, MLP& kept) {
   lec.say.section("1. DiLoCo: " + std::to_string(d.inner_steps) + " inner " + o.optimizer + " steps per rank, then " +
                   "one outer Nesterov step (lr " + fmt(d.outer_lr, 3) + ", momentum " + fmt(d.outer_momentum, 3) + ")");
   MLP dp = make_replica(ctx, o);
-  DataParallelRun base = train_data_parallel(ctx, o, lec.data, dp, average, "data parallel", strided_shard,
+  DataParallelRun base = train_data_parallel(ctx, o, lec.data, dp, average_gradients, "data parallel", strided_shard,
                                              lec.verify ? &lec.recorder : nullptr);
   DilocoRun run = train_diloco(ctx, o, lec.data, kept, d);
   lec.say.section("2. DiLoCo's laws (H=1, outer lr 1, momentum 0, " + std::to_string(f.equivalence_steps) + " steps)");

@@ -114,7 +114,7 @@ std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& mod
   Batch batch = gather_batch(data, first, ctx.device);
   Tensor loss = softmax_cross_entropy(model.forward(batch.x), batch.y);
   loss.backward();
-  const std::vector<float> tp = model.gather(true);  // collective over each TP group
+  const std::vector<float> tp = gather_model_flat(groups.tp(), model.widths(), gradients_of(model.pieces()));
   if (!ctx.is_root()) return "";
   if (!slices_ok)  // an earlier hole's mistake, in its own words
     return "the slices are not the flags' model (section 2's verdicts: shard_weight, gather_weight), so neither "

@@ -131,11 +131,7 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
   lec.step_check_judges_start = false;  // no master copy here: section 2's round trip judged the start
   lec.step_check_cause = combining_cause(ctx, groups, model, o, lec.data, slices_ok);  // which way, if wrong
   TensorParallelRun run = train_tensor_parallel(ctx, groups, o, lec.data, model, &lec.recorder, "ch12 train");
-  if (groups.dp_rank() == 0) {  // the trained model, whole, for the harness to score and save
-    const std::vector<float> trained = model.gather(false);
-    const float* at = trained.data();
-    for (Tensor& p : full.parameters()) std::copy(at, at + p.numel(), p.data()), at += p.numel();
-  }
+  if (groups.dp_rank() == 0) gather_model(groups.tp(), model.pieces(), &full);  // whole on rank 0, scored and saved
   lec.keep(full);
   int64_t split_activations = 0;  // each pair's hidden block, before and after its ReLU
   for (std::size_t l = 1; l < w.size(); l += 2) split_activations += 2 * o.batch * w[l] / T;

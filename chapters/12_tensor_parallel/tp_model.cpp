@@ -1,4 +1,4 @@
-// tp_model.cpp — the pairs: slices from the full model, the forward, the gather.
+// tp_model.cpp — the pairs: slices from the full model, the forward, the gathers.
 #include "tp_model.h"
 
 #include "ch12.h"
@@ -73,6 +73,20 @@ int64_t TensorParallelMLP::num_parameters() const {
   int64_t n = 0;
   for (const Tensor& p : parameters()) n += p.numel();
   return n;
+}
+
+std::vector<ModelPiece> TensorParallelMLP::pieces() const {
+  const int64_t t = group_.rank();
+  std::vector<ModelPiece> pieces;
+  for (std::size_t k = 0; k < pairs_.size(); ++k) {
+    const Pair& pair = pairs_[k];
+    const int64_t first = 4 * int64_t(k), block = t * pair.column_weight.shape()[0];  // rank t's hidden features
+    pieces.push_back({first, block, 0, pair.column_weight});
+    pieces.push_back({first + 1, block, 0, pair.column_bias});
+    pieces.push_back({first + 2, 0, block, pair.row_weight});
+    if (t == 0) pieces.push_back({first + 3, 0, 0, pair.row_bias});  // whole on every rank: listed once
+  }
+  return pieces;
 }
 
 std::vector<float> TensorParallelMLP::gather(bool grads) {

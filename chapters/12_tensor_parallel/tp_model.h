@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dpt/comm.h"
+#include "dpt/model_pieces.h"
 #include "dpt/nn.h"
 
 namespace dpt::ch12 {
@@ -53,6 +54,9 @@ class TensorParallelMLP {
   /// Collective over the group: the full model's weights (or, `grads`, their
   /// gradients) flattened in MLP::parameters() order, on every rank (gather_weight).
   std::vector<float> gather(bool grads);
+  /// This rank's slices as pieces of the full model (dpt/model_pieces.h), for
+  /// the checks' gathers; a row-parallel bias listed by group rank 0 only.
+  std::vector<ModelPiece> pieces() const;
   /// {in, hidden…, out} of the full model.
   const std::vector<int64_t>& widths() const { return widths_; }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "dpt/data_parallel.h"
+#include "dpt/model_pieces.h"
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/report.h"
@@ -48,16 +49,20 @@ TensorParallelRun train_tensor_parallel(Context& ctx, Groups& groups, const Opti
     float global_loss = loss.item();
     if (Communicator* dp = groups.dp()) {  // D models on D shards: average their slices' gradients and losses
       const Tally dp_before = all_reduces(*dp);
-      for (Tensor& p : params) dp->all_reduce(p.grad(), ReduceOp::Avg);
+      std::vector<Tensor> grads;
+      for (const Tensor& p : params) grads.push_back(p.grad());
+      average_over_ranks(*dp, grads);
       dp_total.bytes += all_reduces(*dp).bytes - dp_before.bytes;
       dp->all_reduce(&global_loss, 1, ReduceOp::Avg);
     }
-    // The one-device check: world rank 0 decides; its TP group gathers the full model (dp index 0).
+    // The one-device check: world rank 0 decides; its TP group gathers the full model (dp index 0) to it.
     float keep = recorder && recorder->keeps(step, o.steps, full_count) ? 1.0f : 0.0f;
     ctx.comm.broadcast(&keep, 1, 0);
     if (keep != 0 && d == 0) {
-      std::vector<float> weights = model.gather(false), grads = model.gather(true);
-      if (recorder) recorder->record(step, o.steps, weights.data(), grads.data(), full_count);
+      const std::vector<ModelPiece> pieces = model.pieces();
+      std::vector<float> weights = gather_model_flat(groups.tp(), model.widths(), pieces);
+      std::vector<float> grads = gather_model_flat(groups.tp(), model.widths(), gradients_of(pieces));
+      if (recorder && ctx.is_root()) recorder->record(step, o.steps, weights.data(), grads.data(), full_count);
     }
     optimizer->step();
     require_finite_loss(global_loss, step, o.lr);  // the same value on every rank: all stop alike

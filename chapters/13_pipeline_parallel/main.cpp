@@ -38,6 +38,7 @@
 #include "dpt/data_parallel.h"
 #include "dpt/grid.h"
 #include "dpt/lecture.h"
+#include "dpt/model_pieces.h"
 #include "dpt/optim.h"
 #include "dpt/options.h"
 #include "sections.h"
@@ -70,6 +71,7 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
   const int s = pipe.rank();
   MLP model = build_model(o, ctx.device);  // every rank: the flags' model; the stage keeps its layers
   PipelineStage stage(model, s, P);
+  const std::vector<ModelPiece> pieces = whole_layers(stage.range.first, stage.parameters());  // for the gathers
   lec.keep(model);  // stage 0 collects every stage's layers into it at the end
   lec.step_check_batch = o.batch * D;
   lec.step_check_cause = str("the micro-batches' gradients were not weighted and summed into the batch's",
@@ -150,16 +152,15 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
     if (D > 1) {  // data parallelism across pipelines: stage s's gradient averaged over the D ranks holding it
       std::vector<Tensor> grads;
       for (const Tensor& p : stage.parameters()) grads.push_back(p.grad());
-      Tensor flat = flatten_on(grads, ctx.device);
-      grid.group("dp").all_reduce(flat, ReduceOp::Avg);
-      unflatten(flat, grads);
+      average_over_ranks(grid.group("dp"), grads);
     }
     float loss = float(mine.loss);  // the last stage's, handed to stage 0 for printing
     if (s == P - 1 && P > 1) pipe.send(&loss, 1, 0);
     if (s == 0 && P > 1) pipe.recv(&loss, 1, P - 1);
     if (s == 0 && D > 1) grid.group("dp").all_reduce(&loss, 1, ReduceOp::Avg);  // the global batch's loss
-    std::vector<float> weights, grads;
-    if (d == 0) gather_model(pipe, stage, model, true, &weights, &grads);  // pipeline 0 speaks for all
+    std::vector<float> weights, grads;  // pipeline 0 speaks for all, gathered to its stage 0
+    if (d == 0) weights = gather_model_flat(pipe, model.widths(), pieces);
+    if (d == 0) grads = gather_model_flat(pipe, model.widths(), gradients_of(pieces));
     if (ctx.is_root()) lec.recorder.record(step, o.steps, weights.data(), grads.data(), int64_t(weights.size()));
     optimizer->step();
     losses.push_back(loss);
@@ -167,7 +168,7 @@ void lecture(Lecture& lec, const Ch13Flags& f) {
     bar.update(step + 1, "loss " + fixed(loss, 4));
   }
   bar.finish();
-  if (can_train && d == 0) gather_model(pipe, stage, model, false, nullptr, nullptr);  // the trained layers, for the held-out score
+  if (can_train && d == 0) gather_model(pipe, pieces, &model);  // the trained layers, for the held-out score
   if (!losses.empty())  // one batch's loss per step: noisy; the held-out rows below say what training reached
     lec.summary.add_row({"loss on the batch, first step -> last", fixed(losses.front(), 4) + " -> " + fixed(losses.back(), 4)});
   lec.summary.add_row({"stages x pipelines, micro-batches", str(P, " x ", D, ", ", M, " of ", o.batch / M)});

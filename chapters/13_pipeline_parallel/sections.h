@@ -84,12 +84,4 @@ std::vector<std::string> schedules_that_run(Communicator& world, const std::vect
 /// The ops of a schedule by name ("gpipe" or "1f1b") for stage s.
 std::vector<Op> schedule_of(const std::string& name, int stage, int stages, int micro_batches);
 
-/// Collective over the pipeline `comm` (rank = stage): stage s > 0 sends its
-/// weights (and gradients, `with_grads`) to stage 0, which copies the weights
-/// into `model`'s layers of the other stages and appends every stage's
-/// weights and gradients, in the model's parameters() order, to `weights` and
-/// `grads` (either may be null). For the step check and the model the harness scores.
-void gather_model(Communicator& comm, const PipelineStage& stage, MLP& model, bool with_grads,
-                  std::vector<float>* weights, std::vector<float>* grads);
-
 }  // namespace dpt::ch13

@@ -21,6 +21,15 @@ namespace {
 double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
 }  // namespace
 
+void average_over_ranks(Communicator& comm, std::vector<Tensor>& tensors) {
+  Device& device = tensors.empty() ? Device::host() : tensors.front().device();
+  Tensor flat = flatten_on(tensors, device);  // (Σ numel,); every rank calls the all-reduce, even with none
+  comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
+  unflatten(flat, tensors);
+}
+
+void average_gradients(Context& ctx, std::vector<Tensor>& grads) { average_over_ranks(ctx.comm, grads); }
+
 std::vector<int64_t> strided_shard(const std::vector<int64_t>& global, int rank, int world) {
   DPT_CHECK(world >= 1 && rank >= 0 && rank < world, "strided_shard: rank " << rank << " of " << world);
   DPT_CHECK(global.size() % std::size_t(world) == 0, "a global batch of " << global.size()

@@ -7,12 +7,8 @@
 /// gradients) are tensor operations, in dpt/flatten.h, included here.
 ///
 ///     MLP replica = dpt::make_replica(ctx, options);                // master → replicas
-///     dpt::GradientSync sync = [](Context& c, std::vector<Tensor>& grads) {
-///       Tensor flat = dpt::flatten_on(grads, c.device);            // (Ψ,), on the rank's device
-///       c.comm.all_reduce(flat.data(), flat.numel(), ReduceOp::Avg);
-///       dpt::unflatten(flat, grads);
-///     };
-///     DataParallelRun run = dpt::train_data_parallel(ctx, options, data, replica, sync, "train");
+///     DataParallelRun run = dpt::train_data_parallel(ctx, options, data, replica,
+///                                                    dpt::average_gradients, "train");  // the library's mean
 ///
 /// The hook is where the chapters differ: 04 averages on a ring, 05 in
 /// buckets during backward, 06 every H steps, 07 with reduce-scatter.
@@ -51,6 +47,17 @@ using GradientSync = std::function<void(Context& ctx, std::vector<Tensor>& grads
 /// once over all ranks (equal shards: the mean of the shards' mean losses is
 /// then the global batch's mean loss).
 using Sharder = std::function<std::vector<int64_t>(const std::vector<int64_t>& global, int rank, int world)>;
+
+/// Collective over `comm`: every tensor becomes its mean over the ranks, the
+/// same bits on every rank — one all-reduce (ReduceOp::Avg) of all of them
+/// back to back, on the first tensor's device (a GPU's: no host round trip).
+/// Gradient averaging over the world or over a group (a tensor-parallel
+/// model's data-parallel copies, a pipeline stage's).
+void average_over_ranks(Communicator& comm, std::vector<Tensor>& tensors);
+
+/// The GradientSync of plain data parallelism, the library's all-reduce
+/// (chapters 04–10's baseline): average_over_ranks(ctx.comm, grads).
+void average_gradients(Context& ctx, std::vector<Tensor>& grads);
 
 /// The default Sharder: rank r takes global[r], global[r + world], … (what
 /// PyTorch's DistributedSampler does). Throws dpt::Error when global.size()
