@@ -53,9 +53,10 @@ struct LossScaler {
 /// (Hole: exercises/11_mixed_precision/loss_scaler.cpp.)
 void update_loss_scale(LossScaler& scaler, bool overflowed);
 
-/// The optimizer step of a mixed-precision run: from the 16-bit gradients of
-/// scale · loss to the fp32 master weights, and back to the 16-bit weights
-/// forward reads. Returns true when it stepped, false when it skipped.
+/// The optimizer step of a mixed-precision run: one update of the fp32
+/// master weights by the gradients a 16-bit backward of scale · loss left,
+/// with the 16-bit weights forward reads kept consistent with the masters.
+/// Returns true when it stepped, false when it skipped.
 ///
 /// On entry: `params[i]` holds 16-bit weights (each element representable in
 /// `precision`) and `params[i].grad()` the gradient of scale · loss as the
@@ -64,16 +65,17 @@ void update_loss_scale(LossScaler& scaler, bool overflowed);
 /// fp32. `scale` is finite and positive.
 ///
 /// Postconditions:
-///  - when every entry of every params[i].grad() is finite: the optimizer has
-///    taken exactly one step, and masters[i] and its state hold what a
-///    float32 run of that optimizer would hold after one step from the same
-///    state with the gradient of the loss itself — not of scale · loss —
-///    to 1 ulp of that gradient; params[i] hold the weights the next forward
-///    reads: masters[i]'s values as `precision` represents them (round_to);
-///    returns true;
-///  - otherwise (an inf or NaN anywhere): params[i], masters[i] and the
-///    optimizer's state hold the same bits as on entry and the optimizer has
-///    not stepped; returns false.
+///  - a step whose gradients hold an inf or NaN anywhere changes nothing:
+///    params[i], masters[i] and the optimizer's state hold the same bits as
+///    on entry, the optimizer has not counted a step, and it returns false;
+///  - any other step returns true, and then:
+///    - masters[i] and the optimizer's state hold what a float32 run of that
+///      optimizer would hold after exactly one step from the same state,
+///      driven by the gradient of the loss itself — params[i].grad() holds
+///      scale times it, as 16 bits stored it — to 1 ulp of that gradient;
+///    - every element of params[i] is the `precision` value nearest the
+///      matching element of masters[i] (ties to even, precision.h's
+///      rounding), so the next forward reads the masters in 16 bits.
 /// params[i].grad() and masters[i].grad() may be changed either way.
 /// (Hole: exercises/11_mixed_precision/master_step.cpp.)
 bool master_step(std::vector<Tensor>& params, std::vector<Tensor>& masters, Optimizer& optimizer, float scale,
@@ -96,11 +98,11 @@ using LossOf = std::function<Tensor(const Tensor& output)>;
 ///  - every parameter the segments use holds in grad() the same bits that
 ///    backward(loss_of(segments 0 … K−1 run in a row with the graph on))
 ///    would leave there;
-///  - at most one segment's graph is alive at any moment, and
-///    checkpoints[k] is released (left undefined) no later than the end of
-///    segment k's backward: the activations alive at once never exceed the
-///    checkpoints still needed plus one segment's graph;
-///  - forward is called once per segment.
+///  - forward is called once per segment, and at most one segment's graph
+///    is alive at any moment: the activations alive at once never exceed
+///    the checkpoints still held plus one segment's graph;
+///  - every checkpoints[k] is released (left undefined), each no later than
+///    the end of segment k's backward.
 /// (Hole: exercises/11_mixed_precision/recompute.cpp.)
 void recompute_backward(std::vector<Tensor>& checkpoints, const SegmentForward& forward, const LossOf& loss_of);
 

@@ -1,9 +1,9 @@
 /// @file recompute.h
 /// @brief Activation recomputation: forward keeps only the inputs of a few
-/// segments of layers (checkpoints) and drops the rest; backward runs each
-/// segment's forward again, last segment first, and backpropagates through
-/// it — compute traded for memory. The segments and the forward are here;
-/// the backward schedule is your hole, ch11::recompute_backward (ch11.h).
+/// segments of layers (checkpoints) and drops the rest; backward recomputes
+/// what it needs from them, with one segment's activations alive at a time
+/// — compute traded for memory. The segments and the forward are here; the
+/// backward is your hole, ch11::recompute_backward (ch11.h).
 ///
 ///     none         every activation kept (plain autograd)          peak ∝ L layers
 ///     every-layer  a checkpoint before every layer                 peak ∝ L inputs + 1 layer
