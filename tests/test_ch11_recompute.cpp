@@ -122,7 +122,7 @@ TEST_CASE("recomputation: peak activation bytes on the ledger = the per-op count
   }
 }
 
-TEST_CASE("recompute_backward: recomputes each segment once, last first, and releases every checkpoint", "[ch11]") {
+TEST_CASE("recompute_backward: each segment's forward runs once, in the one order its gradients allow, and every checkpoint is released", "[ch11]") {
   Rng rng(9);
   MLP model({6, 8, 8, 8, 3}, Device::cpu(0), rng);  // 4 layers, 4 segments
   Dataset data = make_synthetic(4, 6, 3, 1);
@@ -149,7 +149,8 @@ TEST_CASE("recompute_backward: recomputes each segment once, last first, and rel
     FAIL(stopped(e) << " (segments called: " << calls.size() << ")");
   }
   {
-    INFO("forward must be called once per segment, the last segment first (backward needs the later gradients first)");
+    INFO("forward must be called once per segment, each when the gradient its output needs is known "
+         "(the calls, in order, are compared just below)");
     CHECK(calls == std::vector<std::size_t>{3, 2, 1, 0});
   }
   for (std::size_t k = 0; k < checkpoints.size(); ++k) {
