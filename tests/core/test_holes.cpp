@@ -31,23 +31,37 @@ std::string error_of(int world, const std::function<void(Context&)>& body, doubl
 }  // namespace
 
 TEST_CASE("a hole thrown on every rank before any message is recorded and the next part runs", "[holes]") {
-  std::atomic<int> next_part_sums{0};
+  // Catch2's CHECK is not for rank threads: each rank writes what it saw, the test thread judges.
+  struct Seen {
+    bool first_recorded = false, message = false, next_ran = false, sums = false, twice_listed_once = false,
+         verdict_fails = false, verdict_names = false;
+  };
+  std::vector<Seen> seen(4);
   const std::string error = error_of(4, [&](Context& ctx) {
+    Seen& s = seen[std::size_t(ctx.rank)];
     Holes holes;
-    CHECK_FALSE(holes.run(ctx.comm, [] { unwritten(); }));
-    CHECK(holes.last() == std::string("not implemented: ") + kHole);
+    s.first_recorded = !holes.run(ctx.comm, [] { unwritten(); });
+    s.message = holes.last() == std::string("not implemented: ") + kHole;
     float one = 1;
-    CHECK(holes.run(ctx.comm, [&] { ctx.comm.all_reduce(&one, 1, ReduceOp::Sum); }));  // a clean communicator
-    if (one == 4) ++next_part_sums;
-    CHECK_FALSE(holes.run(ctx.comm, [] { unwritten(); }));  // met twice, listed once
-    CHECK(holes.missing().size() == 1);
+    s.next_ran = holes.run(ctx.comm, [&] { ctx.comm.all_reduce(&one, 1, ReduceOp::Sum); });  // a clean communicator
+    s.sums = one == 4;
+    s.twice_listed_once = !holes.run(ctx.comm, [] { unwritten(); }) && holes.missing().size() == 1;  // met twice
     Verdicts v;
     holes.judge(v);
-    CHECK(v.exit_code() == kVerdictFailed);
-    CHECK(v.all()[0].why == std::string("not yet: not implemented: ") + kHole);
+    s.verdict_fails = v.exit_code() == kVerdictFailed;
+    s.verdict_names = !v.all().empty() && v.all()[0].why == std::string("not yet: not implemented: ") + kHole;
   });
   CHECK(error == "");
-  CHECK(next_part_sums == 4);
+  for (std::size_t r = 0; r < seen.size(); ++r) {
+    INFO("rank " << r);
+    CHECK(seen[r].first_recorded);
+    CHECK(seen[r].message);
+    CHECK(seen[r].next_ran);
+    CHECK(seen[r].sums);
+    CHECK(seen[r].twice_listed_once);
+    CHECK(seen[r].verdict_fails);
+    CHECK(seen[r].verdict_names);
+  }
 }
 
 TEST_CASE("every part ran: the holes verdict passes", "[holes]") {
@@ -60,16 +74,18 @@ TEST_CASE("every part ran: the holes verdict passes", "[holes]") {
 }
 
 TEST_CASE("a hole thrown on one rank only stops the run naming the hole and the rank", "[holes]") {
+  // A communicator timeout of 120 s: the agreement must stop the run, not the timeout. Half of it
+  // leaves a loaded machine all the room it needs (measured here: well under a second).
   const auto start = std::chrono::steady_clock::now();
   const std::string error = error_of(4, [&](Context& ctx) {
     Holes holes;
     holes.run(ctx.comm, [&] {
       if (ctx.rank == 2) unwritten();
     });
-  });
+  }, 120);
   CHECK(error.find(kHole) != std::string::npos);
   CHECK(error.find("rank(s) 2 only") != std::string::npos);
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // no wait on a timeout here
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));  // not the 120 s timeout
 }
 
 TEST_CASE("a hole thrown while a peer waits on the thrower's message is a bounded wait, not a hang", "[holes]") {
