@@ -26,43 +26,21 @@
 #include "dpt/output_file.h"
 #include "dpt/report.h"
 #include "dpt/trace.h"
+#include "support/folder.h"
 #include "support/run_program.h"
 
 using namespace dpt;
 
 namespace {
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+using dpt_test::read_file;
+using dpt_test::write_file;
+using TempDir = dpt_test::Folder;  // a fresh empty directory; its entries are what the writer left
 
 mode_t kind_of(const std::string& path) {
   struct stat st;
   REQUIRE(::lstat(path.c_str(), &st) == 0);
   return st.st_mode & S_IFMT;
 }
-
-// A fresh empty directory for one test; its entries are what the writer left.
-struct TempDir {
-  std::string path;
-  explicit TempDir(const std::string& name) : path(dpt_test::temp_path(name)) {
-    std::string command = "rm -rf '" + path + "'";
-    REQUIRE(std::system(command.c_str()) == 0);
-    REQUIRE(::mkdir(path.c_str(), 0700) == 0);
-  }
-  ~TempDir() { std::system(("chmod -R u+rwx '" + path + "' 2>/dev/null; rm -rf '" + path + "'").c_str()); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    DIR* dir = ::opendir(path.c_str());
-    while (dirent* e = dir ? ::readdir(dir) : nullptr)
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
-    if (dir) ::closedir(dir);
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
 
 std::vector<NamedTensor> small_weights() {
   static Rng rng(7);

@@ -29,7 +29,7 @@ struct Folder {
   explicit Folder(const std::string& name) : path(temp_path(name)) {
     std::system(("rm -rf '" + path + "' && mkdir -p '" + path + "'").c_str());
   }
-  ~Folder() { std::system(("rm -rf '" + path + "'").c_str()); }
+  ~Folder() { std::system(("chmod -R u+rwx '" + path + "' 2>/dev/null; rm -rf '" + path + "'").c_str()); }  // a test may leave it read-only
   Folder(const Folder&) = delete;
   Folder& operator=(const Folder&) = delete;
   std::string operator/(const std::string& name) const { return path + "/" + name; }
