@@ -39,8 +39,11 @@ struct Measured {
   int micro_batches = 0;         ///< pieces of the accumulation check
   double accumulation = 0;       ///< compare_accumulation's answer
   int64_t batch_size = 0;        ///< B
-  int64_t per_sample_updates = 0, batched_updates = 0;  ///< optimizer steps each run took
-  double loss_before = 0, per_sample_loss = 0, batched_loss = 0;  ///< on the data set
+  int64_t per_sample_updates = 0;  ///< optimizer steps the per-sample run took
+  int64_t batched_updates = 0;     ///< optimizer steps the mini-batch run took
+  double loss_before = 0;          ///< the data set's loss before training
+  double per_sample_loss = 0;      ///< the data set's loss after the per-sample run
+  double batched_loss = 0;         ///< the data set's loss after the mini-batch run
   double loss_growth = 0;        ///< largest step loss / first step loss, both runs
 };
 

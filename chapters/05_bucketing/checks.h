@@ -19,8 +19,10 @@ namespace dpt::ch05 {
 
 /// A layout against ch05.h's caps.
 struct LayoutCheck {
-  int over_cap = 0, not_full = 0;  ///< buckets of several parameters over their cap; closed though the next fitted
-  std::string first_over, first_not_full;  ///< the first of each, in words
+  int over_cap = 0;            ///< buckets of several parameters over their cap
+  int not_full = 0;            ///< buckets closed though the next parameter fitted
+  std::string first_over;      ///< the first bucket over its cap, in words
+  std::string first_not_full;  ///< the first bucket closed too early, in words
 };
 
 /// Your mark_ready with the hooks fired in shuffled orders.

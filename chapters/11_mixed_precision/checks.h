@@ -23,6 +23,7 @@ namespace dpt::ch11 {
 /// next part runs; an error is a ✘ saying what it said.
 class Parts {
  public:
+  /// Parts that print through `say` and judge into `v`.
   Parts(const Narrator& say, Verdicts& v) : say_(say), v_(v) {}
   /// Runs `part`; false when it stopped (NotImplemented, or a dpt::Error:
   /// then the ✘ "`what`" with the error's sentence).

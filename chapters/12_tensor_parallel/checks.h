@@ -32,9 +32,11 @@ constexpr double kForwardTolerance = 1e-5;
 /// T and D on `world` ranks from --tp and --dp (0: not given; T = world when
 /// neither is), or in `problem` the sentence why not (exit 2).
 struct Layout {
-  int tp = 0, dp = 0;
-  std::string problem;
+  int tp = 0;           ///< T, the ranks a layer is split over
+  int dp = 0;           ///< D, the copies of the split model
+  std::string problem;  ///< "" when T x D fits the world, else why not
 };
+/// The layout of `world` ranks from --tp and --dp (0: not given).
 Layout layout(int tp_flag, int dp_flag, int world);
 
 /// The largest |x| over every rank of the world (each rank's own check,
