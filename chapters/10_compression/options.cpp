@@ -3,26 +3,12 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
-#include <cmath>
-#include <cstdlib>
 
 #include "dpt/check.h"
 
 namespace dpt::ch10 {
 
 namespace {
-// [0, maximum], finite: a momentum (number_in's lower end is excluded).
-CLI::Validator number_from_zero(double maximum) {
-  return CLI::Validator(
-      [maximum](std::string& v) -> std::string {
-        char* end = nullptr;
-        const double x = v.empty() ? 0 : std::strtod(v.c_str(), &end);
-        if (!v.empty() && end == v.c_str() + v.size() && std::isfinite(x) && x >= 0 && x <= maximum) return "";
-        return "expects a finite number from 0 to " + fmt(maximum, 3) + ", got '" + v + "'";
-      },
-      "NUMBER");
-}
-
 // The weight and bias shapes of --model, before any replica exists.
 std::vector<Shape> model_shapes(const Options& options) {
   std::vector<Shape> shapes;
@@ -60,7 +46,7 @@ void add_ch10_flags(CLI::App& app, Options& options, Ch10Flags& flags) {
   app.add_option("--outer-lr", flags.diloco.outer_lr, "DiLoCo's outer learning rate, 0 < lr <= 2 (2 reflects theta_0 through the mean)")
       ->check(number_in(0, kMaxOuterLr))->capture_default_str();
   app.add_option("--outer-momentum", flags.diloco.outer_momentum, "DiLoCo's outer Nesterov momentum, 0 <= mu <= 0.999")
-      ->check(number_from_zero(0.999))->capture_default_str();
+      ->check(number_from(0, 0.999))->capture_default_str();
   app.add_option("--equivalence-steps", flags.equivalence_steps, "Steps of DiLoCo's H=1 comparison with data parallelism")
       ->check(positive_integer())->capture_default_str();
   app.final_callback([&app, &flags, &options] {  // once every flag is known
