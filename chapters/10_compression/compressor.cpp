@@ -229,7 +229,8 @@ class PowerSgd : public Compressor {
     for (const Shape& s : shapes_) {
       const int64_t size = shape_numel(s);
       if (s.size() == 2) {
-        Tensor approx, m = Tensor::from_vector(s, std::vector<float>(x.begin() + at, x.begin() + at + size), Device::host());
+        Tensor approx, m = Tensor::empty(s, Device::host());
+        std::copy(x.begin() + at, x.begin() + at + size, m.data());
         powersgd_round(comm, m, qs_[matrix++], approx);  // the hole
         DPT_CHECK(approx.defined() && approx.shape() == s, "powersgd_round: approx must be " << shape_str(s) << ", got "
                                                                      << (approx.defined() ? shape_str(approx.shape()) : "none"));
