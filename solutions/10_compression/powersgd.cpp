@@ -50,7 +50,7 @@ void powersgd_round(Communicator& comm, const Tensor& m, Tensor& q, Tensor& appr
   Tensor qt = Tensor::empty({rank, cols}, m.device());
   gemm(pt, false, m, false, qt);                            // Q_rᵀ = Pᵀ M_r  (R, cols)
   comm.all_reduce(qt.data(), qt.numel(), ReduceOp::Avg);    // Qᵀ = (Mᵀ P)ᵀ
-  q = Tensor::empty({cols, rank}, m.device());             // q = (Qᵀ)ᵀ  (cols, R)
+  q = Tensor::empty({cols, rank}, m.device());              // q = (Qᵀ)ᵀ  (cols, R)
   const float* from = qt.data();
   float* to = q.data();
   for (int64_t c = 0; c < cols; ++c)
