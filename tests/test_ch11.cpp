@@ -117,8 +117,9 @@ TEST_CASE("update_loss_scale: never grows the scale to infinity", "[ch11]") {
   INFO("2^127 x 2 is not a float: the scale must stay 2^127 (GradScaler keeps it when the grown one is not finite), got "
        << s.scale);
   CHECK(s.scale == 0x1p127f);
-  s.scale = 0x1p126f, s.growth_interval = 2;
-  check_laws(s, "CCCCCCOCCCCOOCCC");  // up to 2^127, held there, down and up again
+  LossScaler near;
+  near.scale = 0x1p126f, near.growth_interval = 2;
+  check_laws(near, "CCCCCCOCCCCOOCCC");  // up to 2^127, held there, down and up again
 }
 
 TEST_CASE("update_loss_scale: a static scaler never changes", "[ch11]") {
@@ -175,7 +176,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 }  // namespace
 
-TEST_CASE("master_step: one SGD step on the fp32 masters by the loss's own gradient; each weight its master rounded", "[ch11]") {
+TEST_CASE("master_step: one SGD step on the fp32 masters by the loss's own gradient, and each weight its master rounded", "[ch11]") {
   // bf16 weights; gradients of 1024 · loss stored exactly; lr 2^-10.
   Pair p = make_pair_of({{1.0f, -0.5f, 0.25f}, {2.0f}});
   SGD sgd(p.masters, 0x1p-10f);
