@@ -1,6 +1,8 @@
-// test_ch11.cpp — chapter 11's holes. update_loss_scale against sequences of
-// scales worked out by hand from ch11.h's guarantees (torch.amp.GradScaler's
-// behaviour), not by running code.
+// test_ch11.cpp — chapter 11's holes. update_loss_scale against ch11.h's
+// laws, each evaluated on the trace of scales it produced (scripted and
+// pseudo-random sequences of clean and overflowed steps), and GradScaler's
+// default settings; that the laws' one sequence is GradScaler's own is
+// tests/pytorch/crosscheck_ch11.py's part (label pytorch).
 // master_step against updates written out here: SGD's p − lr·g on values
 // chosen so float arithmetic is exact (and, at a scale of 1000, either
 // g / S or g · (1/S) to 1 ulp), the skip rule checked bit for bit
@@ -12,6 +14,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
+#include <string>
 
 #include "ch11.h"
 #include "dpt/optim.h"
@@ -22,30 +26,88 @@ using namespace dpt::ch11;
 // ----------------------------------------------------------------------------
 // update_loss_scale
 
-TEST_CASE("update_loss_scale: follows GradScaler's rule step by step", "[ch11]") {
+namespace {
+// Runs a scaler from `start` over `events` ('C' clean, 'O' overflowed) and
+// checks ch11.h's laws after every call, on the trace so far: S[t] is the
+// scale after call t, S[0] the start.
+void check_laws(LossScaler scaler, const std::string& events) {
+  const int64_t n = scaler.growth_interval;
+  const float up = scaler.growth_factor, down = scaler.backoff_factor;
+  std::vector<float> S = {scaler.scale};
+  for (std::size_t t = 1; t <= events.size(); ++t) {
+    const bool overflowed = events[t - 1] == 'O';
+    update_loss_scale(scaler, overflowed);
+    S.push_back(scaler.scale);
+    const float before = S[t - 1], after = S[t];
+    // The window of the last n steps, t − n + 1 … t: all clean, and the scale unchanged by all but the last?
+    bool evidence = int64_t(t) >= n;
+    for (int64_t j = int64_t(t) - n + 1; evidence && j <= int64_t(t); ++j)
+      evidence = events[std::size_t(j - 1)] == 'C' && (j == int64_t(t) || S[std::size_t(j)] == S[std::size_t(j - 1)]);
+    const std::size_t from = t > std::size_t(n) + 2 ? t - std::size_t(n) - 2 : 0;
+    INFO("call " << t << " (" << (overflowed ? "overflowed" : "clean") << "), growth_interval " << n << ": the scale went from "
+                 << before << " to " << after << "; the last steps' events " << events.substr(from, t - from));
+    {
+      INFO("law: the scale is finite");
+      REQUIRE(std::isfinite(after));
+    }
+    {
+      INFO("law: the scale only moves by its factors (x" << up << " or x" << down << ")");
+      REQUIRE((after == before || after == before * up || after == before * down));
+    }
+    if (overflowed) {
+      INFO("law: an overflow shrinks the scale, to " << before * down);
+      REQUIRE(after == before * down);
+      continue;
+    }
+    {
+      INFO("law: a clean step never shrinks the scale");
+      REQUIRE(after >= before);
+    }
+    if (after > before) {
+      INFO("law: it grows only on evidence — " << n << " clean steps in a row, none before this one changing the "
+                                                 "scale — and here there was not (an overflow or a change of scale "
+                                                 "among them, or fewer steps)");
+      REQUIRE(evidence);
+    } else if (evidence && std::isfinite(before * up)) {
+      INFO("law: it does not wait longer than the evidence needs — the last " << n << " steps were clean and none "
+           "before this one changed the scale, so the scale must grow to " << before * up);
+      REQUIRE(after == before * up);
+    }
+  }
+}
+
+// A reproducible sequence of `count` events, each an overflow with probability p.
+std::string random_events(unsigned seed, std::size_t count, double p) {
+  std::mt19937 rng(seed);
+  std::string events;
+  for (std::size_t i = 0; i < count; ++i) events += double(rng()) < p * 4294967296.0 ? 'O' : 'C';
+  return events;
+}
+}  // namespace
+
+TEST_CASE("update_loss_scale: keeps its laws on a scripted run", "[ch11]") {
   LossScaler s;
   s.scale = 1024, s.growth_interval = 3;
-  // (overflowed?, scale after, clean steps counted after), by GradScaler's rule:
-  struct Step { bool overflowed; float scale; int64_t good; };
-  const Step steps[] = {
-      {false, 1024, 1}, {false, 1024, 2}, {false, 2048, 0},  // 3 clean in a row: x2, count from 0
-      {false, 2048, 1}, {true, 1024, 0},                     // overflow: x0.5, the count starts again
-      {false, 1024, 1}, {false, 1024, 2}, {true, 512, 0},    // 2 clean are not 3
-      {true, 256, 0},                                        // again: x0.5
-      {false, 256, 1}, {false, 256, 2}, {false, 512, 0},     // 3 clean since the overflow: x2
-      {false, 512, 1}, {false, 512, 2}, {false, 1024, 0},
-  };
-  int k = 0;
-  for (const Step& want : steps) {
-    ++k;
-    update_loss_scale(s, want.overflowed);
-    INFO("call " << k << " (" << (want.overflowed ? "overflowed" : "clean") << "): the scale should be " << want.scale
-                 << " with " << want.good << " clean steps counted, got " << s.scale << " and " << s.good_steps
-                 << (want.overflowed ? " — after an overflow the scale must back off (x0.5) and the count restart"
-                                     : " — the scale grows (x2) only after growth_interval clean steps in a row"));
-    REQUIRE(s.scale == want.scale);
-    REQUIRE(s.good_steps == want.good);
-  }
+  // Runs of 3 clean steps, an overflow after 2 clean ones, one after 1, two in a row, runs longer than 3.
+  check_laws(s, "CCCCOCCOOCCCCCCCOCOCCCCCCCCOCCC");
+}
+
+TEST_CASE("update_loss_scale: keeps its laws on pseudo-random runs", "[ch11]") {
+  for (int64_t interval : {1, 2, 3, 7})
+    for (double p : {0.05, 0.3, 0.5})
+      for (unsigned seed : {1u, 2u, 3u}) {
+        LossScaler s;
+        s.scale = 65536, s.growth_interval = interval;
+        const std::string events = random_events(seed * 100 + unsigned(interval), 200, p);
+        check_laws(s, events);
+        // What the laws add up to: with factors 2 and 1/2, the scale is the start times a power of two.
+        LossScaler again;
+        again.scale = 65536, again.growth_interval = interval;
+        for (char e : events) update_loss_scale(again, e == 'O');
+        int exponent = 0;
+        INFO("law: with growth x2 and backoff x0.5 the scale stays 65536 times a power of two, got " << again.scale);
+        CHECK(std::frexp(again.scale / 65536.0f, &exponent) == 0.5f);
+      }
 }
 
 TEST_CASE("update_loss_scale: never grows the scale to infinity", "[ch11]") {
@@ -55,8 +117,9 @@ TEST_CASE("update_loss_scale: never grows the scale to infinity", "[ch11]") {
   INFO("2^127 x 2 is not a float: the scale must stay 2^127 (GradScaler keeps it when the grown one is not finite), got "
        << s.scale);
   CHECK(s.scale == 0x1p127f);
-  INFO("and the count starts again, as after a growth: got " << s.good_steps);
-  CHECK(s.good_steps == 0);
+  LossScaler near;
+  near.scale = 0x1p126f, near.growth_interval = 2;
+  check_laws(near, "CCCCCCOCCCCOOCCC");  // up to 2^127, held there, down and up again
 }
 
 TEST_CASE("update_loss_scale: a static scaler never changes", "[ch11]") {
@@ -64,11 +127,20 @@ TEST_CASE("update_loss_scale: a static scaler never changes", "[ch11]") {
   s.dynamic = false, s.scale = 128, s.growth_interval = 1;
   for (bool overflowed : {true, false, false, true}) {
     update_loss_scale(s, overflowed);
-    INFO("a static scale (static:128, or none) must stay 128 with its count 0 whatever happens; got " << s.scale
-                                                                                                  << " and " << s.good_steps);
+    INFO("a static scale (static:128, or none) must stay 128 whatever happens; got " << s.scale);
     REQUIRE(s.scale == 128);
-    REQUIRE(s.good_steps == 0);
   }
+}
+
+TEST_CASE("LossScaler: the defaults are torch.amp.GradScaler's", "[ch11]") {
+  // PyTorch's documented defaults: init_scale 2^16, growth_factor 2.0, backoff_factor 0.5, growth_interval 2000.
+  const LossScaler s;
+  CHECK(s.scale == 65536.0f);
+  CHECK(s.growth_factor == 2.0f);
+  CHECK(s.backoff_factor == 0.5f);
+  CHECK(s.growth_interval == 2000);
+  CHECK(s.memory == 0);
+  CHECK(s.dynamic);
 }
 
 // ----------------------------------------------------------------------------
@@ -104,7 +176,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 }  // namespace
 
-TEST_CASE("master_step: SGD on the fp32 master with the unscaled gradient, then the weights rounded", "[ch11]") {
+TEST_CASE("master_step: one SGD step on the fp32 masters by the loss's own gradient, and each weight its master rounded", "[ch11]") {
   // bf16 weights; gradients of 1024 · loss stored exactly; lr 2^-10.
   Pair p = make_pair_of({{1.0f, -0.5f, 0.25f}, {2.0f}});
   SGD sgd(p.masters, 0x1p-10f);

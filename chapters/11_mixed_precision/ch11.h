@@ -4,9 +4,9 @@
 /// weights, and backward through a forward that kept only checkpoints.
 ///
 /// Fill them in `exercises/11_mixed_precision/`; tiered hints are in
-/// \ref ch11_hints. `ctest --preset student -L ch11` checks them against
-/// PyTorch's documented GradScaler rule, worked out step by step in the test,
-/// and against an fp32 update written out in the test; `ch11_mixed_precision`
+/// \ref ch11_hints. `ctest --preset student -L ch11` checks the scaler's laws
+/// on traces of events, the step against an fp32 update written out in the
+/// test, and the recomputed gradients against one plain backward; `ch11_mixed_precision`
 /// prints ✔/✘ verdicts for them. The 16-bit formats are precision.h's.
 #pragma once
 
@@ -27,29 +27,35 @@ struct LossScaler {
   float scale = 65536.0f;         ///< S: backward runs on S · loss (init_scale 2^16)
   float growth_factor = 2.0f;     ///< the scale's factor when it grows
   float backoff_factor = 0.5f;    ///< the scale's factor when it backs off
-  int64_t growth_interval = 2000; ///< overflow-free steps in a row before it grows
-  int64_t good_steps = 0;         ///< overflow-free steps in a row since the scale last changed or overflowed
+  int64_t growth_interval = 2000; ///< the evidence a growth needs: this many clean steps in a row
+  int64_t memory = 0;             ///< yours: what update_loss_scale remembers between calls (0 at the start; nothing else reads it)
   bool dynamic = true;            ///< false: the scale never changes
 };
 
-/// Updates `scaler` after a step whose gradients of S · loss overflowed
-/// (some entry ±inf or NaN: `overflowed`) or did not, as PyTorch's
-/// GradScaler.update() does. Why it exists: a step with an inf or NaN
-/// gradient is never taken (master_step skips it), so S must be small
-/// enough that skips stay rare, and large enough that small gradients
-/// survive 16 bits.
+/// Chooses the scale for the next step, given whether this step's gradients
+/// of S · loss overflowed (some entry ±inf or NaN: `overflowed`) — the
+/// scale PyTorch's GradScaler would choose. Why it exists: a step with an
+/// inf or NaN gradient is never taken (master_step skips it), so S must be
+/// small enough that skips stay rare, and as large as that allows, so that
+/// small gradients survive 16 bits; the gradients' size drifts as training
+/// goes on, so the scale must keep finding out whether a larger S is safe.
 ///
-/// What the scaler guarantees, for a dynamic scaler, after every call:
-///  - it backs off at once: a step that overflowed leaves the scale
-///    backoff_factor times what it was;
-///  - it grows only on evidence: the scale grows (by growth_factor) after a
-///    step exactly when that step completes growth_interval overflow-free
-///    steps in a row, none of them already counted toward an earlier change
-///    of the scale; after any other overflow-free step it is unchanged;
-///  - good_steps means what its brief says, whatever happened before;
-///  - the scale is finite and positive: a growth that would not be finite is
-///    not made (the run of clean steps is used up all the same).
-/// A static scaler (dynamic = false) never changes, scale nor count.
+/// Call t = 1, 2, … is one step; S_t is the scale after it (S_0 the scale
+/// the scaler started with). The laws a dynamic scaler keeps, on every
+/// sequence of calls (they leave one scale possible after each call; what
+/// you remember in `memory` to get it, and when that is reset, is yours):
+///  - it only moves by its factors: S_t is S_{t−1}, S_{t−1} · growth_factor
+///    or S_{t−1} · backoff_factor; it is always finite;
+///  - an overflow shrinks it: after an overflowed step, S_t =
+///    S_{t−1} · backoff_factor (that step changed no weight);
+///  - a clean step never shrinks it;
+///  - it grows only on evidence: if S_t > S_{t−1}, steps t − growth_interval
+///    + 1 … t were all clean and none of them before t changed the scale;
+///  - it does not wait longer than the evidence needs: if steps t −
+///    growth_interval + 1 … t were all clean and none of them before t
+///    changed the scale, S_t = S_{t−1} · growth_factor — unless that
+///    product is not a finite float, and then S_t = S_{t−1}.
+/// A static scaler (dynamic = false) never changes its scale.
 /// (Hole: exercises/11_mixed_precision/loss_scaler.cpp.)
 void update_loss_scale(LossScaler& scaler, bool overflowed);
 

@@ -13,7 +13,7 @@ void add_ch11_flags(CLI::App& app, Ch11Flags& flags) {
                  "16-bit runs need an optimizer that keeps fp32 state: every --optimizer here does "
                  "(sgd, momentum, adam, adamw: the master copy and the moments are fp32)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
-  app.add_option("--loss-scale", flags.loss_scale, "dynamic (GradScaler's rule), static:S (S > 0, 1/S a finite float) or none")
+  app.add_option("--loss-scale", flags.loss_scale, "dynamic (GradScaler's defaults), static:S (S > 0, 1/S a finite float) or none")
       ->check([](const std::string& text) -> std::string {
         try { parse_loss_scale(text, 1); } catch (const Error& e) { return e.what(); }
         return "";

@@ -66,16 +66,16 @@ void judge_training(const Options& o, const std::vector<Setting>& settings,
     for (const Tensor& w : r.model.parameters())
       for (float x : w.to_vector()) representable = representable && round_to(s.precision, x) == x;
     v.holds(s.name() + ": the weights forward reads are " + precision_name(s.precision) + " values", representable,
-            representable ? "" : "a weight is not representable: cast the master back after the step");
+            representable ? "" : "a weight is not a " + std::string(precision_name(s.precision)) + " value: each must be its master rounded");
     v.holds(s.name() + ": a skipped step left weights, masters and optimizer state bit-identical", r.skipped_changed == 0,
             std::to_string(r.skipped_changed) + " of " + std::to_string(r.skipped()) + " skipped steps changed a bit");
     v.at_most(s.name() + ": fraction of steps skipped for overflow", double(r.skipped()) / double(o.steps), 0.05,
               "a dynamic scaler skips a few steps while it finds its scale; more: the scale or the format overflows");
     const std::string departure = s.scaler.dynamic ? scale_departure(s, r) : "";
     if (s.scaler.dynamic)
-      v.holds(s.name() + ": the scale followed GradScaler's rule at every step", departure.empty(),
-              departure.empty() ? "x" + fmt(s.scaler.backoff_factor) + " after an overflow, x" + fmt(s.scaler.growth_factor) +
-                                      " after " + std::to_string(s.scaler.growth_interval) + " clean steps in a row"
+      v.holds(s.name() + ": the scale kept the scaler's laws (ch11.h) at every step", departure.empty(),
+              departure.empty() ? std::to_string(r.scales.size()) + " steps, growth interval " +
+                                      std::to_string(s.scaler.growth_interval)
                                 : departure);
   }
   if (!compared) return;

@@ -4,9 +4,9 @@
 // What it teaches: storing weights, activations and gradients in 16 bits
 // halves their bytes; bf16 (float32's range, 8 bits of precision) trains
 // like fp32, fp16 (5 exponent bits) loses small gradients to underflow unless
-// the loss is scaled up before backward and the gradients scaled down after;
-// the update must happen on an fp32 master copy, because an update smaller
-// than half a 16-bit step rounds away. Model states then cost 2 + 2 + 12
+// the loss is scaled up before backward, while the update must still be the
+// loss's own; and a 16-bit weight cannot take an update smaller than half its
+// step, hence an fp32 master copy beside it. Model states then cost 2 + 2 + 12
 // bytes per parameter with Adam (ZeRO's K = 12), as chapter 07's ledger shows,
 // and ZeRO divides them among N ranks (--stage, --ranks: section 7).
 //

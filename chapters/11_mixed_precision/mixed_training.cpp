@@ -115,7 +115,7 @@ MixedRun train_mixed(const Options& o, const Dataset& data, Device& device, cons
         MemoryScope scope(MemoryCategory::OptimizerState);
         stepped = master_step(params, masters, *optimizer, scaler.scale, p);
       }
-      for (Tensor& m : masters) m.zero_grad();  // the unscaled fp32 gradient is transient
+      for (Tensor& m : masters) m.zero_grad();  // nothing master_step left in grad() carries into the next step
       run.overflowed.push_back(!stepped);
       if (!stepped && !(same_bits(before, flatten(params)) && same_bits(masters_before, flatten(masters)) &&
                         same_bits(state_before, flatten(optimizer->state_tensors()))))

@@ -123,13 +123,14 @@ double predicted_activation_bytes(const MLP& model, int64_t batch, Precision p, 
     const int64_t i = bounds[k];
     return i == 0 ? input(0) : b4 * double(w[std::size_t(i)]);
   };
-  double worst = 0, alive = 0;
-  for (std::size_t k = 0; k + 1 < bounds.size(); ++k) alive += checkpoint(k);
-  for (std::size_t k = bounds.size() - 1; k-- > 0;) {  // backward: segment k recomputed, checkpoints 0..k alive
+  // The worst moment: one segment's graph beside the checkpoints the
+  // contract lets be held while that graph is alive.
+  double worst = 0, held = 0;
+  for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+    held += checkpoint(k);
     double segment = 0;
     for (int64_t i = bounds[k]; i < bounds[k + 1]; ++i) segment += kept(i);
-    worst = std::max(worst, alive + segment);
-    alive -= checkpoint(k);
+    worst = std::max(worst, held + segment);
   }
   return worst;
 }

@@ -109,23 +109,33 @@ void scaler_alone(const Options& o, Device& device, const Narrator& say, Verdict
     say.say("interval " + std::to_string(script.interval) + ", each step's event (C clean, O overflow) and the scale it used:" + shown);
     const std::string departure = scale_departure(s, run);
     v.holds("your update_loss_scale from " + fmt(script.start, 6) + ", interval " + std::to_string(script.interval) + ", " +
-                script.events + ": the scale followed GradScaler's rule",
+                script.events + ": the scale kept the scaler's laws (ch11.h)",
             departure.empty(), departure);
   }
 }
 
-// The scale sequence against GradScaler's rule, recomputed from the overflows.
+// The scale sequence against ch11.h's laws, each read off the trace: S_t,
+// the scale after step t's update, is run.scales[t].
 std::string scale_departure(const Setting& s, const MixedRun& run) {
-  float scale = s.scaler.scale;
-  int64_t good = 0;  // clean steps in a row since the scale last changed or a step overflowed
-  for (std::size_t t = 0; t < run.scales.size(); ++t) {
-    if (run.scales[t] != scale)
-      return str("step ", t, "'s scale ", fmt(run.scales[t], 6), " is ", run.scales[t] > scale ? "larger" : "smaller",
-                 " than the rule's ", fmt(scale, 6), ": ", good, " clean step(s) in a row since the last overflow or change "
-                 "of scale (it grows after ", s.scaler.growth_interval, ")",
-                 t > 0 && run.overflowed[t - 1] ? ", and the step before overflowed" : "");
-    if (run.overflowed[t]) scale *= s.scaler.backoff_factor, good = 0;
-    else if (++good == s.scaler.growth_interval) scale = std::isfinite(scale * s.scaler.growth_factor) ? scale * s.scaler.growth_factor : scale, good = 0;
+  const std::vector<float>& S = run.scales;
+  const int64_t n = s.scaler.growth_interval;
+  const float up = s.scaler.growth_factor, down = s.scaler.backoff_factor;
+  for (std::size_t t = 1; t < S.size(); ++t) {
+    const bool overflowed = run.overflowed[t - 1];
+    const float before = S[t - 1], after = S[t];
+    bool evidence = int64_t(t) >= n;  // steps t − n + 1 … t clean, none before t changing the scale
+    for (int64_t j = int64_t(t) - n + 1; evidence && j <= int64_t(t); ++j)
+      evidence = !run.overflowed[std::size_t(j - 1)] && (j == int64_t(t) || S[std::size_t(j)] == S[std::size_t(j - 1)]);
+    const std::string at = str("after step ", t, " (", overflowed ? "overflowed" : "clean", ") the scale went from ",
+                               fmt(before, 6), " to ", fmt(after, 6), ": ");
+    if (!std::isfinite(after)) return at + "the scale must stay finite";
+    if (overflowed && after != before * down) return at + "an overflow must shrink it by the backoff factor";
+    if (overflowed) continue;
+    if (after != before && after != before * up) return at + "a clean step may only keep it or grow it by the growth factor";
+    if (after > before && !evidence)
+      return at + str("it grows only after ", n, " clean steps in a row, none before the last changing the scale");
+    if (after == before && evidence && std::isfinite(before * up))
+      return at + str("it must grow once ", n, " clean steps in a row left it unchanged");
   }
   return "";
 }

@@ -1,8 +1,8 @@
 /// @file sections.h
 /// @brief The checks chapter 11's lecture runs besides training (provided):
 /// the rounding against the formats' definitions, your master_step on one
-/// weight and on an overflowed step, the scale sequence against GradScaler's
-/// rule, and recomputation's memory, time and gradients.
+/// weight and on an overflowed step, the scale sequence against the scaler's
+/// laws, and recomputation's memory, time and gradients.
 #pragma once
 
 #include <string>
@@ -22,11 +22,11 @@ void small_updates(const Narrator& say, Verdicts& v);
 void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v);
 /// Section 3, the scaler alone: your update_loss_scale over a scripted run of
 /// overflows and clean steps (and a growth that would not be finite), the
-/// scales against GradScaler's rule; needs no master_step.
+/// scales against ch11.h's laws; needs no master_step.
 void scaler_alone(const Options& o, Device& device, const Narrator& say, Verdicts& v);
-/// "" when run.scales follow GradScaler's rule from s.scaler, given
-/// run.overflowed; else the first step where they depart, what the rule
-/// gives there and the clean steps in a row before it.
+/// "" when run.scales keep update_loss_scale's laws (ch11.h) for s.scaler's
+/// settings, given run.overflowed; else the first step where one breaks,
+/// and which.
 std::string scale_departure(const Setting& s, const MixedRun& run);
 /// Section 6: one step of `model` (widths) in `p` with each --recompute
 /// policy: peak activation bytes predicted and measured, time, and the

@@ -143,7 +143,7 @@ RankResult train_rank(Context& ctx, const Options& o, const Dataset& data, const
           unflatten(full.slice(0, psi), params);
         }
       }
-      for (Tensor& m : masters) m.zero_grad();  // the unscaled fp32 gradient is transient
+      for (Tensor& m : masters) m.zero_grad();  // nothing master_step left in grad() carries into the next step
       DPT_CHECK(stepped, "rank " << ctx.rank << ": master_step skipped a step whose mean gradient is finite");
       result.taken += 1;
     } else if (stage >= 2) {

@@ -4,8 +4,9 @@
 // docs/ch11_mixed_precision.md (§ Hints).
 //
 // Pointers:
-//   - LossScaler (ch11.h) holds the settings and the state you keep between
-//     calls; the training loop calls you once per step, skipped steps included.
+//   - LossScaler (ch11.h) holds the settings, the scale, and `memory`: yours,
+//     for whatever the laws need remembered between calls. The training loop
+//     calls you once per step, skipped steps included.
 //   - std::isfinite is in <cmath>.
 #include "ch11.h"
 

@@ -5,9 +5,8 @@
 // docs/ch11_mixed_precision.md (§ Hints).
 //
 // Pointers:
-//   - autograd.h: backward(loss) and backward(output, output_gradient) fill
-//     the grad() of every leaf that requires grad; t.set_requires_grad(true)
-//     makes t such a leaf.
+//   - autograd.h: backward (read its overloads) fills the grad() of every
+//     leaf that requires grad; set_requires_grad makes a tensor such a leaf.
 //   - Dropping a handle (t = Tensor()) frees the tensor once no one else holds it.
 #include "ch11.h"
 

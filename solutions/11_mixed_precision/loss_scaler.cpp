@@ -1,6 +1,8 @@
 // solutions/11_mixed_precision/loss_scaler.cpp — PyTorch's GradScaler.update():
-// halve on an overflow and start counting again; double after growth_interval
-// clean steps in a row (when the doubled scale is still a float).
+// `memory` counts the clean steps in a row since the scale last changed or a
+// step overflowed. Halve on an overflow and start counting again; double after
+// growth_interval clean steps in a row (when the doubled scale is still a
+// float), and start counting again either way.
 #include <cmath>
 
 #include "ch11.h"
@@ -11,13 +13,13 @@ void update_loss_scale(LossScaler& scaler, bool overflowed) {
   if (!scaler.dynamic) return;
   if (overflowed) {
     scaler.scale *= scaler.backoff_factor;
-    scaler.good_steps = 0;
+    scaler.memory = 0;
     return;
   }
-  if (++scaler.good_steps < scaler.growth_interval) return;
+  if (++scaler.memory < scaler.growth_interval) return;
   const float grown = scaler.scale * scaler.growth_factor;
   if (std::isfinite(grown)) scaler.scale = grown;
-  scaler.good_steps = 0;
+  scaler.memory = 0;
 }
 
 }  // namespace dpt::ch11
