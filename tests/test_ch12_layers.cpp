@@ -139,7 +139,7 @@ TEST_CASE("row_parallel_linear: the full layer's output on every rank, and each 
       for (int64_t s = 0; s < L.B; ++s)
         for (int64_t o = 0; o < L.out; ++o) gy = std::max(gy, std::fabs(yv[std::size_t(s * L.out + o)] - L.y(s, o)));
       if (gy > kTolerance)
-        return found.add(who + ": the output is not x*W^T + b of the full layer (one layer, its bias added once): max gap " +
+        return found.add(who + ": the output is not x*W^T + b of the unsplit layer, on every rank: max gap " +
                          std::to_string(gy) + ", " + std::to_string(gy / bias) + " x the bias's largest |entry|");
       backward(y, Tensor::from_vector({L.B, L.out}, L.c, ctx.device));  // replicated above: the same C everywhere
       for (const auto& [p, name] : {std::pair<Tensor, const char*>{ws, "the weight slice"}, {b, "the bias (held whole on every rank)"},

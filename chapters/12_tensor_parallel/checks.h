@@ -53,6 +53,12 @@ void say_verdict_now(const Narrator& say, const Verdicts& v);
 /// whole. NaN when a slice has the wrong shape.
 double slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T);
 
+/// Collective over `group` (rank t of T): max |entry − full entry| of
+/// gather_weight applied to slices of `full` that this chapter cuts itself
+/// (not shard_weight's), so a wrong shard_weight is never blamed on
+/// gather_weight. NaN when a gathered tensor has the wrong shape.
+double gathered_against_full(Communicator& group, const MLP& full, Device& device);
+
 /// The column probe's values are exact in float (see below): 1e-6 of the
 /// largest entry allows any rounding a device adds; a wrong x gradient is off
 /// by a share of it (measured 0.5 or more at T = 2 and 4).
