@@ -160,8 +160,8 @@ std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& mod
   const double loss_gap = std::fabs(double(loss.item()) - one_loss.item()) / std::fabs(double(one_loss.item()));
   if (!(loss_gap <= kForwardTolerance))
     return str("the split model's forward is not one device's (step 0's loss off by ", fmt(loss_gap, 3),
-               " relative): the partial results were combined wrongly in forward, or a term every rank adds was "
-               "summed T = ", groups.tp_size(), " times");
+               " relative, T = ", groups.tp_size(), "): a layer's forward is not the unsplit layer's (each layer's "
+               "test compares it with one device's)");
   const std::vector<NamedTensor> named = one.named_parameters();
   std::string worst_name;
   double worst_gap = 0, worst_ratio = 1;

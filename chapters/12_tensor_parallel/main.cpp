@@ -123,7 +123,7 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
   say.section(str("3. Training: ", o.steps, " steps of ", o.batch, " samples per model (", D, " model",
                   D > 1 ? "s" : "", ", global batch ", o.batch * D, ")"));
   say.say(str("every rank of a TP group trains on the same ", o.batch, " samples; the optimizer steps each rank's slices."));
-  judge_column_input_gradient(ctx, groups, v, one_rank);  // checks.cpp: f's mistakes named as f's, before training
+  judge_column_input_gradient(ctx, groups, v, one_rank);  // checks.cpp: x's gradient through a column layer, before training
   say_verdict_now(say, v);
   lec.step_check_batch = o.batch * D;
   lec.step_check_judges_start = false;  // no master copy here: section 2's round trip judged the start
