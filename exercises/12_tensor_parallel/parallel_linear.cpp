@@ -12,6 +12,8 @@
 //   - your two operators (conjugate.cpp): the only way a layer talks to the
 //     other ranks.
 #include "ch12.h"
+
+#include "bias.h"
 #include "dpt/check.h"
 #include "dpt/ops.h"
 
