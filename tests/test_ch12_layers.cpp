@@ -170,7 +170,7 @@ TEST_CASE("row_parallel_linear: the full layer's output on every rank, and each 
   }
 }
 
-TEST_CASE("a column-parallel then a row-parallel layer, forward and backward: at most two all-reduces per rank", "[ch12][hole:column_parallel_linear][hole:row_parallel_linear]") {
+TEST_CASE("a column-parallel then a row-parallel layer, forward and backward: at most two all-reduces per rank", "[ch12][hole:row_parallel_linear][needs:column_parallel_linear]") {
   const Layer first = make_layer(3, 6, 8), second = make_layer(3, 8, 5);  // in 6 -> hidden 8 (split) -> out 5
   for (int T : {2, 4}) {
     Findings found;
