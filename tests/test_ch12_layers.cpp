@@ -139,7 +139,7 @@ TEST_CASE("row_parallel_linear: the full layer's output on every rank, and each 
       for (int64_t s = 0; s < L.B; ++s)
         for (int64_t o = 0; o < L.out; ++o) gy = std::max(gy, std::fabs(yv[std::size_t(s * L.out + o)] - L.y(s, o)));
       if (gy > kTolerance)
-        return found.add(who + ": the output is not x*W^T + b of the full layer (one layer, its bias added once): max gap " +
+        return found.add(who + ": the output is not x*W^T + b of the unsplit layer, on every rank: max gap " +
                          std::to_string(gy) + ", " + std::to_string(gy / bias) + " x the bias's largest |entry|");
       backward(y, Tensor::from_vector({L.B, L.out}, L.c, ctx.device));  // replicated above: the same C everywhere
       for (const auto& [p, name] : {std::pair<Tensor, const char*>{ws, "the weight slice"}, {b, "the bias (held whole on every rank)"},
@@ -165,6 +165,34 @@ TEST_CASE("row_parallel_linear: the full layer's output on every rank, and each 
       if (gb > kTolerance) found.add(who + ": the bias gradient is not the full layer's (the same on every rank): max gap " + std::to_string(gb));
       if (gw > kTolerance) found.add(who + ": the weight slice's gradient is not its block of the full layer's: " + scale(gw, dw_max));
       if (gx > kTolerance) found.add(who + ": x's block of the input gradient is not the full layer's: " + scale(gx, dx_max));
+    });
+    found.require_none();
+  }
+}
+
+TEST_CASE("a column-parallel then a row-parallel layer, forward and backward: at most two all-reduces per rank", "[ch12][hole:row_parallel_linear][needs:column_parallel_linear]") {
+  const Layer first = make_layer(3, 6, 8), second = make_layer(3, 8, 5);  // in 6 -> hidden 8 (split) -> out 5
+  for (int T : {2, 4}) {
+    Findings found;
+    dpt_test::run_ranks(T, [&](Context& ctx) {
+      const int t = ctx.rank;
+      const int64_t k = first.out / T;  // rank t's block of the hidden features: rows of W1, columns of W2
+      std::vector<float> w1(first.w.begin() + t * k * first.in, first.w.begin() + (t + 1) * k * first.in), w2;
+      std::vector<float> b1(first.b.begin() + t * k, first.b.begin() + (t + 1) * k);
+      for (int64_t o = 0; o < second.out; ++o)
+        for (int64_t j = t * k; j < (t + 1) * k; ++j) w2.push_back(second.w[std::size_t(o * second.in + j)]);
+      Tensor x = Tensor::from_vector({first.B, first.in}, first.x, ctx.device);
+      Tensor w1s = Tensor::from_vector({k, first.in}, w1, ctx.device), b1s = Tensor::from_vector({k}, b1, ctx.device);
+      Tensor w2s = Tensor::from_vector({second.out, k}, w2, ctx.device), b2 = Tensor::from_vector({second.out}, second.b, ctx.device);
+      for (Tensor* p : {&x, &w1s, &b1s, &w2s, &b2}) p->set_requires_grad(true);
+      TrafficLog& log = ctx.comm.traffic();
+      const int64_t before = log.collective_calls("all_reduce", log.rank());
+      Tensor y = row_parallel_linear(ctx.comm, relu(column_parallel_linear(ctx.comm, x, w1s, b1s)), w2s, b2);
+      backward(y, Tensor::from_vector({second.B, second.out}, second.c, ctx.device));
+      const int64_t calls = log.collective_calls("all_reduce", log.rank()) - before;
+      if (calls > 2)
+        found.add("T=" + std::to_string(T) + ", rank " + std::to_string(t) + ": the pair's forward and backward made " +
+                  std::to_string(calls) + " all-reduces on this rank; the page's goal is at most two per pair and step");
     });
     found.require_none();
   }

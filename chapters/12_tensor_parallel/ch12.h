@@ -95,6 +95,11 @@ Tensor gather_weight(Communicator& group, const Tensor& shard, Split split);
 
 // ----------------------------------------------------------------------------
 // the two layers of a pair
+//
+// Each layer talks to the other ranks only through the two operators above.
+// Whether it needs one, which, on which side of its local product, and where
+// its bias goes are the hole's decisions; the contracts say only what must
+// hold after forward and after backward.
 
 /// A linear layer split by output features (Split::Output).
 ///

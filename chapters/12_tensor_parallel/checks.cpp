@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "ch12.h"
+#include "dpt/data_parallel.h"
 #include "dpt/grid.h"
 #include "dpt/ops.h"
 #include "dpt/step_check.h"
@@ -31,8 +32,24 @@ double world_max(Context& ctx, double x) {
 void say_verdict_now(const Narrator& say, const Verdicts& v) {
   const Verdict& last = v.all().back();
   if (last.vacuous) return say.say(str("  \u2014 ", last.what, " \u2014 cannot fail ", last.why));
-  say.say(str(last.passed ? "  \u2714 " : "  \u2718 ", last.what, ": ", last.measured, last.passed ? "" : " — " + last.why));
+  const std::string bound = last.bound.empty() ? "" : " (expected " + last.bound + ")";  // as the closing list prints it
+  say.say(str(last.passed ? "  \u2714 " : "  \u2718 ", last.what, ": ", last.measured, bound, last.passed ? "" : " — " + last.why));
 }
+
+namespace {
+// Where parameter k's slice (rank t of T) sits in the full tensor: its shape,
+// and the full entry of its entry (0, 0). Parameters come per pair: column W,
+// column b, row W, row b (the row bias whole).
+struct SliceBox {
+  int64_t rows, cols, row0, col0, in;
+};
+SliceBox box_of(std::size_t k, const Tensor& whole, int t, int T) {
+  const bool column = (k / 2) % 2 == 0, weight = k % 2 == 0;
+  const int64_t out = whole.size(0), in = weight ? whole.size(1) : 1;
+  const int64_t rows = column ? out / T : out, cols = column || !weight ? in : in / T;
+  return {rows, cols, column ? t * rows : 0, column || !weight ? 0 : t * cols, in};
+}
+}  // namespace
 
 double slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T) {
   const std::vector<Tensor> slices = model.parameters();  // per pair: column W, column b, row W, row b
@@ -40,23 +57,39 @@ double slices_against_full(const TensorParallelMLP& model, const MLP& full, int 
   if (slices.size() != whole.size()) return NAN;
   double worst = 0;
   for (std::size_t k = 0; k < whole.size(); ++k) {
-    const bool column = (k / 2) % 2 == 0, weight = k % 2 == 0;
-    const Tensor& w = whole[k];
-    const int64_t out = w.size(0), in = weight ? w.size(1) : 1;
-    // The slice's shape, and where its entry (i, j) sits in the full tensor.
-    const int64_t rows = column ? out / T : out, cols = column || !weight ? in : in / T;
-    const int64_t row0 = column ? t * rows : 0, col0 = column || !weight ? 0 : t * cols;
+    const SliceBox b = box_of(k, whole[k], t, T);
     const std::vector<float> s = slices[k].to_vector();
-    if (int64_t(s.size()) != rows * cols) return NAN;
-    const float* f = w.data();
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) {
-        const double gap = std::fabs(double(s[std::size_t(i * cols + j)]) - double(f[(row0 + i) * in + col0 + j]));
+    if (int64_t(s.size()) != b.rows * b.cols) return NAN;
+    const float* f = whole[k].data();
+    for (int64_t i = 0; i < b.rows; ++i)
+      for (int64_t j = 0; j < b.cols; ++j) {
+        const double gap = std::fabs(double(s[std::size_t(i * b.cols + j)]) - double(f[(b.row0 + i) * b.in + b.col0 + j]));
         worst = std::isnan(gap) ? NAN : std::max(worst, gap);
         if (std::isnan(worst)) return worst;
       }
   }
   return worst;
+}
+
+double gathered_against_full(Communicator& group, const MLP& full, Device& device) {
+  const int t = group.rank(), T = group.size();
+  const std::vector<Tensor> whole = full.parameters();
+  double worst = 0;
+  bool shapes_ok = true;  // every rank gathers every tensor, whatever it finds: no rank is left waiting
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    if (k % 4 == 3) continue;  // a row-parallel bias is whole on every rank: nothing to gather
+    const SliceBox b = box_of(k, whole[k], t, T);
+    std::vector<float> mine(std::size_t(b.rows * b.cols));
+    const float* f = whole[k].data();
+    for (int64_t i = 0; i < b.rows; ++i)
+      for (int64_t j = 0; j < b.cols; ++j) mine[std::size_t(i * b.cols + j)] = f[(b.row0 + i) * b.in + b.col0 + j];
+    const Shape shape = whole[k].dim() == 2 ? Shape{b.rows, b.cols} : Shape{b.rows};
+    const Split split = (k / 2) % 2 == 0 ? Split::Output : Split::Input;
+    const Tensor back = gather_weight(group, Tensor::from_vector(shape, mine, device), split);
+    if (back.shape() != whole[k].shape()) shapes_ok = false;
+    else worst = std::max(worst, max_abs_difference(back.to_vector(), whole[k].to_vector()));
+  }
+  return shapes_ok ? worst : NAN;
 }
 
 ColumnProbe column_input_gradient(Communicator& group, Device& device) {
@@ -127,8 +160,8 @@ std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& mod
   const double loss_gap = std::fabs(double(loss.item()) - one_loss.item()) / std::fabs(double(one_loss.item()));
   if (!(loss_gap <= kForwardTolerance))
     return str("the split model's forward is not one device's (step 0's loss off by ", fmt(loss_gap, 3),
-               " relative): the partial results were combined wrongly in forward, or a term every rank adds was "
-               "summed T = ", groups.tp_size(), " times");
+               " relative, T = ", groups.tp_size(), "): a layer's forward is not the unsplit layer's (each layer's "
+               "test compares it with one device's)");
   const std::vector<NamedTensor> named = one.named_parameters();
   std::string worst_name;
   double worst_gap = 0, worst_ratio = 1;

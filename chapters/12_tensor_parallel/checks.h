@@ -25,8 +25,8 @@ namespace dpt::ch12 {
 /// The split model's loss against one device's, relative: the logits sum
 /// ≤ 785 products in another order (the slices' partial sums added by the
 /// all-reduce), ~1e-7 relative each; the loss (~2.3) moves by ~1e-6. A
-/// logit off by a bias-sized term (b ~ 0.1) moves the loss by 1e-3 or more
-/// (measured: 3.6e-3 on 2 ranks, 4e-3 with a row bias summed over 4).
+/// logit off by ~0.1 moves the loss by 1e-3 or more (measured on planted
+/// mistakes: 3.6e-3 on 2 ranks, 4e-3 on 4; the instructor key lists them).
 constexpr double kForwardTolerance = 1e-5;
 
 /// T and D on `world` ranks from --tp and --dp (0: not given; T = world when
@@ -53,6 +53,12 @@ void say_verdict_now(const Narrator& say, const Verdicts& v);
 /// whole. NaN when a slice has the wrong shape.
 double slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T);
 
+/// Collective over `group` (rank t of T): max |entry − full entry| of
+/// gather_weight applied to slices of `full` that this chapter cuts itself
+/// (not shard_weight's), so a wrong shard_weight is never blamed on
+/// gather_weight. NaN when a gathered tensor has the wrong shape.
+double gathered_against_full(Communicator& group, const MLP& full, Device& device);
+
 /// The column probe's values are exact in float (see below): 1e-6 of the
 /// largest entry allows any rounding a device adds; a wrong x gradient is off
 /// by a share of it (measured 0.5 or more at T = 2 and 4).
@@ -74,9 +80,10 @@ struct ColumnProbe {
 ColumnProbe column_input_gradient(Communicator& group, Device& device);
 
 /// Collective over the world: the verdict "column layer: x's gradient = one
-/// device's d loss/dx on every rank (f's backward)" from
-/// column_input_gradient on each TP group, the worst gap over the world, its
-/// ✘ naming f with rank 0's ratio; with T = 1 it cannot fail (`one_rank`).
+/// device's d loss/dx on every rank" from column_input_gradient on each TP
+/// group, the worst gap over the world; its ✘ gives rank 0's ratio to one
+/// device's and asks which operator gives that gradient. With T = 1 it
+/// cannot fail (`one_rank`).
 void judge_column_input_gradient(Context& ctx, Groups& groups, Verdicts& v, const std::string& one_rank);
 
 /// Collective over the world: one forward and backward of `model` on the

@@ -4,14 +4,16 @@
 // chapters/12_tensor_parallel/ch12.h; hints in tiers are in
 // docs/ch12_tensor_parallel.md (§ Hints).
 //
-// Pointers:
-//   - linear(x, weight, bias) (dpt/ops.h): x · weightᵀ + bias; pass Tensor()
-//     for no bias.
+// What you may use (which of them, in which order, is the hole):
+//   - linear(x, weight, bias) (dpt/ops.h): x · weightᵀ + bias; the bias may
+//     be Tensor(), none.
 //   - add_bias(y, bias) (bias.h, this chapter's folder): y + bias on every
 //     row, an op of its own, differentiable in both.
-//   - A layer talks to the other ranks only through your two operators
-//     (conjugate.cpp).
+//   - your two operators (conjugate.cpp): the only way a layer talks to the
+//     other ranks.
 #include "ch12.h"
+
+#include "bias.h"
 #include "dpt/check.h"
 #include "dpt/ops.h"
 
