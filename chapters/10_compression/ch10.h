@@ -74,21 +74,19 @@ void powersgd_round(Communicator& comm, const Tensor& m, Tensor& q, Tensor& appr
 /// Collective (every rank calls it after the same inner step): DiLoCo's
 /// outer step. On entry `params` (Ψ,) is this rank's parameters after its H
 /// inner steps, θ_r; `before` (Ψ,) is what every rank started those steps
-/// from, θ₀ (the same bits on every rank); `momentum` (Ψ,) is the outer
-/// optimizer's state, yours to keep (zeros before the first outer step; the
-/// same bits on every rank; handed back at the next outer step).
+/// from, θ₀ (the same bits on every rank); `momentum` (Ψ,) is yours: zeros
+/// before the first outer step, and at every later one what your previous
+/// outer step left in it (the loop hands it back untouched).
 ///
 /// Postconditions:
-///  - `params` and `momentum` are what one step of SGD with Nesterov momentum
-///    (learning rate outer_lr, momentum outer_momentum, its state kept in
-///    `momentum`; the rule is on \ref ch10_diloco) makes of the round, taken
-///    as one step of one model; at outer_momentum = 0 that step lands at
-///        params = θ₀ + outer_lr · (mean_r θ_r − θ₀)
-///    to float rounding (outer_lr = 1: the ranks' mean, chapter 06's parameter
-///    averaging; below 1 short of it, above 1 past it); the same bits on
-///    every rank;
-///  - the state carries over: the same θ₀ and θ_r with another `momentum`
-///    give another step;
+///  - `params` is where SGD with Nesterov momentum (learning rate outer_lr,
+///    momentum outer_momentum; the rule is on \ref ch10_diloco) has taken
+///    the model after the outer steps so far, each round taken as one step
+///    of one model — to float rounding; at outer_momentum = 0 each outer
+///    step moves the model from θ₀ towards the ranks' mean, outer_lr of the
+///    way (outer_lr = 1: onto the mean, chapter 06's parameter averaging;
+///    below 1 short of it, above 1 past it);
+///  - `params` and `momentum` hold the same bits on every rank;
 ///  - Ψ floats travel per rank, through the library's all_reduce, and nothing else.
 /// (Hole: exercises/10_compression/diloco.cpp.)
 void diloco_outer_step(Communicator& comm, std::vector<float>& params, const std::vector<float>& before,

@@ -14,7 +14,7 @@ DilocoRun train_diloco(Context& ctx, const Options& o, const Dataset& data, MLP&
   DilocoRun out;
   std::vector<Tensor> params = replica.parameters();
   auto inner = make_optimizer(o.optimizer, params, o.lr);  // each rank's own, state included
-  std::vector<float> before = flatten(params), momentum(before.size(), 0.0f);  // θ₀ of the round; the outer buffer
+  std::vector<float> before = flatten(params), momentum(before.size(), 0.0f);  // θ₀ of the round; the outer step's own
   int64_t taken = 0;
   DataParallelStep step = [&](const std::vector<int64_t>& global) {
     Batch batch = gather_batch(data, strided_shard(global, ctx.rank, ctx.world), ctx.device);

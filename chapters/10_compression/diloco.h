@@ -1,8 +1,8 @@
 /// @file diloco.h
 /// @brief DiLoCo's training loop (provided, not a hole): each rank takes H
 /// inner optimizer steps (--optimizer, on its own shard, sending nothing),
-/// then every rank calls ch10::diloco_outer_step, which averages the
-/// parameters once and steps from where the round began. H times fewer
+/// then every rank calls ch10::diloco_outer_step, the outer optimizer's
+/// step, which takes the round as one step of one model. H times fewer
 /// messages than data parallelism, each as large as its all-reduce.
 /// The core's loop (dpt/data_parallel.h, run_data_parallel) does the
 /// bookkeeping; its loss all-reduce (4 bytes a step) is the only other message.

@@ -62,14 +62,6 @@ double diloco_outer_error(Communicator& comm, const Diloco& d, uint64_t seed) {
       const double diff = std::fabs(double(params[std::size_t(i)]) - law[std::size_t(i)]) / scale;
       gap = std::isnan(diff) || std::isnan(gap) ? std::nan("") : std::max(gap, diff);
     }
-    if (d.outer_momentum > 0) {  // plain SGD keeps no buffer to compare with
-      const std::vector<float> velocity = momentum_sgd.state_tensors().at(0).to_vector();
-      const double v_scale = largest_abs(velocity);
-      for (int64_t i = 0; i < psi; ++i) {
-        const double diff = std::fabs(double(buffer[std::size_t(i)]) - velocity[std::size_t(i)]) / v_scale;
-        gap = std::isnan(diff) || std::isnan(gap) ? std::nan("") : std::max(gap, diff);
-      }
-    }
     before = params;
   }
   return gap;
