@@ -33,14 +33,12 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-// What a recompute_backward that stops (a dpt::Error, not NotImplemented) has
-// most likely missed, in words: "use of an undefined tensor" alone says nothing.
-const std::string kNeeds = "a segment before the last needs the gradient of the loss with respect to its output";
-
+// A recompute_backward that stops (a dpt::Error, not NotImplemented) left
+// some parameter without its gradient: the property, then the error.
 std::string stopped(const Error& e) {
   std::string what = e.what();  // through forward_backward it already names the hole
   if (what.rfind("recompute_backward", 0) != 0) what = "recompute_backward threw '" + what + "'";
-  return what + (what.find(kNeeds) == std::string::npos ? " — " + kNeeds : "");
+  return "every parameter must end with plain backward's gradient, and " + what;
 }
 
 // forward_backward (recomputing by r, so through the hole); an Error from the
@@ -114,8 +112,8 @@ TEST_CASE("recomputation: peak activation bytes on the ledger = the per-op count
       const double predicted = predicted_activation_bytes(model, 16, p, r);
       INFO(precision_name(p) << ", --recompute " << recompute_name(r) << ": peak activation bytes " << peak
                              << ", counted per op " << predicted
-                             << (peak > predicted + 16 ? ": more — is a checkpoint kept after its segment's backward, or "
-                                                         "a segment's graph alive during the next one's?"
+                             << (peak > predicted + 16 ? ": more than the ops keep — a checkpoint, or a segment's graph, "
+                                                         "still held?"
                                                        : ""));
       CHECK(std::fabs(peak - predicted) <= 16);  // scalars (the loss, its scaled copy) besides
       if (r == Recompute::None) none_peak = peak;

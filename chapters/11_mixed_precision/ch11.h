@@ -20,55 +20,54 @@
 
 namespace dpt::ch11 {
 
-/// A loss scaler's settings and state: `--loss-scale dynamic` (PyTorch's
-/// torch.amp.GradScaler defaults), `static:S` (dynamic = false, scale S) or
-/// `none` (dynamic = false, scale 1).
+/// A loss scaler's settings and state: `--loss-scale dynamic` (the
+/// settings of PyTorch's torch.amp.GradScaler), `static:S` (dynamic = false,
+/// scale S) or `none` (dynamic = false, scale 1).
 struct LossScaler {
   float scale = 65536.0f;         ///< S: backward runs on S · loss (init_scale 2^16)
-  float growth_factor = 2.0f;     ///< the scale's factor when it grows
-  float backoff_factor = 0.5f;    ///< the scale's factor when it backs off
-  int64_t growth_interval = 2000; ///< the evidence a growth needs: this many clean steps in a row
+  float growth_factor = 2.0f;     ///< GradScaler's factor when it grows (yours may grow by another)
+  float backoff_factor = 0.5f;    ///< GradScaler's factor when it backs off (yours may shrink by another)
+  int64_t growth_interval = 2000; ///< n: sets how patient the scaler may be (the laws below)
   int64_t memory = 0;             ///< yours: what update_loss_scale remembers between calls (0 at the start; nothing else reads it)
   bool dynamic = true;            ///< false: the scale never changes
 };
 
 /// Chooses the scale for the next step, given whether this step's gradients
-/// of S · loss overflowed (some entry ±inf or NaN: `overflowed`) — the
-/// scale PyTorch's GradScaler would choose. Why it exists: a step with an
-/// inf or NaN gradient is never taken (master_step skips it), so S must be
-/// small enough that skips stay rare, and as large as that allows, so that
-/// small gradients survive 16 bits; the gradients' size drifts as training
-/// goes on, so the scale must keep finding out whether a larger S is safe.
+/// of S · loss overflowed (some entry ±inf or NaN: `overflowed`). Why it
+/// exists: a step with an inf or NaN gradient is never taken (master_step
+/// skips it), so S must be small enough that skips stay rare, and as large
+/// as that allows, so that small gradients survive 16 bits; the gradients'
+/// size drifts as training goes on, so the scale must keep finding out
+/// whether a larger S is safe. The policy — how far to shrink, when and how
+/// far to try larger, what to remember in `memory` — is yours.
 ///
 /// Call t = 1, 2, … is one step; S_t is the scale after it (S_0 the scale
-/// the scaler started with). The laws a dynamic scaler keeps, on every
-/// sequence of calls (they leave one scale possible after each call; what
-/// you remember in `memory` to get it, and when that is reset, is yours):
-///  - it only moves by its factors: S_t is S_{t−1}, S_{t−1} · growth_factor
-///    or S_{t−1} · backoff_factor; it is always finite;
-///  - an overflow shrinks it: after an overflowed step, S_t =
-///    S_{t−1} · backoff_factor (that step changed no weight);
-///  - a clean step never shrinks it;
-///  - it grows only on evidence: if S_t > S_{t−1}, steps t − growth_interval
-///    + 1 … t were all clean and none of them before t changed the scale;
-///  - it does not wait longer than the evidence needs: if steps t −
-///    growth_interval + 1 … t were all clean and none of them before t
-///    changed the scale, S_t = S_{t−1} · growth_factor — unless that
-///    product is not a finite float, and then S_t = S_{t−1}.
+/// the scaler started with); n is growth_interval. The laws a dynamic
+/// scaler keeps, on every sequence of calls:
+///  - S_t is a finite float above 0;
+///  - an overflow shrinks it: after an overflowed step, S_t < S_{t−1};
+///  - a clean step never shrinks it: after a clean step, S_t ≥ S_{t−1};
+///  - it keeps probing upwards: among any 4n clean steps in a row, one
+///    grows the scale (unless 2 · S is not a finite float);
+///  - it settles near the largest safe scale: on a run of 100n steps
+///    (n ≥ 5) in which a step overflows exactly when its scale is above
+///    some S*, starting anywhere within a factor 2^10 of S*, through the
+///    run's second half S_t stays within a factor 16 of S*, and at most 2
+///    of every n of those steps are skipped (the page argues the bounds).
 /// A static scaler (dynamic = false) never changes its scale.
 /// (Hole: exercises/11_mixed_precision/loss_scaler.cpp.)
 void update_loss_scale(LossScaler& scaler, bool overflowed);
 
 /// The optimizer step of a mixed-precision run: one update of the fp32
-/// master weights by the gradients a 16-bit backward of scale · loss left,
-/// with the 16-bit weights forward reads kept consistent with the masters.
-/// Returns true when it stepped, false when it skipped.
+/// master weights by the gradients a 16-bit backward left, with the 16-bit
+/// weights forward reads kept consistent with the masters. Returns true
+/// when it stepped, false when it skipped.
 ///
 /// On entry: `params[i]` holds 16-bit weights (each element representable in
-/// `precision`) and `params[i].grad()` the gradient of scale · loss as the
-/// 16-bit run stored it; `masters[i]` is the fp32 master copy of params[i]
-/// (same shape); `optimizer` was built on `masters` and keeps its state in
-/// fp32. `scale` is finite and positive.
+/// `precision`) and `params[i].grad()` what this step's 16-bit backward left
+/// there, under loss scaling by `scale` (finite and positive; \ref
+/// ch11_scaling); `masters[i]` is the fp32 master copy of params[i] (same
+/// shape); `optimizer` was built on `masters` and keeps its state in fp32.
 ///
 /// Postconditions:
 ///  - a step whose gradients hold an inf or NaN anywhere changes nothing:
@@ -77,8 +76,8 @@ void update_loss_scale(LossScaler& scaler, bool overflowed);
 ///  - any other step returns true, and then:
 ///    - masters[i] and the optimizer's state hold what a float32 run of that
 ///      optimizer would hold after exactly one step from the same state,
-///      driven by the gradient of the loss itself — params[i].grad() holds
-///      scale times it, as 16 bits stored it — to 1 ulp of that gradient;
+///      driven by the gradient of the loss itself, as 16 bits gave it, to
+///      1 ulp of that gradient — whatever `scale` was;
 ///    - every element of params[i] is the `precision` value nearest the
 ///      matching element of masters[i] (ties to even, precision.h's
 ///      rounding), so the next forward reads the masters in 16 bits.

@@ -26,8 +26,8 @@ void add_ch11_flags(CLI::App& app, Ch11Flags& flags) {
         return "";
       })->capture_default_str();
   app.add_option("--growth-interval", flags.growth_interval,
-                 "Dynamic scaling: GradScaler's growth_interval, the run of clean steps before the scale may grow "
-                 "(PyTorch: 2000)")
+                 "Dynamic scaling: n, the scaler's patience (GradScaler grows after n clean steps in a row; "
+                 "ch11.h's laws ask any policy to try a larger scale within 4n; PyTorch: 2000)")
       ->check(positive_integer())->capture_default_str();
   app.add_option("--stage", flags.stage, "Section 7: the ZeRO stage whose model states are measured: 0, 1, 2, 3 or all")
       ->check(CLI::IsMember({"all", "0", "1", "2", "3"}))->capture_default_str();

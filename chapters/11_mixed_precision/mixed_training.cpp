@@ -37,7 +37,7 @@ LossScaler parse_loss_scale(const std::string& text, int64_t growth_interval) {
     const std::string number = text.substr(7);
     char* end = nullptr;
     const double v = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
-    // the run unscales the gradients by 1/S: S and 1/S must both be floats (S from about 5.9e-39 to 3.4e38).
+    // S and 1/S must both be floats (S from about 5.9e-39 to 3.4e38).
     DPT_CHECK(end && *end == '\0' && std::isfinite(float(v)) && v > 0 && std::isfinite(1.0f / float(v)),
               "static:S needs a number S > 0 with S and 1/S finite floats (S from 5.9e-39 to 3.4e38), got '"
                   << number << "'");

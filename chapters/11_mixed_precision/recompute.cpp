@@ -14,12 +14,6 @@
 
 namespace dpt::ch11 {
 
-namespace {
-// What recompute_backward owes each segment but the last: the sentence its errors carry.
-const char* const kRecomputeNeeds =
-    "a segment before the last needs the gradient of the loss with respect to its output";
-}  // namespace
-
 const char* recompute_name(Recompute r) {
   return r == Recompute::None ? "none" : r == Recompute::EveryLayer ? "every-layer" : "sqrt";
 }
@@ -93,8 +87,8 @@ double forward_backward(const MLP& model, const Batch& batch, Precision p, float
         });
   } catch (const NotImplemented&) {
     throw;
-  } catch (const Error& e) {  // say which call stopped, and what it owes the segment before
-    throw Error(std::string("recompute_backward stopped: ") + e.what() + " — " + kRecomputeNeeds, e.where());
+  } catch (const Error& e) {  // say which call stopped
+    throw Error(std::string("recompute_backward stopped: ") + e.what(), e.where());
   }
   return loss_value;
 }

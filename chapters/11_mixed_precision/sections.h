@@ -22,9 +22,10 @@ void small_updates(const Narrator& say, Verdicts& v);
 void overflowed_step(const Options& o, Device& device, const Narrator& say, Verdicts& v);
 /// Section 3, the scaler alone: your update_loss_scale over a scripted run of
 /// overflows and clean steps (and a growth that would not be finite), the
-/// scales against ch11.h's laws; needs no master_step.
+/// scales against ch11.h's laws, and 500 steps under a ceiling S*: the goal
+/// law; needs no master_step.
 void scaler_alone(const Options& o, Device& device, const Narrator& say, Verdicts& v);
-/// "" when run.scales keep update_loss_scale's laws (ch11.h) for s.scaler's
+/// "" when run.scales keep update_loss_scale's step-by-step laws (ch11.h) for s.scaler's
 /// settings, given run.overflowed; else the first step where one breaks,
 /// and which.
 std::string scale_departure(const Setting& s, const MixedRun& run);

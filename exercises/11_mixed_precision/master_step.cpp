@@ -6,7 +6,7 @@
 //
 // Pointers:
 //   - precision.h: round_(tensor, precision) rounds in place, has_inf_or_nan(t).
-//   - optimizer.step() updates the tensors it was built on from their grad().
+//   - optim.h: what an Optimizer reads and writes when it steps.
 //   - tensor.h and ops.h have what reading, copying and scaling a tensor take.
 #include "ch11.h"
 

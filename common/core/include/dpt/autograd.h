@@ -47,9 +47,9 @@ void backward(const Tensor& loss);
 /// device; it is only read). Every reachable leaf's grad() accumulates
 /// d loss / d leaf = Σ_i output_gradient[i] · d output[i] / d leaf — what
 /// backward(sum(output ⊙ output_gradient)) would give, without building that
-/// loss. For a model cut in pieces: the gradient a later piece (a pipeline
-/// stage, a recomputed segment) handed back for this piece's output. Hooks and
-/// freeing as backward(loss).
+/// loss (chapter 13's pipeline stages use it). Throws (dpt::Error) when either
+/// is undefined, on a shape or device mismatch, or when nothing `output`
+/// depends on requires grad. Hooks and freeing as backward(loss).
 void backward(const Tensor& output, const Tensor& output_gradient);
 
 /// Which of `leaves` backward(loss) would deliver a gradient to: entry i is
