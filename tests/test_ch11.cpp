@@ -46,12 +46,12 @@ void check_laws(LossScaler scaler, const std::string& events) {
     INFO("call " << t << " (" << (overflowed ? "overflowed" : "clean") << "), growth_interval " << n << ": the scale went from "
                  << before << " to " << after << "; the last steps' events " << events.substr(from, t - from));
     {
-      INFO("law: the scale is a finite float above 0");
-      REQUIRE((std::isfinite(after) && after > 0));
+      INFO("law: the scale and its reciprocal are finite floats above 0");
+      REQUIRE((std::isfinite(after) && after > 0 && std::isfinite(1 / after)));
     }
     if (overflowed) {
-      INFO("law: an overflow shrinks the scale");
-      REQUIRE(after < before);
+      INFO("law: an overflow shrinks the scale (unless 1 / (scale / 2) is not a finite float)");
+      REQUIRE((after < before || !std::isfinite(1 / (before / 2))));
       clean_run = 0;
       continue;
     }
@@ -93,7 +93,7 @@ TEST_CASE("update_loss_scale: keeps its laws on pseudo-random runs", "[ch11]") {
       }
 }
 
-TEST_CASE("update_loss_scale: stays finite near the largest float", "[ch11]") {
+TEST_CASE("update_loss_scale: stays a float, its reciprocal too, at both ends of float's range", "[ch11]") {
   LossScaler s;
   s.scale = 0x1p127f, s.growth_interval = 1;  // x2 would be 2^128: inf in float
   for (int k = 0; k < 8; ++k) update_loss_scale(s, false);
@@ -102,6 +102,9 @@ TEST_CASE("update_loss_scale: stays finite near the largest float", "[ch11]") {
   LossScaler near;
   near.scale = 0x1p126f, near.growth_interval = 2;
   check_laws(near, "CCCCCCCCCCOCCCCOOCCCCCCCCC");  // up to the top, held there, down and up again
+  LossScaler low;
+  low.scale = 0x1p-120f, low.growth_interval = 2;
+  check_laws(low, "OOOOOOOOOOOOCCCCCOOOOOOOOOCCC");  // down to where 1/S is no longer a float, held there, up again
 }
 
 TEST_CASE("update_loss_scale: settles near the largest safe scale", "[ch11]") {
@@ -123,8 +126,8 @@ TEST_CASE("update_loss_scale: settles near the largest safe scale", "[ch11]") {
             lowest = std::min(lowest, s.scale), highest = std::max(highest, s.scale);
           }
           update_loss_scale(s, overflowed);
-          INFO("step " << t << ": the scale must stay a finite float above 0, got " << s.scale);
-          REQUIRE((std::isfinite(s.scale) && s.scale > 0));
+          INFO("step " << t << ": the scale and its reciprocal must stay finite floats above 0, got " << s.scale);
+          REQUIRE((std::isfinite(s.scale) && s.scale > 0 && std::isfinite(1 / s.scale)));
         }
         INFO("growth_interval " << n << ", ceiling S* = " << ceiling << " (a step overflows when its scale is above it), "
              "start " << start << ", " << steps << " steps; through the second half the scale ranged over ["

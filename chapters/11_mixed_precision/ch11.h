@@ -44,8 +44,9 @@ struct LossScaler {
 /// Call t = 1, 2, … is one step; S_t is the scale after it (S_0 the scale
 /// the scaler started with); n is growth_interval. The laws a dynamic
 /// scaler keeps, on every sequence of calls:
-///  - S_t is a finite float above 0;
-///  - an overflow shrinks it: after an overflowed step, S_t < S_{t−1};
+///  - S_t and 1/S_t are finite floats above 0 (what `static:S` asks of S);
+///  - an overflow shrinks it: after an overflowed step, S_t < S_{t−1}
+///    (unless 1 / (S_{t−1} / 2) is not a finite float);
 ///  - a clean step never shrinks it: after a clean step, S_t ≥ S_{t−1};
 ///  - it keeps probing upwards: among any 4n clean steps in a row, one
 ///    grows the scale (unless 2 · S is not a finite float);

@@ -144,8 +144,9 @@ std::string scale_departure(const Setting& s, const MixedRun& run) {
     const float before = S[t - 1], after = S[t];
     const std::string at = str("after step ", t, " (", overflowed ? "overflowed" : "clean", ") the scale went from ",
                                fmt(before, 6), " to ", fmt(after, 6), ": ");
-    if (!(std::isfinite(after) && after > 0)) return at + "the scale must stay a finite float above 0";
-    if (overflowed && !(after < before)) return at + "an overflow must shrink it";
+    if (!(std::isfinite(after) && after > 0 && std::isfinite(1 / after)))
+      return at + "the scale and its reciprocal must stay finite floats above 0";
+    if (overflowed && !(after < before) && std::isfinite(1 / (before / 2))) return at + "an overflow must shrink it";
     if (overflowed) {
       clean_run = 0;
       continue;
