@@ -5,8 +5,8 @@
 // docs/ch11_mixed_precision.md (§ Hints).
 //
 // Pointers:
-//   - autograd.h: backward (read its overloads) fills the grad() of every
-//     leaf that requires grad; set_requires_grad makes a tensor such a leaf.
+//   - autograd.h: backward and its overloads, and which tensors' grad()
+//     they fill; tensor.h: what a tensor can be asked or set.
 //   - Dropping a handle (t = Tensor()) frees the tensor once no one else holds it.
 #include "ch11.h"
 
