@@ -67,6 +67,32 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 int64_t all_reduce_bytes(const Trained& t) { return t.run.traffic.collective_bytes("all_reduce", 0); }
+
+// What one average_parameters call on this model's parameters sends, measured
+// (its contract: one call of 4·Ψ bytes; its own test holds it to that). The
+// schedule tests count local_sgd_step's averagings in these units, so that a
+// mistake in average_parameters is reported by average_parameters' test, not
+// blamed on local_sgd_step's schedule.
+struct OneAveraging {
+  int64_t calls = 0, bytes = 0;
+};
+OneAveraging one_averaging(int world, const Options& o) {
+  OneAveraging one;
+  dpt_test::run_ranks(world, [&](Context& ctx) {
+    MLP replica = make_replica(ctx, o);
+    std::vector<Tensor> params = replica.parameters();
+    ch06::average_parameters(ctx.comm, params);
+    ctx.comm.barrier();  // every rank's call is logged before rank 0 reads
+    if (ctx.is_root())
+      one = {ctx.comm.traffic().collective_calls("all_reduce", 0), ctx.comm.traffic().collective_bytes("all_reduce", 0)};
+  });
+  INFO("average_parameters sent nothing for one averaging of the model's parameters, so local_sgd_step's averagings "
+       "cannot be counted in the traffic log: its own test (\"average_parameters: every rank gets the serial mean\") "
+       "says what is wrong");
+  REQUIRE(one.calls >= 1);
+  REQUIRE(one.bytes >= 1);
+  return one;
+}
 }  // namespace
 
 // ----------------------------------------------------------------------------
@@ -111,24 +137,33 @@ TEST_CASE("local_sgd_step: H=4 sends 1/4 of gradient averaging's all-reduce byte
   Options o = problem("sgd", 32);
   Trained grads = train(4, o, Schedule{false, 1, 0});
   Trained local = train(4, o, Schedule{true, 4, 0});
-  CHECK(all_reduce_bytes(grads) == 32 * 4 * grads.psi);  // one Ψ-float payload per step
-  INFO("H = 4 over 32 steps: 8 averagings of Psi floats, one all-reduce each, 1/4 of gradient averaging's bytes; "
-       "saw " << local.run.traffic.collective_calls("all_reduce", 0) << " calls, " << all_reduce_bytes(local)
-       << " bytes");
+  const OneAveraging one = one_averaging(4, o);
+  const int64_t calls = local.run.traffic.collective_calls("all_reduce", 0);
+  INFO("gradient averaging over 32 steps: one averaging of the Psi gradients per step, " << one.bytes
+       << " bytes each; saw " << all_reduce_bytes(grads) << " bytes");
+  CHECK(all_reduce_bytes(grads) == 32 * one.bytes);  // one Ψ-float payload per step
+  INFO("H = 4 over 32 steps: local_sgd_step must average 8 times, 1/4 of gradient averaging's bytes; saw "
+       << all_reduce_bytes(local) << " bytes and " << calls << " all-reduce calls, which is " << calls / one.calls
+       << " averagings at the " << one.calls << " call(s) one average_parameters makes on these parameters");
   CHECK(all_reduce_bytes(local) * 4 == all_reduce_bytes(grads));
-  CHECK(local.run.traffic.collective_calls("all_reduce", 0) == 8);
+  CHECK(calls == 8 * one.calls);
 }
 
 TEST_CASE("local_sgd_step: trains with averagings exactly at the scheduled steps, warm-up included",
           "[ch06][needs:average_parameters]") {
   Options o = problem("momentum", 20);
   Trained t = train(3, o, Schedule{true, 4, 6});
+  const OneAveraging one = one_averaging(3, o);
+  const int64_t calls = t.run.traffic.collective_calls("all_reduce", 0);
   INFO("W = 6, H = 4, 20 steps: 6 warm-up steps averaging gradients, then parameters averaged 3 times so that "
-       "W + kH steps end averaged");
+       "W + kH steps end averaged, and nothing else sent: 9 averagings in all");
   CHECK(t.run.averaged_at == std::vector<int64_t>{9, 13, 17});
   CHECK(t.run.gradient_steps == 6);
-  CHECK(t.run.traffic.collective_calls("all_reduce", 0) == 6 + 3);
-  CHECK(all_reduce_bytes(t) == (6 + 3) * 4 * t.psi);
+  INFO("the traffic log counts " << calls << " all-reduce calls, which is " << calls / one.calls << " averagings at the "
+       << one.calls << " call(s) one average_parameters makes on these parameters, and " << all_reduce_bytes(t)
+       << " bytes, which is " << all_reduce_bytes(t) / one.bytes << " averagings of " << one.bytes << " bytes");
+  CHECK(calls == (6 + 3) * one.calls);
+  CHECK(all_reduce_bytes(t) == (6 + 3) * one.bytes);
 }
 
 TEST_CASE("local_sgd_step: replicas drift apart between averagings and share bits right after",

@@ -36,9 +36,9 @@ TEST_CASE("partition_parameters: equal shards that own every parameter, padded l
       FAIL("covers every parameter: N·S < Ψ, so the last " << g.psi - p.shard * g.world
                                                            << " parameters belong to no shard");
     if ((p.shard - 1) * g.world >= g.psi)
-      FAIL("padded least: the padding N·S - Ψ = " << p.padded - g.psi << " floats is not the least: S = "
-                                                   << p.shard - 1 << " also covers all " << g.psi
-                                                   << " parameters, and every extra float of S costs N floats");
+      FAIL("padded least: the padding N·S - Ψ = " << p.padded - g.psi << " floats is more than the least "
+           "among the partitions into N equal shards that cover all " << g.psi << " parameters (every extra float "
+           "of S costs N floats)");
     CHECK(p.shard == g.shard);
   }
   // The spec: a bad value is an error naming it.

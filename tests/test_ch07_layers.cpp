@@ -140,9 +140,12 @@ TEST_CASE("use_layer: at stage 3 the parameters come over the ring, each rank's 
       ctx.comm.barrier();
       const TrafficLog& log = ctx.comm.traffic();
       if (during < before + std::size_t(4 * range.size()))
-        checks.check(false, where(ctx, stage, l) + "during the use " + std::to_string(during - before) +
-                                " bytes of comm buffers were held; the layer's " + std::to_string(4 * range.size()) +
-                                " bytes must be charged to them (allocate inside a MemoryScope)");
+        checks.check(false, where(ctx, stage, l) + "while `use` ran, the device's ledger held " +
+                                std::to_string(during - before) + " more bytes in MemoryCategory::Comm than before; "
+                                "at stage 3, on any number of ranks (1 included), the layer's full " +
+                                std::to_string(4 * range.size()) + " bytes must be held there during the use. "
+                                "Either the parameters `use` got are not in memory of their own for this use, or "
+                                "that memory was charged to another category");
       if (log.bytes(ctx.rank, (ctx.rank + 1) % world) != log.bytes_sent(ctx.rank))
         checks.check(false, where(ctx, stage, l) + "sent " + std::to_string(log.bytes_sent(ctx.rank)) +
                                 " bytes, not all to its right neighbour: the parameters travel on ch07's ring");

@@ -84,5 +84,7 @@ TEST_CASE("chapter: on 1 rank, ch10's verdicts about what ranks share say they c
   CHECK(run.output.find("top-k: decoded mean = the serial mean of every rank's top-k (random vectors, shared indices), "
                         "max |diff| / max \u2014 cannot fail on 1 rank") != std::string::npos);
   CHECK(run.output.find("PowerSGD at full rank = the uncompressed mean, max |approx - M| / max |M| \u2014 cannot fail") != std::string::npos);
+  INFO("approx = P q^T is this rank's own result: its check judges on 1 rank too");
+  CHECK(run.output.find("\u2714 PowerSGD's factors: approx = P q^T") != std::string::npos);
   CHECK(run.output.find("diloco: the outer step = SGD with Nesterov momentum") != std::string::npos);
 }

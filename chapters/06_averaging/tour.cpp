@@ -103,7 +103,10 @@ void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi, int world) {
          expected, 0, "4*Psi per averaging (and per optimizer state float); nothing else goes through all_reduce");
   int64_t calls = r.traffic.collective_calls("all_reduce", 0), payloads = expected_gradient_steps(s) + int64_t(want.size());
   v.holds(s.name + ": all-reduce calls per rank, every tensor of an averaging in one call (" +
-              std::to_string(payloads) + (s.schedule.average_state ? ", or one more per averaging for the state" : "") +
+              std::to_string(payloads) +
+              (s.schedule.average_state ? "; or " + std::to_string(payloads + int64_t(want.size())) +
+                                              " with the state in an extra call of its own per averaging"
+                                        : "") +
               ")",
           calls == payloads || (s.schedule.average_state && calls == payloads + int64_t(want.size())),
           "saw " + std::to_string(calls));

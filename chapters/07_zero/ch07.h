@@ -149,10 +149,13 @@ void update_parameters(ZeroState& s, int64_t t);
 /// Postconditions:
 ///  - a rank whose stage keeps the layer's parameters (table above) sends
 ///    nothing and allocates nothing for them;
-///  - a rank that does not keep them: whatever it allocates for them is
-///    charged to MemoryCategory::Comm; it sends only to its right neighbour,
-///    and its part of the layer reaches each other rank exactly once, during
-///    this call (collective);
+///  - a rank that does not keep them (every rank at stage 3, 1 rank
+///    included: its stage keeps a shard, even when that shard spans all Ψ
+///    parameters): while `use` runs, the layer's full parameters are held in
+///    memory charged to MemoryCategory::Comm (its s.layers[l].size() · 4
+///    bytes at least), as is whatever else it allocates for them; it sends
+///    only to its right neighbour, and its part of the layer reaches each
+///    other rank exactly once, during this call (collective);
 ///  - s.gathered[l], when defined on entry, already holds the parameters for
 ///    this use (gathered ahead, --prefetch): no byte of them is sent again;
 ///  - on return s.gathered[l] is undefined (a gather ahead is stored after),

@@ -195,8 +195,9 @@ std::string partition_problem(const Partition& p, int64_t psi, int n) {
   if (p.padded < psi)
     return call + ": N·S = " + std::to_string(p.padded) + " floats leave parameters without an owner";
   if ((p.shard - 1) * n >= psi)
-    return call + ": pads " + std::to_string(p.padded - psi) + " floats, but N shards of " +
-           std::to_string(p.shard - 1) + " would hold all " + std::to_string(psi) + " parameters";
+    return call + ": pads " + std::to_string(p.padded - psi) + " floats (S = " + std::to_string(p.shard) +
+           "), more than the least among the cuts into N equal shards that hold all " + std::to_string(psi) +
+           " parameters";
   return "";
 }
 }  // namespace

@@ -54,8 +54,50 @@ double wire_bytes(const TrafficLog& t, int rank, int64_t steps) {
   return 2 * (n - 1) / n * reduce + (n - 1) * gather + double(t.bytes_sent(rank)) / double(steps);
 }
 
-double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& shapes, uint64_t seed) {
-  double worst = 0;
+namespace {
+// max |approxᵀ approx − q qᵀ| / max |q qᵀ| seen along `count` random unit-
+// normal directions z_j (cols,): the Gram of the a_j = approx z_j against
+// the Gram of the b_j = qᵀ z_j. approx = P qᵀ with PᵀP = I makes them equal
+// (a_iᵀ a_j = z_iᵀ q PᵀP qᵀ z_j = b_iᵀ b_j); a q that is not approx's factor
+// (left as it came, or not transposed back) does not. NaN for wrong shapes.
+double factor_gap(const std::vector<float>& approx, const Tensor& q, int64_t rows, int64_t cols, uint64_t seed) {
+  if (int64_t(approx.size()) != rows * cols || q.shape().size() != 2 || q.shape()[0] != cols) return std::nan("");
+  const int64_t rank = q.shape()[1];
+  const std::size_t count = 8;
+  const std::vector<float> qv = q.to_vector();
+  std::mt19937_64 generator(seed);
+  std::normal_distribution<double> normal;
+  std::vector<std::vector<double>> a(count), b(count);  // a_j = approx z_j (rows,), b_j = qᵀ z_j (R,)
+  for (std::size_t j = 0; j < count; ++j) {
+    std::vector<double> z(static_cast<std::size_t>(cols));
+    for (double& v : z) v = normal(generator);
+    a[j].assign(static_cast<std::size_t>(rows), 0), b[j].assign(static_cast<std::size_t>(rank), 0);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < cols; ++c) a[j][std::size_t(i)] += double(approx[std::size_t(i * cols + c)]) * z[std::size_t(c)];
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t k = 0; k < rank; ++k) b[j][std::size_t(k)] += double(qv[std::size_t(c * rank + k)]) * z[std::size_t(c)];
+  }
+  auto dot = [](const std::vector<double>& x, const std::vector<double>& y) {
+    double sum = 0;
+    for (std::size_t e = 0; e < x.size(); ++e) sum += x[e] * y[e];
+    return sum;
+  };
+  double gap = 0, largest = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    for (std::size_t j = 0; j < count; ++j) {
+      const double d = std::fabs(dot(a[i], a[j]) - dot(b[i], b[j]));
+      gap = std::isnan(d) || std::isnan(gap) ? std::nan("") : std::max(gap, d);
+      largest = std::max(largest, std::fabs(dot(b[i], b[j])));
+    }
+  return gap / largest;
+}
+
+double worse(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
+}  // namespace
+
+HoleProbe powersgd_full_rank_probe(Communicator& comm, const std::vector<Shape>& shapes, uint64_t seed) {
+  HoleProbe probe;
+  probe.error = probe.factors = 0;
   for (const Shape& s : shapes) {
     if (s.size() != 2) continue;
     const int64_t rows = s[0], cols = s[1], rank = std::min(rows, cols);
@@ -77,7 +119,11 @@ double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& sh
     for (float& v : q_in) v = normal(generator);
     Tensor q = Tensor::from_vector({cols, rank}, q_in, Device::host()), result;
     const auto round = [&] { powersgd_round(comm, Tensor::from_vector(s, matrix_of(comm.rank()), Device::host()), q, result); };
-    if (!unwritten_hole(comm, round).empty()) return std::nan("");  // the hole, not written yet
+    probe.hole = unwritten_hole(comm, round);
+    if (!probe.hole.empty()) {  // the hole, not written yet: nothing measured
+      probe.error = probe.factors = std::nan("");
+      return probe;
+    }
     const std::vector<float> approx = result.defined() ? result.to_vector() : std::vector<float>();
     if (comm.rank() != 0) continue;
     double largest = 0, gap = 0;
@@ -87,12 +133,13 @@ double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& sh
       gap = std::isnan(d) || std::isnan(gap) ? std::nan("") : std::max(gap, d);
     }
     if (approx.size() != mean.size()) gap = std::nan("");
-    worst = std::isnan(gap) || std::isnan(worst) ? std::nan("") : std::max(worst, gap / largest);
+    probe.error = worse(probe.error, gap / largest);
+    probe.factors = worse(probe.factors, factor_gap(approx, q, rows, cols, seed + 2000003));
   }
-  return worst;
+  return probe;
 }
 
-double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t seed) {
+HoleProbe topk_decode_probe(Communicator& comm, int64_t psi, int64_t k, uint64_t seed) {
   auto vector_of = [&](int r) {  // distinct magnitudes; entries 0, 7, 14, … large on every rank
     std::mt19937_64 generator(seed + uint64_t(r));
     std::uniform_real_distribution<float> uniform(-1, 1);
@@ -111,15 +158,19 @@ double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t se
   }
   std::vector<float> x = vector_of(comm.rank()), delivered;
   const auto reduce = [&] { make_compressor("topk:" + std::to_string(k), {{psi}}, seed)->reduce(comm, x, delivered); };
-  if (!unwritten_hole(comm, reduce).empty()) return std::nan("");  // the hole decodes: not written yet
-  if (comm.rank() != 0) return 0;
+  HoleProbe probe;
+  probe.hole = unwritten_hole(comm, reduce);
+  if (!probe.hole.empty()) return probe;  // the hole decodes: not written yet, nothing measured
+  probe.error = 0;
+  if (comm.rank() != 0) return probe;
   double gap = 0, largest = 0;
   for (std::size_t i = 0; i < mean.size(); ++i) {
     const double d = std::fabs(double(x[i]) - mean[i]);
     gap = std::isnan(d) || std::isnan(gap) ? std::nan("") : std::max(gap, d);
     largest = std::max(largest, std::fabs(mean[i]));
   }
-  return gap / largest;
+  probe.error = gap / largest;
+  return probe;
 }
 
 namespace {

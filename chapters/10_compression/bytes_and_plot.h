@@ -5,6 +5,7 @@
 /// PowerSGD full-rank check, and the accuracy-against-bytes plot.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,20 +38,31 @@ double measured_payload(const TrafficLog& traffic, int rank, int64_t steps);
 /// payload, point-to-point bytes as they are (the loss all_reduce left out).
 double wire_bytes(const TrafficLog& traffic, int rank, int64_t steps);
 
+/// What a probe of a hole on known inputs measured.
+struct HoleProbe {
+  std::string hole;              ///< the hole's NotImplemented message when it is not written yet, else ""
+  double error = std::nan("");   ///< the probe's relative error (rank 0; 0 elsewhere)
+  double factors = std::nan(""); ///< PowerSGD only: max |approxᵀ approx − q qᵀ| / max |q qᵀ| (rank 0)
+};
+
 /// Collective: PowerSGD at full rank on random per-rank matrices of each
 /// weight shape in `shapes` (rank r's from seed + r, so every rank can
-/// rebuild all of them): the largest |approx − mean_r M_r| / max |mean M| over
-/// the matrices, the mean computed serially in double here, on rank 0
-/// alone (n matrices, not n² over the ranks; 0 elsewhere). NaN when a hole
-/// is not written.
-double powersgd_full_rank_error(Communicator& comm, const std::vector<Shape>& shapes, uint64_t seed);
+/// rebuild all of them). `error`: the largest |approx − mean_r M_r| / max
+/// |mean M| over the matrices, the mean computed serially in double here.
+/// `factors`: whether the returned approx and q are of the contract's form
+/// approx = P qᵀ with PᵀP = I, which holds exactly when approxᵀ approx =
+/// q qᵀ; seen here along 8 random directions z (|approx z|'s Gram against
+/// |qᵀ z|'s), the largest gap over the matrices relative to the largest
+/// entry. Both on rank 0 alone (n matrices, not n² over the ranks; 0
+/// elsewhere); `hole` set, on every rank, when a hole is not written.
+HoleProbe powersgd_full_rank_probe(Communicator& comm, const std::vector<Shape>& shapes, uint64_t seed);
 
 /// Collective: top-k's decode on random per-rank vectors of Ψ entries whose
-/// largest entries overlap between ranks (rank r's from seed + r): the
-/// largest |decoded − the serial mean of every rank's top-k| relative to the
-/// largest entry, the top-k found here by a full sort, on rank 0 alone (0
-/// elsewhere). NaN when a hole is not written.
-double topk_decode_error(Communicator& comm, int64_t psi, int64_t k, uint64_t seed);
+/// largest entries overlap between ranks (rank r's from seed + r): `error`,
+/// the largest |decoded − the serial mean of every rank's top-k| relative to
+/// the largest entry, the top-k found here by a full sort, on rank 0 alone
+/// (0 elsewhere); `hole` set, on every rank, when a hole is not written.
+HoleProbe topk_decode_probe(Communicator& comm, int64_t psi, int64_t k, uint64_t seed);
 
 /// One point of the plot.
 struct PlotPoint {

@@ -8,7 +8,7 @@
 namespace dpt::ch10 {
 
 void compression_verdicts(Verdicts& v, const std::vector<CompressedRun>& runs, const std::vector<Shape>& shapes,
-                          int world, double decode, double full_rank) {
+                          int world, const HoleProbe& decode, const HoleProbe& full_rank) {
   std::string unwritten, diverged;
   for (const CompressedRun& r : runs) {
     const std::string name = r.setting.name();
@@ -33,13 +33,32 @@ void compression_verdicts(Verdicts& v, const std::vector<CompressedRun>& runs, c
   v.holds("every loss stayed finite", diverged.empty(), diverged.empty() ? "" : "not in " + diverged);
   const std::string topk = "top-k: decoded mean = the serial mean of every rank's top-k (random vectors, shared indices), max |diff| / max";
   const std::string powersgd = "PowerSGD at full rank = the uncompressed mean, max |approx - M| / max |M|";
-  if (world == 1) {  // one rank's pairs share no index, and its P needs no agreement
-    v.cannot_fail(topk, on_one_rank(4)), v.cannot_fail(powersgd, on_one_rank(4));
-    return;
+  const std::string factors = "PowerSGD's factors: approx = P q^T with P^T P = I, so approx^T approx = q q^T (along 8 "
+                              "random directions), max |diff| / max";
+  // A probe that met a hole not written yet measured nothing: say so (dpt/holes.h's words), never a NaN.
+  const auto not_written = [&v](const std::string& what, const HoleProbe& p) {
+    if (!p.hole.empty()) v.holds(what, false, "not yet: " + p.hole);
+    return !p.hole.empty();
+  };
+  if (!not_written(factors, full_rank))  // on one rank too: approx and q come from this rank alone
+    v.at_most(factors, full_rank.factors, kFactorTolerance,
+              "q is the factor approx is made of, as the next round starts from it (a non-finite value: approx or "
+              "q has the wrong shape)");
+  // On one rank: one rank's pairs share no index, and its P needs no agreement.
+  if (not_written(topk, decode)) {
+  } else if (world == 1) {
+    v.cannot_fail(topk, on_one_rank(4));
+  } else {
+    v.at_most(topk, decode.error, kDecodeTolerance,
+              "every rank's pairs count, at their indices, once: the mean of the dense vectors they stand for");
   }
-  v.at_most(topk, decode, kDecodeTolerance,
-            "every rank's pairs count, at their indices, once: the mean of the dense vectors they stand for");
-  v.at_most(powersgd, full_rank, kFullRankTolerance, "at full rank the approximation loses nothing of the ranks' mean");
+  if (not_written(powersgd, full_rank)) {
+  } else if (world == 1) {
+    v.cannot_fail(powersgd, on_one_rank(4));
+  } else {
+    v.at_most(powersgd, full_rank.error, kFullRankTolerance,
+              "at full rank the approximation loses nothing of the ranks' mean");
+  }
 }
 
 void feedback_summary(Table& summary, const std::vector<CompressedRun>& runs) {

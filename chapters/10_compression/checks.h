@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bytes_and_plot.h"
 #include "compressed_training.h"
 #include "diloco.h"
 #include "dpt/lecture.h"
@@ -22,11 +23,19 @@ constexpr double kFullRankTolerance = 1e-4;
 /// another order, ~1e-7; a misplaced, overwritten or undivided pair is O(1).
 constexpr double kDecodeTolerance = 1e-5;
 
+/// PowerSGD's factors: approxᵀ approx against q qᵀ, relative to its largest
+/// entry. Equal when approx = P qᵀ with PᵀP = I; float rounding of the
+/// products and of P's orthonormality, 2.9e-7 measured on the default
+/// model's shapes at full rank; a q that is not approx's factor (not
+/// transposed back, or left as it came) is off by O(1).
+constexpr double kFactorTolerance = 1e-5;
+
 /// The compressed runs' verdicts: bytes = formula, error feedback's
 /// invariant, identical replicas, every hole written, every loss finite; then
-/// the holes on known inputs (top-k's decode, PowerSGD at full rank).
+/// the holes on known inputs (top-k's decode, PowerSGD at full rank and its
+/// factors), each "not written yet" when its probe met an unwritten hole.
 void compression_verdicts(Verdicts& v, const std::vector<CompressedRun>& runs, const std::vector<Shape>& shapes,
-                          int world, double decode, double full_rank);
+                          int world, const HoleProbe& decode, const HoleProbe& full_rank);
 
 /// Rank 0's summary rows: held-out accuracy without → with error feedback.
 void feedback_summary(Table& summary, const std::vector<CompressedRun>& runs);

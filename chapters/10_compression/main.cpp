@@ -159,8 +159,8 @@ void lecture(Lecture& lec, const Ch10Flags& f) {
   }
   // The holes on known inputs: PowerSGD at full rank loses nothing (random
   // matrices of the model's shapes); top-k's decode is the serial mean
-  const double full_rank = powersgd_full_rank_error(ctx.comm, shapes, o.seed + 7);
-  const double decode = topk_decode_error(ctx.comm, 1000, 50, o.seed + 11);
+  const HoleProbe full_rank = powersgd_full_rank_probe(ctx.comm, shapes, o.seed + 7);
+  const HoleProbe decode = topk_decode_probe(ctx.comm, 1000, 50, o.seed + 11);
 
   // --------------------------------------------------------------------------
   // 3. DiLoCo's laws, in brief: fewer messages instead of smaller ones

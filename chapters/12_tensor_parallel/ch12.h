@@ -45,15 +45,14 @@ Tensor copy_to_tp_region(Communicator& group, const Tensor& x);
 ///
 /// On entry: partial (B, D) on rank t is rank t's share of a layer output,
 /// which is defined as the elementwise sum of the T ranks' partials. After
-/// the call every rank runs the same (replicated) layers on the result, so
-/// the gradient arriving at the result is the same on every rank.
+/// the call every rank runs the same (replicated) layers on the result.
 ///
 /// Postconditions, stated as what the caller needs:
 ///  - after forward, every rank of the group holds that layer output, the
 ///    same on every rank;
-///  - after backward of the model's loss, each rank's partial holds
-///    d loss / d partial_t, the derivative of the one loss the model
-///    computes (every rank computes a copy of it; it is still one loss).
+///  - after backward of the model's loss L (the loss one device holding all
+///    T slices computes on the same batch), each rank's partial holds
+///    ∂L/∂partial_t.
 /// (Hole: exercises/12_tensor_parallel/conjugate.cpp.)
 Tensor reduce_from_tp_region(Communicator& group, const Tensor& partial);
 

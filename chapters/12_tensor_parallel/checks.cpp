@@ -51,24 +51,28 @@ SliceBox box_of(std::size_t k, const Tensor& whole, int t, int T) {
 }
 }  // namespace
 
-double slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T) {
+SliceGaps slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T) {
   const std::vector<Tensor> slices = model.parameters();  // per pair: column W, column b, row W, row b
   const std::vector<Tensor> whole = full.parameters();    // fc0.weight, fc0.bias, fc1.weight, …
-  if (slices.size() != whole.size()) return NAN;
-  double worst = 0;
+  if (slices.size() != whole.size()) return {NAN, NAN};
+  SliceGaps gaps;
   for (std::size_t k = 0; k < whole.size(); ++k) {
+    double& worst = k % 4 < 2 ? gaps.output : gaps.input;
+    if (std::isnan(worst)) continue;
     const SliceBox b = box_of(k, whole[k], t, T);
     const std::vector<float> s = slices[k].to_vector();
-    if (int64_t(s.size()) != b.rows * b.cols) return NAN;
+    if (int64_t(s.size()) != b.rows * b.cols) {
+      worst = NAN;
+      continue;
+    }
     const float* f = whole[k].data();
-    for (int64_t i = 0; i < b.rows; ++i)
+    for (int64_t i = 0; i < b.rows && !std::isnan(worst); ++i)
       for (int64_t j = 0; j < b.cols; ++j) {
         const double gap = std::fabs(double(s[std::size_t(i * b.cols + j)]) - double(f[(b.row0 + i) * b.in + b.col0 + j]));
         worst = std::isnan(gap) ? NAN : std::max(worst, gap);
-        if (std::isnan(worst)) return worst;
       }
   }
-  return worst;
+  return gaps;
 }
 
 double gathered_against_full(Communicator& group, const MLP& full, Device& device) {
@@ -135,9 +139,10 @@ void judge_column_input_gradient(Context& ctx, Groups& groups, Verdicts& v, cons
   v.at_most(what, gap, kColumnProbeTolerance,
             gap <= kColumnProbeTolerance
                 ? "a stand-in layer with values exact in float: x's gradient, from every rank's block, is one device's"
-                : str("a stand-in layer: rank 0's x gradient is ", fmt(probe.ratio, 3), " x one device's (T = ", T,
-                      "): each rank holds a share of d loss/dx where the column layer's replicated input needs the "
-                      "whole, on every rank — which of your operators gives its input that gradient?"));
+                : str("a stand-in layer: rank 0's x gradient, projected on one device's d loss/dx, is ",
+                      fmt(probe.ratio, 3), " x it (T = ", T, "). 1 is the whole d loss/dx, which x, replicated, "
+                      "needs on every rank; 1/T is the size of one rank's share of it (the T ranks' shares sum to "
+                      "the whole), or of the shares' mean; T, T copies of the whole"));
 }
 
 std::string combining_cause(Context& ctx, Groups& groups, TensorParallelMLP& model, const Options& o,

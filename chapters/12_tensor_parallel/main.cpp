@@ -108,8 +108,20 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
     v.cannot_fail(slices_whole, one_rank);
   } else {  // each hole on its own: shard_weight's slices against the full weight, indexed here; gather_weight on
             // slices cut here, so a wrong shard_weight is never blamed on gather_weight
-    const double gap = world_max(ctx, slices_against_full(model, full, groups.tp_rank(), T));
-    v.at_most(slices_whole, gap, 0, "shard_weight on every rank: rank t's block of output (or input) features");
+    const SliceGaps gaps = slices_against_full(model, full, groups.tp_rank(), T);
+    const double by_output = world_max(ctx, gaps.output), by_input = world_max(ctx, gaps.input);
+    const double gap = std::isnan(by_output) || std::isnan(by_input) ? NAN : std::max(by_output, by_input);
+    auto part = [](const char* split, double g) {
+      return str(split, g == 0 ? ": right" : std::isnan(g) ? ": a slice of the wrong shape" : str(": off by ", fmt(g, 3)));
+    };
+    v.at_most(slices_whole, gap, 0,
+              gap == 0 ? "shard_weight on every rank: rank t's block of output features (Split::Output) and of input "
+                         "features (Split::Input)"
+                       : str("shard_weight on some rank, by split: ",
+                             part("Split::Output (rank t's block of output features: the column layers' weights and "
+                                  "biases)", by_output),
+                             "; ", part("Split::Input (rank t's block of input features: the row layers' weights)",
+                                        by_input)));
     say_verdict_now(say, v);
     const double round_trip = world_max(ctx, gathered_against_full(groups.tp(), full, ctx.device));
     slices_ok = gap == 0 && round_trip == 0;
@@ -174,6 +186,9 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
     moved.add_row({"  this run's DP groups (slices)", "4 x params per rank", bytes(4.0 * double(per_rank)),
                    bytes(run.dp_bytes_per_step)});
   if (say.enabled()) moved.print(std::cout);
+  say.say("calls: the all-reduces your f and g made per step. Backward computes no gradient for the model's input\n"
+          "(the batch is data, not a parameter), so nothing is exchanged for it in backward: the first pair makes\n"
+          "one call fewer than the pairs after it.");
   const double crossover = double(psi) / double(per_sample);
   say.say(str("per sample and rank, tensor parallelism should all-reduce ", per_sample, " floats; this run's f and g moved ",
               fixed(run.tp_bytes_per_step / (4.0 * double(o.batch)), 1), "\n(which widths, and why: the chapter page, once your "

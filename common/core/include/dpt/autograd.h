@@ -82,13 +82,17 @@ class NoGradGuard {
 /// per input, in `inputs` order, each of that input's shape, or an undefined
 /// Tensor() for an input that needs none. It runs with recording off.
 ///
-///     Tensor same(const Tensor& x) {                        // y = x, dx = dy
-///       return record(x.clone(), "same", {x},
-///                     [](const Tensor& dy) { return std::vector<Tensor>{dy.clone()}; });
+///     Tensor twice(const Tensor& x) {                       // y = 2x, dx = 2 dy
+///       Tensor y = x.clone();
+///       scale_(y, 2.0f);                                    // plain arithmetic (ops.h)
+///       return record(y, "twice", {x}, [](const Tensor& dy) {
+///         Tensor dx = dy.clone();
+///         scale_(dx, 2.0f);
+///         return std::vector<Tensor>{dx};
+///       });
 ///     }
 ///
-/// Every op in ops.h is written this way; so are the chapters' own ops
-/// (ch12's conjugate pair, ch11's 16-bit store).
+/// Every op in ops.h is written this way; so are the chapters' own ops.
 Tensor record(Tensor output, const char* op, std::vector<Tensor> inputs,
               std::function<std::vector<Tensor>(const Tensor& dout)> backward);
 
