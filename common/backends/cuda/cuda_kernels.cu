@@ -125,6 +125,12 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
 
   // ---- 16-bit formats: gpu_half.h's kernels (cuda_half.cu) ----
 
+  // PLACEHOLDER: cuBLAS strided-batched GEMM, not written yet
+  void gemm_batched(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+                    float*, int64_t, int64_t) override {
+    DPT_FAIL("cuda kernels: " "gemm_batched"  " is not written yet");
+  }
+  // END PLACEHOLDER
   void round_half(float* x, int64_t n, Half format, math::RoundingCounts* counts) override {
     gpu::round_floats(x, n, format, device_, counts);
   }

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "dpt/check.h"
 #include "dpt/half_math.h"
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
@@ -147,6 +148,38 @@ class CpuKernels final : public Kernels {
     round_half(b16.data(), k * n, format, nullptr);
     gemm(transpose_a, transpose_b, m, n, k, 1.0f, a16.data(), b16.data(), 0.0f, c);
   }
+
+  // PLACEHOLDER: the transformer loops, not written yet (chapter 14 work in progress)
+  void gemm_batched(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+                    float*, int64_t, int64_t) override {
+    DPT_FAIL("cpu kernels: " "gemm_batched"  " is not written yet");
+  }
+  void embedding(float*, const float*, const int64_t*, int64_t, int64_t) override {
+    DPT_FAIL("cpu kernels: " "embedding"  " is not written yet");
+  }
+  void embedding_backward(float*, const float*, const int64_t*, int64_t, int64_t) override {
+    DPT_FAIL("cpu kernels: " "embedding_backward"  " is not written yet");
+  }
+  void layer_norm(float*, float*, float*, const float*, const float*, const float*, int64_t, int64_t, float) override {
+    DPT_FAIL("cpu kernels: " "layer_norm"  " is not written yet");
+  }
+  void layer_norm_backward(float*, float*, float*, const float*, const float*, const float*, const float*,
+                           const float*, int64_t, int64_t) override {
+    DPT_FAIL("cpu kernels: " "layer_norm_backward"  " is not written yet");
+  }
+  void gelu(float*, const float*, int64_t) override { DPT_FAIL("cpu kernels: " "gelu"  " is not written yet"); }
+  void gelu_backward(float*, const float*, const float*, int64_t) override { DPT_FAIL("cpu kernels: " "gelu_backward"  " is not written yet"); }
+  void softmax(float*, const float*, int64_t, int64_t, int64_t) override { DPT_FAIL("cpu kernels: " "softmax"  " is not written yet"); }
+  void softmax_backward(float*, const float*, const float*, int64_t, int64_t) override {
+    DPT_FAIL("cpu kernels: " "softmax_backward"  " is not written yet");
+  }
+  void swap_axes_12(float*, const float*, int64_t, int64_t, int64_t, int64_t) override {
+    DPT_FAIL("cpu kernels: " "swap_axes_12"  " is not written yet");
+  }
+  void copy_columns(float*, int64_t, const float*, int64_t, int64_t, int64_t) override {
+    DPT_FAIL("cpu kernels: " "copy_columns"  " is not written yet");
+  }
+  // END PLACEHOLDER
 
   // ---- results for the host ----
 

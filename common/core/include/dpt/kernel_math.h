@@ -34,6 +34,22 @@ DPT_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
 /// d(relu)/dx · dout: the gradient passes where x > 0 (0 at exactly 0, as PyTorch).
 DPT_HOST_DEVICE inline float relu_backward(float x, float dout) { return x > 0.0f ? dout : 0.0f; }
 
+/// GELU, GPT-2's tanh form: ½x(1 + tanh(√(2/π)(x + 0.044715x³))).
+DPT_HOST_DEVICE inline float gelu(float x) {
+  const float k = 0.7978845608028654f;  // √(2/π)
+  float u = k * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + ::tanhf(u));
+}
+
+/// d(gelu)/dx · dout for the tanh form: ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²), t = tanh(u).
+DPT_HOST_DEVICE inline float gelu_backward(float x, float dout) {
+  const float k = 0.7978845608028654f;
+  float u = k * (x + 0.044715f * x * x * x);
+  float t = ::tanhf(u);
+  float du = k * (1.0f + 3.0f * 0.044715f * x * x);
+  return dout * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+}
+
 /// The factor (*scalar) · multiplier / divisor, in that order (what the ops
 /// computed on the host as `dout.item() * m / d` before there were devices).
 DPT_HOST_DEVICE inline float scalar_factor(float scalar, float multiplier, float divisor) {
