@@ -1,0 +1,62 @@
+// outputs.cpp — chapter 14's files (outputs.h).
+#include "outputs.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "dpt/check.h"
+#include "dpt/checkpoint.h"
+#include "dpt/line_chart.h"
+#include "dpt/output_file.h"
+
+void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const TextData& text, const LmRun& run) {
+  if (!f.save_weights.empty()) {
+    dpt::SafeTensorsFile file;
+    for (const auto& named : model.named_parameters()) file.tensors[named.name] = dpt::to_safetensor(named.tensor);
+    file.metadata["vocabulary"] = text.vocabulary;
+    file.metadata["data"] = text.name;
+    dpt::write_safetensors(f.save_weights, file);
+  }
+  if (!f.save_data.empty()) {
+    dpt::SafeTensorsFile file;
+    file.tensors["tokens"] = dpt::to_safetensor(text.train, {int64_t(text.train.size())});
+    file.metadata["vocabulary"] = text.vocabulary;
+    dpt::write_safetensors(f.save_data, file);
+  }
+  if (!f.metrics.empty()) {
+    std::ostringstream out;
+    std::size_t e = 0;
+    for (std::size_t s = 0; s < run.train_loss.size(); ++s) {
+      out << "{\"step\": " << s + 1 << ", \"loss\": " << run.train_loss[s];
+      if (e < run.held_out.size() && run.held_out[e].step == int64_t(s + 1))
+        out << ", \"held_out_loss\": " << run.held_out[e++].loss;
+      out << "}\n";
+    }
+    dpt::write_output_file(f.metrics, out.str());
+  }
+  if (!f.plot.empty()) {
+    dpt::LineChart chart;
+    chart.title = "ch14: " + describe(model.shape()) + ", " + text.name;
+    chart.x_label = "step";
+    chart.y_label = "loss (nats per character)";
+    dpt::ChartSeries train, held, guess;
+    train.name = "train (mean over ranks)";
+    held.name = "held out", held.colour = "#d0652a", held.markers = true;
+    for (std::size_t s = 0; s < run.train_loss.size(); ++s) train.points.push_back({double(s + 1), run.train_loss[s]});
+    for (const EvalPoint& p : run.held_out) held.points.push_back({double(p.step), p.loss});
+    const double uniform = std::log(double(text.vocabulary.size()));
+    guess.name = "ln V (uniform guess)", guess.colour = "#999999", guess.dashed = true;
+    guess.points = {{1, uniform}, {double(run.train_loss.size()), uniform}};
+    chart.series = {train, held, guess};
+    dpt::write_output_file(f.plot, dpt::svg(chart));
+  }
+}
+
+void load_ch14_weights(const std::string& path, Gpt& model, const TextData& text) {
+  dpt::SafeTensorsFile file = dpt::read_safetensors(path);
+  auto vocab = file.metadata.find("vocabulary");
+  DPT_CHECK(vocab == file.metadata.end() || vocab->second == text.vocabulary,
+            path << ": its vocabulary (" << vocab->second.size() << " characters) is not the data's ("
+                 << text.vocabulary.size() << "): these weights were trained on other text");
+  dpt::load_weights(path, model.named_parameters());
+}
