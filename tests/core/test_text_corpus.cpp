@@ -73,7 +73,7 @@ TEST_CASE("text corpus: a missing, empty, non-UTF-8 or too short file gets one s
   CHECK_NOTHROW(load_text_data("text:" + dir / "short.txt", 50, 0));  // 60 ≥ 52
 }
 
-TEST_CASE("text corpus: the vocabulary travels with the weights; --save-data writes the tokens as int64", "[text]") {
+TEST_CASE("text corpus: the vocabulary travels with the weights, --save-data writes the tokens as int64", "[text]") {
   Folder dir("text_corpus_saved");
   Vocabulary vocab = Vocabulary::of(utf8_characters("\n \"\\\xC3\xA9z"));  // JSON's special characters, and é
   Tensor w = Tensor::zeros({2, 3}, Device::host());

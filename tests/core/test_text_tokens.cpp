@@ -34,7 +34,7 @@ TEST_CASE("text tokens: text that is not UTF-8 is refused with a sentence naming
   }
 }
 
-TEST_CASE("text tokens: the vocabulary is the sorted distinct characters; decode(encode(t)) = t", "[text]") {
+TEST_CASE("text tokens: the vocabulary is the sorted distinct characters, decode(encode(t)) = t", "[text]") {
   std::string text = "the caf\xC3\xA9, the \xE2\x82\xAC and a \xF0\x9F\x98\x80\nthe end";
   std::vector<char32_t> characters = utf8_characters(text);
   Vocabulary vocab = Vocabulary::of(characters);
@@ -80,7 +80,7 @@ double conditional_entropy(const std::string& text, int order) {
 }
 }  // namespace
 
-TEST_CASE("synthetic text: the same seed gives the same text; letters a to h only", "[text]") {
+TEST_CASE("synthetic text: the same seed gives the same text, letters a to h only", "[text]") {
   std::string a = make_synthetic_text(5000, 3);
   CHECK(a == make_synthetic_text(5000, 3));
   CHECK(a != make_synthetic_text(5000, 4));

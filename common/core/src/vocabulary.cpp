@@ -111,10 +111,14 @@ std::string utf8_string(const std::vector<char32_t>& characters) {
 // the vocabulary: token i = the i-th smallest distinct character
 
 Vocabulary Vocabulary::of(const std::vector<char32_t>& corpus) {
+  std::vector<bool> seen(0x110000, false);  // one bit per code point: a pass, not a sort of the corpus
+  for (char32_t c : corpus) {
+    DPT_CHECK(c < 0x110000, "U+" << std::hex << uint32_t(c) << " is not a character");
+    seen[c] = true;
+  }
   Vocabulary v;
-  v.characters_ = corpus;
-  std::sort(v.characters_.begin(), v.characters_.end());
-  v.characters_.erase(std::unique(v.characters_.begin(), v.characters_.end()), v.characters_.end());
+  for (char32_t c = 0; c < 0x110000; ++c)
+    if (seen[c]) v.characters_.push_back(c);
   return v;
 }
 
