@@ -134,14 +134,17 @@ Vocabulary Vocabulary::from_utf8(const std::string& characters, const std::strin
 }
 
 std::vector<int64_t> Vocabulary::encode(const std::vector<char32_t>& text) const {
+  // token_of[c]: c's token, or -1; a table up to the largest character (123
+  // entries for the KJV), so a corpus of millions is one lookup a character.
+  std::vector<int64_t> token_of(characters_.empty() ? 0 : std::size_t(characters_.back()) + 1, -1);
+  for (std::size_t i = 0; i < characters_.size(); ++i) token_of[characters_[i]] = int64_t(i);
   std::vector<int64_t> tokens(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
-    auto it = std::lower_bound(characters_.begin(), characters_.end(), text[i]);
-    DPT_CHECK(it != characters_.end() && *it == text[i],
-              "character '" << utf8_string({text[i]}) << "' (U+" << std::hex << std::uppercase << uint32_t(text[i])
-                            << std::dec << ") at position " << i << " is not in the " << size()
-                            << "-character vocabulary");
-    tokens[i] = it - characters_.begin();
+    char32_t c = text[i];
+    tokens[i] = c < token_of.size() ? token_of[c] : -1;
+    DPT_CHECK(tokens[i] >= 0, "character '" << (c < 0x110000 ? utf8_string({c}) : "?") << "' (U+" << std::hex
+                                            << std::uppercase << uint32_t(c) << std::dec << ") at position " << i
+                                            << " is not in the " << size() << "-character vocabulary");
   }
   return tokens;
 }
