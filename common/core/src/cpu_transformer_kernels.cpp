@@ -126,11 +126,15 @@ void softmax(float* out, const float* x, int64_t rows, int64_t cols, int64_t cau
   for (int64_t r = 0; r < rows; ++r) {
     int64_t visible = causal_period > 0 ? std::min(r % causal_period + 1, cols) : cols;
     ConstRow xr(x + r * cols, visible);
-    Row yr(out + r * cols, visible);
+    Row y(out + r * cols, cols);
     float max = xr.maxCoeff();  // over the visible entries: exp never overflows
-    yr = (xr - max).exp();
-    yr /= yr.sum();
-    std::fill(out + r * cols + visible, out + (r + 1) * cols, 0.0f);
+    // exp over the whole row, masked entries as 0s, then set to 0: a full row
+    // is whole vector registers, a ragged visible prefix would end in scalar exps.
+    y.head(visible) = xr - max;
+    y.tail(cols - visible) = 0.0f;
+    y = y.exp();
+    y.head(visible) /= y.head(visible).sum();
+    y.tail(cols - visible) = 0.0f;
   }
 }
 
