@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "cpu_transformer_kernels.h"
-#include "dpt/check.h"
 #include "dpt/half_math.h"
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
