@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "cpu_transformer_kernels.h"
 #include "dpt/check.h"
 #include "dpt/half_math.h"
 #include "dpt/kernel_math.h"
@@ -149,37 +150,51 @@ class CpuKernels final : public Kernels {
     gemm(transpose_a, transpose_b, m, n, k, 1.0f, a16.data(), b16.data(), 0.0f, c);
   }
 
-  // PLACEHOLDER: the transformer loops, not written yet (chapter 14 work in progress)
-  void gemm_batched(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
-                    float*, int64_t, int64_t) override {
-    DPT_FAIL("cpu kernels: " "gemm_batched"  " is not written yet");
+  // ---- a transformer's loops (the longer ones in cpu_transformer_kernels.cpp) ----
+
+  // One Eigen GEMM per matrix: attention's are small (T × T × head size), and
+  // Eigen's packed kernel is already at its best at 64 × 64.
+  void gemm_batched(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t stride_a, const float* b, int64_t stride_b, float beta, float* c,
+                    int64_t stride_c, int64_t batch) override {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm(transpose_a, transpose_b, m, n, k, alpha, a + i * stride_a, b + i * stride_b, beta, c + i * stride_c);
   }
-  void embedding(float*, const float*, const int64_t*, int64_t, int64_t) override {
-    DPT_FAIL("cpu kernels: " "embedding"  " is not written yet");
+  void embedding(float* out, const float* table, const int64_t* tokens, int64_t n, int64_t cols) override {
+    cpu::embedding(out, table, tokens, n, cols);
   }
-  void embedding_backward(float*, const float*, const int64_t*, int64_t, int64_t) override {
-    DPT_FAIL("cpu kernels: " "embedding_backward"  " is not written yet");
+  void embedding_backward(float* dtable, const float* dout, const int64_t* tokens, int64_t n,
+                          int64_t cols) override {
+    cpu::embedding_backward(dtable, dout, tokens, n, cols);
   }
-  void layer_norm(float*, float*, float*, const float*, const float*, const float*, int64_t, int64_t, float) override {
-    DPT_FAIL("cpu kernels: " "layer_norm"  " is not written yet");
+  void layer_norm(float* out, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
+                  int64_t rows, int64_t cols, float eps) override {
+    cpu::layer_norm(out, mean, rstd, x, weight, bias, rows, cols, eps);
   }
-  void layer_norm_backward(float*, float*, float*, const float*, const float*, const float*, const float*,
-                           const float*, int64_t, int64_t) override {
-    DPT_FAIL("cpu kernels: " "layer_norm_backward"  " is not written yet");
+  void layer_norm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
+                           const float* mean, const float* rstd, const float* weight, int64_t rows,
+                           int64_t cols) override {
+    cpu::layer_norm_backward(dx, dweight, dbias, dout, x, mean, rstd, weight, rows, cols);
   }
-  void gelu(float*, const float*, int64_t) override { DPT_FAIL("cpu kernels: " "gelu"  " is not written yet"); }
-  void gelu_backward(float*, const float*, const float*, int64_t) override { DPT_FAIL("cpu kernels: " "gelu_backward"  " is not written yet"); }
-  void softmax(float*, const float*, int64_t, int64_t, int64_t) override { DPT_FAIL("cpu kernels: " "softmax"  " is not written yet"); }
-  void softmax_backward(float*, const float*, const float*, int64_t, int64_t) override {
-    DPT_FAIL("cpu kernels: " "softmax_backward"  " is not written yet");
+  void gelu(float* out, const float* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) out[i] = math::gelu(x[i]);
   }
-  void swap_axes_12(float*, const float*, int64_t, int64_t, int64_t, int64_t) override {
-    DPT_FAIL("cpu kernels: " "swap_axes_12"  " is not written yet");
+  void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) dx[i] = math::gelu_backward(x[i], dout[i]);
   }
-  void copy_columns(float*, int64_t, const float*, int64_t, int64_t, int64_t) override {
-    DPT_FAIL("cpu kernels: " "copy_columns"  " is not written yet");
+  void softmax(float* out, const float* x, int64_t rows, int64_t cols, int64_t causal_period) override {
+    cpu::softmax(out, x, rows, cols, causal_period);
   }
-  // END PLACEHOLDER
+  void softmax_backward(float* dx, const float* y, const float* dy, int64_t rows, int64_t cols) override {
+    cpu::softmax_backward(dx, y, dy, rows, cols);
+  }
+  void swap_axes_12(float* out, const float* x, int64_t a, int64_t b, int64_t c, int64_t d) override {
+    cpu::swap_axes_12(out, x, a, b, c, d);
+  }
+  void copy_columns(float* out, int64_t out_stride, const float* x, int64_t x_stride, int64_t rows,
+                    int64_t cols) override {
+    cpu::copy_columns(out, out_stride, x, x_stride, rows, cols);
+  }
 
   // ---- results for the host ----
 

@@ -11,26 +11,9 @@
 #include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/kernels.h"
+#include "op_checks.h"
 
 namespace dpt {
-
-namespace {
-// The loops for t's memory.
-Kernels& K(const Tensor& t) { return kernels_for(t.device()); }
-
-void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
-  DPT_CHECK(a.shape() == b.shape(),
-            op << ": shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()) << " differ");
-}
-void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
-  DPT_CHECK(&a.device() == &b.device(),
-            op << ": inputs on " << a.device().name() << " and " << b.device().name()
-               << "; copy one with .to(device) first");
-}
-void check_2d(const char* op, const char* what, const Tensor& t) {
-  DPT_CHECK(t.dim() == 2, op << ": " << what << " must be 2-D, got " << shape_str(t.shape()));
-}
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // in-place kernels
