@@ -4,7 +4,7 @@
 What it checks: ch14_language_model and PyTorch train the same GPT from the
 same initial weights on the same token windows with the same optimizer, and
 agree on every step's loss and on every final weight tensor. The PyTorch model
-is written below the way nanoGPT's model.py writes it (pre-LN blocks, one
+is nanogpt.py, written the way nanoGPT's model.py writes it (pre-LN blocks, one
 c_attn (3C, C) for q, k and v, a causal mask, tanh GELU, ln_f, an untied
 lm_head, no dropout, LayerNorm eps 1e-5) and shares no code with dpt, so this
 pins the whole step: every op's forward and backward, the loss, the averaging
@@ -35,8 +35,6 @@ numpy is not importable, the chapter stopped at an unfilled exercise hole (a
 student build), or --comm mpi without mpirun or an MPI build: CTest shows a skip.
 """
 import argparse
-import json
-import math
 import os
 import shutil
 import subprocess
@@ -45,9 +43,10 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crosscheck as cc  # noqa: E402  (exits 77 when torch or numpy is missing)
+from nanogpt import GPT  # noqa: E402
 
 np, torch = cc.np, cc.torch
-nn, F = torch.nn, torch.nn.functional
+F = torch.nn.functional
 CHAPTER = "ch14_language_model"
 
 # ----------------------------------------------------------------------------
@@ -82,67 +81,7 @@ SEED = 7
 
 
 # ----------------------------------------------------------------------------
-# nanoGPT's model, as model.py writes it (no dropout, untied head, tanh GELU)
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, width, heads, context, causal):
-        super().__init__()
-        self.c_attn = nn.Linear(width, 3 * width)   # q, k, v stacked in that order
-        self.c_proj = nn.Linear(width, width)
-        self.heads, self.causal = heads, causal
-        self.register_buffer("mask", torch.tril(torch.ones(context, context)).view(1, 1, context, context),
-                             persistent=False)
-
-    def forward(self, x):
-        b, t, c = x.size()
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))  # (B, H, T, D)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        if self.causal:
-            att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
-        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
-
-
-class MLP(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.c_fc = nn.Linear(width, 4 * width)
-        self.c_proj = nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    def __init__(self, width, heads, context, causal):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(width, eps=1e-5)
-        self.attn = CausalSelfAttention(width, heads, context, causal)
-        self.ln_2 = nn.LayerNorm(width, eps=1e-5)
-        self.mlp = MLP(width)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab, context, layers, heads, width, causal=True):
-        super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab, width), wpe=nn.Embedding(context, width),
-            h=nn.ModuleList([Block(width, heads, context, causal) for _ in range(layers)]),
-            ln_f=nn.LayerNorm(width, eps=1e-5)))
-        self.lm_head = nn.Linear(width, vocab, bias=False)
-
-    def forward(self, idx):
-        t = idx.size(1)
-        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(t))
-        for block in self.transformer.h:
-            x = block(x)
-        return self.lm_head(self.transformer.ln_f(x))
-
+# the same training in PyTorch
 
 def gpt_from(weights, heads, causal=True):
     """The model with `weights` loaded strictly: every name and shape must be nanoGPT's."""
@@ -152,9 +91,6 @@ def gpt_from(weights, heads, causal=True):
     model.load_state_dict({name: torch.from_numpy(w) for name, w in weights.items()}, strict=True)
     return model
 
-
-# ----------------------------------------------------------------------------
-# the same training in PyTorch
 
 def windows(tokens, step, first, count, global_batch, context):
     """Windows first … first + count − 1 of step `step`'s global batch: inputs and targets (count, T)."""
