@@ -4,7 +4,6 @@
 #include <cmath>
 #include <sstream>
 
-#include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/ops.h"
 
@@ -18,12 +17,6 @@ Tensor normal(const dpt::Shape& shape, float std, dpt::Device& device, dpt::Rng&
 }
 Tensor constant(const dpt::Shape& shape, float value, dpt::Device& device) {
   return Tensor::full(shape, value, device).set_requires_grad(true);
-}
-// x's values in another shape, seen by autograd (Tensor::reshape is a view the graph does not follow).
-Tensor reshaped(const Tensor& x, const dpt::Shape& shape) {
-  return dpt::record(x.reshape(shape), "reshape", {x}, [from = x.shape()](const Tensor& dout) {
-    return std::vector<Tensor>{dout.reshape(from)};
-  });
 }
 }  // namespace
 
@@ -60,14 +53,14 @@ Tensor gpt_attention(const Tensor& x, const GptBlock& block, const GptShape& sha
   const int64_t T = x.size(0) / batch;
   Tensor qkv = dpt::linear(x, block.attn_weight, block.attn_bias);  // (B·T, 3C)
   auto heads = [&](int64_t which) {  // q, k or v as (B·H, T, D)
-    Tensor part = reshaped(dpt::columns(qkv, which * C, C), {batch, T, H, D});
-    return reshaped(dpt::swap_axes_12(part), {batch * H, T, D});
+    Tensor part = dpt::reshape(dpt::columns(qkv, which * C, C), {batch, T, H, D});
+    return dpt::reshape(dpt::swap_axes_12(part), {batch * H, T, D});
   };
   Tensor q = heads(0), k = heads(1), v = heads(2);
   Tensor scores = dpt::batched_matmul(q, false, k, true, 1.0f / std::sqrt(float(D)));  // (B·H, T, T)
   Tensor weights = dpt::softmax(scores, /*causal=*/true);
   Tensor y = dpt::batched_matmul(weights, false, v, false);  // (B·H, T, D)
-  y = reshaped(dpt::swap_axes_12(reshaped(y, {batch, H, T, D})), {batch * T, C});
+  y = dpt::reshape(dpt::swap_axes_12(dpt::reshape(y, {batch, H, T, D})), {batch * T, C});
   return dpt::linear(y, block.attn_proj_weight, block.attn_proj_bias);
 }
 

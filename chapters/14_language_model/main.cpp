@@ -78,7 +78,7 @@ void lecture(ModelChapterRun& run, Ch14Flags& f) {
   // --------------------------------------------------------------------------
   // 5. What it learned to write.
   if (ctx.is_root() && f.sample > 0) {
-    const std::string prompt = f.prompt.empty() ? decode(text, {text.held_out.begin(), text.held_out.begin() + 16}) : f.prompt;
+    const std::string prompt = f.prompt.empty() ? default_prompt(text) : f.prompt;
     Rng sampler(f.seed + 1);
     say.section(str("5. A sample: ", f.sample, " characters after \"", prompt, "\""));
     std::cout << decode(text, generate(model, encode(text, prompt), f.sample, 1.0f, sampler)) << "\n";

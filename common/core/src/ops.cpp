@@ -44,6 +44,15 @@ void scale_(Tensor& t, float s) { K(t).scale(t.data(), s, t.numel()); }
 void fill_(Tensor& t, float value) { K(t).fill(t.data(), value, t.numel()); }
 
 // ----------------------------------------------------------------------------
+// reshape: a view in the graph; the gradient takes the input's shape back
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Shape before = x.shape();
+  return record(x.reshape(shape), "reshape", {x},
+                [before](const Tensor& dout) { return std::vector<Tensor>{dout.reshape(before)}; });
+}
+
+// ----------------------------------------------------------------------------
 // matmul: a (M, K) · b (K, N) → (M, N);  da = dout · bᵀ,  db = aᵀ · dout
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

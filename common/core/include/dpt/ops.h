@@ -47,6 +47,11 @@ Tensor softmax_cross_entropy(const Tensor& logits, const std::vector<int64_t>& l
 /// `target` is treated as a constant.
 Tensor mse_loss(const Tensor& pred, const Tensor& target);
 
+/// x's elements under a new shape (same numel): a view, like Tensor::reshape,
+/// that autograd follows (the gradient is reshaped back). Tensor::reshape is
+/// the plain view, outside the graph.
+Tensor reshape(const Tensor& x, const Shape& shape);
+
 // ---- a transformer's ops (chapter 14; GPT as nanoGPT writes it) ----
 
 /// a (G, M, K) · b (G, K, N) → (G, M, N), G independent products (attention's
