@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "cpu_transformer_kernels.h"
-#include "dpt/check.h"
 #include "dpt/half_math.h"
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
@@ -176,11 +175,9 @@ class CpuKernels final : public Kernels {
                            int64_t cols) override {
     cpu::layer_norm_backward(dx, dweight, dbias, dout, x, mean, rstd, weight, rows, cols);
   }
-  void gelu(float* out, const float* x, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) out[i] = math::gelu(x[i]);
-  }
+  void gelu(float* out, const float* x, int64_t n) override { cpu::gelu(out, x, n); }
   void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) dx[i] = math::gelu_backward(x[i], dout[i]);
+    cpu::gelu_backward(dx, x, dout, n);
   }
   void softmax(float* out, const float* x, int64_t rows, int64_t cols, int64_t causal_period) override {
     cpu::softmax(out, x, rows, cols, causal_period);

@@ -1,6 +1,6 @@
 // cpu_transformer_kernels.cpp — the host loops of a transformer's ops (chapter
-// 14): embedding, layer norm, a causal softmax, the head swap and the column
-// copy. kernels.h states each contract; the CUDA kernels are tested against
+// 14): embedding, layer norm, GELU, a causal softmax, the head swap and the
+// column copy. kernels.h states each contract; the CUDA kernels are tested against
 // these.
 //
 // Every loop walks memory row by row, in the order it is stored. Row
@@ -11,8 +11,8 @@
 // a model's width or a context (10²–10³ entries), where float sums lose
 // ~√n·6e-8 relative, far below what any test or the cross-check resolves.
 //
-// Left out: threads (ranks are the parallelism), the batched GEMM and GELU
-// (one-line loops, in cpu_kernels.cpp beside the GEMM and ReLU).
+// Left out: threads (ranks are the parallelism), the batched GEMM (a loop of
+// Eigen GEMMs, in cpu_kernels.cpp).
 #include "cpu_transformer_kernels.h"
 
 #include <Eigen/Core>
@@ -85,6 +85,39 @@ void layer_norm_backward(float* dx, float* dweight, float* dbias, const float* d
 }
 
 // ----------------------------------------------------------------------------
+// GELU, a block at a time: kernel_math.h's argument and finish, plain loops
+// that vectorise, around Eigen's vectorised tanh of the block (tanhf per
+// element would cost ~30× more: GELU would outweigh a GPT's GEMMs)
+
+namespace {
+constexpr int64_t kGeluBlock = 256;  // 1 KiB of tanh values: stays in L1
+
+// t[i] = tanh(u(x[i])) for i < n ≤ kGeluBlock.
+void gelu_tanh(float* t, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) t[i] = math::gelu_tanh_argument(x[i]);
+  Row(t, n) = Row(t, n).tanh();
+}
+}  // namespace
+
+void gelu(float* out, const float* x, int64_t n) {
+  float t[kGeluBlock];
+  for (int64_t start = 0; start < n; start += kGeluBlock) {
+    int64_t m = std::min(kGeluBlock, n - start);
+    gelu_tanh(t, x + start, m);
+    for (int64_t i = 0; i < m; ++i) out[start + i] = math::gelu_from_tanh(x[start + i], t[i]);
+  }
+}
+
+void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
+  float t[kGeluBlock];
+  for (int64_t start = 0; start < n; start += kGeluBlock) {
+    int64_t m = std::min(kGeluBlock, n - start);
+    gelu_tanh(t, x + start, m);
+    for (int64_t i = 0; i < m; ++i) dx[start + i] = math::gelu_backward_from_tanh(x[start + i], t[i], dout[start + i]);
+  }
+}
+
+// ----------------------------------------------------------------------------
 // softmax by rows; with a causal period T, row r is query p = r mod T and
 // sees columns [0, p] only (the rest exactly 0, never read: a −∞ or NaN
 // there changes nothing)
@@ -93,11 +126,15 @@ void softmax(float* out, const float* x, int64_t rows, int64_t cols, int64_t cau
   for (int64_t r = 0; r < rows; ++r) {
     int64_t visible = causal_period > 0 ? std::min(r % causal_period + 1, cols) : cols;
     ConstRow xr(x + r * cols, visible);
-    Row yr(out + r * cols, visible);
+    Row y(out + r * cols, cols);
     float max = xr.maxCoeff();  // over the visible entries: exp never overflows
-    yr = (xr - max).exp();
-    yr /= yr.sum();
-    std::fill(out + r * cols + visible, out + (r + 1) * cols, 0.0f);
+    // exp over the whole row, masked entries as 0s, then set to 0: a full row
+    // is whole vector registers, a ragged visible prefix would end in scalar exps.
+    y.head(visible) = xr - max;
+    y.tail(cols - visible) = 0.0f;
+    y = y.exp();
+    y.head(visible) /= y.head(visible).sum();
+    y.tail(cols - visible) = 0.0f;
   }
 }
 

@@ -17,6 +17,10 @@ void layer_norm(float* out, float* mean, float* rstd, const float* x, const floa
 /// kernels.h's layer_norm_backward: dx written; dweight, dbias written unless null.
 void layer_norm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                          const float* mean, const float* rstd, const float* weight, int64_t rows, int64_t cols);
+/// kernels.h's gelu, n elements (tanh vectorised by Eigen, a block at a time).
+void gelu(float* out, const float* x, int64_t n);
+/// kernels.h's gelu_backward, n elements.
+void gelu_backward(float* dx, const float* x, const float* dout, int64_t n);
 /// kernels.h's softmax by rows, with the causal period (0: no mask).
 void softmax(float* out, const float* x, int64_t rows, int64_t cols, int64_t causal_period);
 /// kernels.h's softmax_backward: dx = y ⊙ (dy − Σ_row y ⊙ dy).
