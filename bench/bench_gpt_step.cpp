@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
   app.add_option("--context", shape.context, "T")->check(CLI::Range(1, 8192))->capture_default_str();
   app.add_option("--vocab", shape.vocab, "V (65: the KJV's characters)")->check(CLI::Range(2, 1000000))->capture_default_str();
   app.add_option("--batch", batch, "B, sequences per step")->check(CLI::Range(1, 65536))->capture_default_str();
-  app.add_option("--seconds", seconds, "Measuring time for dpt (half the step, half its kernel groups); PyTorch the half")
+  app.add_option("--seconds", seconds, "Measuring seconds: dpt takes them all (half the step, half its kernel groups), PyTorch half")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--repeats", repeats, "Timing windows; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--json", json_path, "Also write the results as JSON to this file");
