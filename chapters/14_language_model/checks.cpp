@@ -41,7 +41,8 @@ std::vector<float> one_device_gradient(const Gpt& replica, const CheckedStep& c,
   Gpt one(replica.shape(), dpt::Device::host(), unused);
   set_flat_values(one, c.weights_before);
   const int64_t G = f.batch * world;
-  Windows all = step_windows(text.train, c.step, G, 0, G, f.shape.context, !f.no_shuffle, f.seed);
+  const dpt::WindowSampler sampler(int64_t(text.train.size()), f.shape.context, G, !f.no_shuffle, f.seed);
+  dpt::TokenBatch all = dpt::window_batch(text.train, sampler.starts(c.step), f.shape.context);
   one.loss(all.inputs, all.targets, G).backward();
   std::vector<float> out;
   for (const Tensor& p : one.parameters()) {

@@ -1,39 +1,34 @@
 /// @file corpus.h
-/// @brief The text a GPT learns from, as characters: the vocabulary, the
-/// training and held-out tokens, and the windows each step takes.
+/// @brief Chapter 14's text: dpt's text data (text_corpus.h: --data
+/// kjv|synthetic|text:FILE, characters as tokens, the last tenth held out)
+/// and the windows each replica takes (text_windows.h), in the chapter's terms.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-/// A text split for training, its characters numbered.
+#include "dpt/text_corpus.h"
+#include "dpt/text_windows.h"
+
+/// The text a run trains on.
 struct TextData {
-  std::string name;                ///< what --data read ("kjv", "synthetic", "text:FILE")
-  std::string vocabulary;          ///< token i is the byte vocabulary[i] (sorted)
-  std::vector<int64_t> train;      ///< the first 90 %
-  std::vector<int64_t> held_out;   ///< the last 10 %
+  std::string name;            ///< what --data named ("kjv", "synthetic", "text:FILE")
+  std::string description;     ///< a line for the lecture ("the King James Bible …, 4,137,850 characters")
+  dpt::Vocabulary vocabulary;  ///< V characters, token i = the i-th in code-point order
+  std::vector<int64_t> train;     ///< the first 90 %
+  std::vector<int64_t> held_out;  ///< the last 10 %
+  /// V, the number of tokens.
+  int64_t vocab() const { return vocabulary.size(); }
 };
 
-/// The text --data names, split 90/10, tokens numbered by `vocabulary`.
-TextData load_text(const std::string& data, uint64_t seed);
-/// Tokens → text.
+/// The text --data names ("auto": kjv where Debian's bible-kjv is installed,
+/// else synthetic), checked long enough for windows of `context`.
+TextData load_text(const std::string& data, int64_t context, uint64_t seed);
+/// Tokens → UTF-8 text.
 std::string decode(const TextData& text, const std::vector<int64_t>& tokens);
-/// Text → tokens; a character outside the vocabulary is an error naming it.
+/// UTF-8 text → tokens; a character outside the vocabulary is an error naming it.
 std::vector<int64_t> encode(const TextData& text, const std::string& characters);
-
-/// The held-out text's first whole line (its first 40 characters at most),
-/// starting after the first line break; the sample's prompt by default.
+/// The held-out text's first whole line (40 characters at most), after its
+/// first line break: the sample's prompt by default.
 std::string default_prompt(const TextData& text);
-
-/// `count` windows of T + 1 tokens: inputs (count·T) and targets (the same,
-/// shifted by one).
-struct Windows {
-  std::vector<int64_t> inputs, targets;
-};
-/// Windows g = first … first + count − 1 of step s's global batch of G:
-/// in order (--no-shuffle) window g starts at ((s·G + g)·T) mod (N − T − 1);
-/// shuffled, at a position drawn from (seed, s, g) alone, so every replica
-/// computes the global batch's windows without talking.
-Windows step_windows(const std::vector<int64_t>& tokens, int64_t step, int64_t global, int64_t first, int64_t count,
-                     int64_t T, bool shuffle, uint64_t seed);

@@ -1,6 +1,7 @@
 // lm_training.cpp — chapter 14's data-parallel training loop (lm_training.h).
 #include "lm_training.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -47,12 +48,16 @@ void set_flat_values(Gpt& model, const std::vector<float>& values) {
 
 double held_out_loss(const Gpt& model, const TextData& text, const Ch14Flags& f) {
   dpt::NoGradGuard no_grad;
-  double total = 0;
-  for (int64_t b = 0; b < f.eval_batches; ++b) {
-    Windows w = step_windows(text.held_out, b, f.batch, 0, f.batch, f.shape.context, false, 0);
-    total += model.loss(w.inputs, w.targets, f.batch).item();
+  const int64_t T = f.shape.context, B = f.batch;
+  const std::vector<int64_t> starts = dpt::evaluation_starts(int64_t(text.held_out.size()), T, f.eval_batches * B);
+  double total = 0;  // every window has T targets: the mean over windows is the mean over characters
+  for (std::size_t at = 0; at < starts.size(); at += std::size_t(B)) {
+    const std::vector<int64_t> part(starts.begin() + std::ptrdiff_t(at),
+                                    starts.begin() + std::ptrdiff_t(std::min(starts.size(), at + std::size_t(B))));
+    dpt::TokenBatch w = dpt::window_batch(text.held_out, part, T);
+    total += model.loss(w.inputs, w.targets, w.windows).item() * double(w.windows);
   }
-  return f.eval_batches > 0 ? total / double(f.eval_batches) : std::nan("");
+  return starts.empty() ? std::nan("") : total / double(starts.size());
 }
 
 LmRun train_language_model(dpt::Context& ctx, Gpt& model, const TextData& text, const Ch14Flags& f, bool verify,
@@ -60,12 +65,13 @@ LmRun train_language_model(dpt::Context& ctx, Gpt& model, const TextData& text, 
   LmRun run;
   const int64_t B = f.batch, D = ctx.world, G = B * D, T = f.shape.context;
   auto optimizer = make_lm_optimizer(f, model.parameters());
+  const dpt::WindowSampler sampler(int64_t(text.train.size()), T, G, !f.no_shuffle, f.seed);
   dpt::ProgressBar bar("training", f.steps, say.enabled());
   const auto start = std::chrono::steady_clock::now();
   for (int64_t s = 0; s < f.steps; ++s) {
     const bool checked = verify && ctx.is_root() && (s == 0 || s == f.steps - 1);
     if (checked) run.checked.push_back({s, flat_values(model), {}});
-    Windows mine = step_windows(text.train, s, G, ctx.rank * B, B, T, !f.no_shuffle, f.seed);
+    dpt::TokenBatch mine = dpt::window_batch(text.train, sampler.replica_starts(s, ctx.rank, ctx.world), T);
     optimizer->zero_grad();
     Tensor loss;
     {

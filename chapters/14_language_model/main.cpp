@@ -42,9 +42,9 @@ void lecture(ModelChapterRun& run, Ch14Flags& f) {
 
   // --------------------------------------------------------------------------
   // 1. The text: characters are the tokens.
-  const TextData text = load_text(f.data, f.seed);
-  f.shape.vocab = int64_t(text.vocabulary.size());
-  say.section("1. The text: " + text.name);
+  const ::TextData text = load_text(f.data, f.shape.context, f.seed);
+  f.shape.vocab = text.vocab();
+  say.section("1. The text: " + text.description);
   say.say(str(text.train.size() + text.held_out.size(), " characters, ", f.shape.vocab, " distinct: the vocabulary. ",
               text.train.size(), " train, ", text.held_out.size(), " held out (the last 10 %).\n",
               "Entropy of one character ignoring context: ", fixed(unigram_entropy(text), 3), " nats = ",

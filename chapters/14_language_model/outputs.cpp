@@ -8,21 +8,12 @@
 #include "dpt/checkpoint.h"
 #include "dpt/line_chart.h"
 #include "dpt/output_file.h"
+#include "dpt/text_corpus.h"
 
 void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const TextData& text, const LmRun& run) {
-  if (!f.save_weights.empty()) {
-    dpt::SafeTensorsFile file;
-    for (const auto& named : model.named_parameters()) file.tensors[named.name] = dpt::to_safetensor(named.tensor);
-    file.metadata["vocabulary"] = text.vocabulary;
-    file.metadata["data"] = text.name;
-    dpt::write_safetensors(f.save_weights, file);
-  }
-  if (!f.save_data.empty()) {
-    dpt::SafeTensorsFile file;
-    file.tensors["tokens"] = dpt::to_safetensor(text.train, {int64_t(text.train.size())});
-    file.metadata["vocabulary"] = text.vocabulary;
-    dpt::write_safetensors(f.save_data, file);
-  }
+  if (!f.save_weights.empty())
+    dpt::save_weights(f.save_weights, model.named_parameters(), dpt::vocabulary_metadata(text.vocabulary));
+  if (!f.save_data.empty()) dpt::save_text_data(f.save_data, text.train, text.vocabulary);
   if (!f.metrics.empty()) {
     std::ostringstream out;
     std::size_t e = 0;
@@ -44,7 +35,7 @@ void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const TextData& te
     held.name = "held out", held.colour = "#d0652a", held.markers = true;
     for (std::size_t s = 0; s < run.train_loss.size(); ++s) train.points.push_back({double(s + 1), run.train_loss[s]});
     for (const EvalPoint& p : run.held_out) held.points.push_back({double(p.step), p.loss});
-    const double uniform = std::log(double(text.vocabulary.size()));
+    const double uniform = std::log(double(text.vocab()));
     guess.name = "ln V (uniform guess)", guess.colour = "#999999", guess.dashed = true;
     guess.points = {{1, uniform}, {double(run.train_loss.size()), uniform}};
     chart.series = {train, held, guess};
@@ -53,10 +44,9 @@ void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const TextData& te
 }
 
 void load_ch14_weights(const std::string& path, Gpt& model, const TextData& text) {
-  dpt::SafeTensorsFile file = dpt::read_safetensors(path);
-  auto vocab = file.metadata.find("vocabulary");
-  DPT_CHECK(vocab == file.metadata.end() || vocab->second == text.vocabulary,
-            path << ": its vocabulary (" << vocab->second.size() << " characters) is not the data's ("
-                 << text.vocabulary.size() << "): these weights were trained on other text");
+  const dpt::Vocabulary saved = dpt::read_vocabulary(path);
+  DPT_CHECK(saved.characters() == text.vocabulary.characters(),
+            path << ": its vocabulary (" << saved.size() << " characters) is not the data's (" << text.vocab()
+                 << "): these weights were trained on other text");
   dpt::load_weights(path, model.named_parameters());
 }
