@@ -326,6 +326,8 @@ TEST_CASE("transformer ops refuse bad input with a sentence", "[ops][transformer
   Tensor x = Tensor::zeros({2, 5, 7}, host);
   CHECK_THROWS_WITH(layer_norm(x, Tensor::zeros({5}, host), Tensor::zeros({7}, host)),
                     contains_text("weight (5,)") && contains_text("must both be (7,), x's last size"));
+  CHECK_THROWS_WITH(layer_norm(x, Tensor::zeros({7}, host), Tensor()),
+                    contains_text("needs both a weight and a bias of size 7"));
   CHECK_THROWS_WITH(softmax(Tensor::zeros({3, 5, 4}, host), true),
                     contains_text("causal mask needs scores (…, T, T)") && contains_text("(3, 5, 4)"));
   CHECK_THROWS_WITH(swap_axes_12(x), contains_text("must be 4-D"));

@@ -95,6 +95,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   DPT_CHECK(x.dim() >= 1 && x.size(-1) > 0, "layer_norm: x needs a last axis to normalize, got "
                                                 << shape_str(x.shape()));
   int64_t width = x.size(-1), rows = rows_of(x);
+  DPT_CHECK(weight.defined() && bias.defined(), "layer_norm: needs both a weight and a bias of size " << width);
   DPT_CHECK(weight.shape() == Shape{width} && bias.shape() == Shape{width},
             "layer_norm: weight " << shape_str(weight.shape()) << " and bias " << shape_str(bias.shape())
                                   << " must both be " << shape_str({width}) << ", x's last size");
