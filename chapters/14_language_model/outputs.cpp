@@ -48,5 +48,13 @@ void load_ch14_weights(const std::string& path, Gpt& model, const TextData& text
   DPT_CHECK(saved.characters() == text.vocabulary.characters(),
             path << ": its vocabulary (" << saved.size() << " characters) is not the data's (" << text.vocab()
                  << "): these weights were trained on other text");
+  const dpt::SafeTensorsFile file = dpt::read_safetensors(path);
+  for (const auto& named : model.named_parameters()) {  // the sizes' flags, not the MLP's --model
+    auto found = file.tensors.find(named.name);
+    DPT_CHECK(found != file.tensors.end(), path << ": no tensor " << named.name << " (not a GPT saved by ch14 or nanoGPT?)");
+    DPT_CHECK(found->second.shape == named.tensor.shape(),
+              path << ": " << named.name << " is " << dpt::shape_str(found->second.shape) << ", this model's is "
+                   << dpt::shape_str(named.tensor.shape()) << ": saved with other --layers/--heads/--width/--context?");
+  }
   dpt::load_weights(path, model.named_parameters());
 }
