@@ -66,23 +66,25 @@ TEST_CASE("cuda embedding backward gives the same bits on every call (no atomics
 
 TEST_CASE("cuda gemm_batched equals a loop of gemm over the batch, transposes, strides and beta included", "[gpu]") {
   DPT_REQUIRE_GPU();
-  struct Case { bool ta, tb; int64_t m, n, k, batch, pad; float beta; };
+  struct Case { bool ta, tb; int64_t m, n, k, batch, pad, shift; float beta; };
   // attention's shapes (12 × 4 heads of 64 × 32), odd ones, one product,
-  // strides with a gap between products, an accumulating beta
-  for (Case c : {Case{false, true, 64, 64, 32, 48, 0, 0.0f}, Case{false, false, 64, 32, 64, 48, 0, 0.0f},
-                 Case{true, false, 7, 5, 3, 3, 5, 0.5f}, Case{true, true, 1, 1, 1, 1, 0, 1.0f},
-                 Case{false, false, 33, 17, 300, 5, 3, -2.0f}}) {
+  // strides with a gap between products, an accumulating beta, operands one
+  // float off a 256-byte boundary (the aligned copies, gaps included)
+  for (Case c : {Case{false, true, 64, 64, 32, 48, 0, 0, 0.0f}, Case{false, false, 64, 32, 64, 48, 0, 0, 0.0f},
+                 Case{true, false, 7, 5, 3, 3, 5, 0, 0.5f}, Case{true, true, 1, 1, 1, 1, 0, 0, 1.0f},
+                 Case{false, false, 33, 17, 300, 5, 3, 0, -2.0f}, Case{true, false, 7, 5, 3, 3, 5, 1, 0.0f}}) {
     INFO("op(a) " << c.m << " x " << c.k << (c.ta ? " (t)" : "") << ", op(b) " << c.k << " x " << c.n
-                  << (c.tb ? " (t)" : "") << ", batch " << c.batch << ", gap " << c.pad << ", beta " << c.beta);
-    const int64_t sa = c.m * c.k + c.pad, sb = c.k * c.n + c.pad, sc = c.m * c.n + c.pad;
-    auto a = dpt_test::twin({c.batch * sa}, 21), b = dpt_test::twin({c.batch * sb}, 22);
-    auto batched = dpt_test::twin({c.batch * sc}, 23);
+                  << (c.tb ? " (t)" : "") << ", batch " << c.batch << ", gap " << c.pad << ", beta " << c.beta
+                  << ", offset " << c.shift);
+    const int64_t sa = c.m * c.k + c.pad, sb = c.k * c.n + c.pad, sc = c.m * c.n + c.pad, at = c.shift;
+    auto a = dpt_test::twin({c.batch * sa + at}, 21), b = dpt_test::twin({c.batch * sb + at}, 22);
+    auto batched = dpt_test::twin({c.batch * sc + at}, 23);
     Tensor looped = batched.gpu.clone();
-    cuda_kernels(0).gemm_batched(c.ta, c.tb, c.m, c.n, c.k, 0.75f, a.gpu.data(), sa, b.gpu.data(), sb, c.beta,
-                                 batched.gpu.data(), sc, c.batch);
+    cuda_kernels(0).gemm_batched(c.ta, c.tb, c.m, c.n, c.k, 0.75f, a.gpu.data() + at, sa, b.gpu.data() + at, sb,
+                                 c.beta, batched.gpu.data() + at, sc, c.batch);
     for (int64_t i = 0; i < c.batch; ++i)
-      cuda_kernels(0).gemm(c.ta, c.tb, c.m, c.n, c.k, 0.75f, a.gpu.data() + i * sa, b.gpu.data() + i * sb, c.beta,
-                           looped.data() + i * sc);
+      cuda_kernels(0).gemm(c.ta, c.tb, c.m, c.n, c.k, 0.75f, a.gpu.data() + at + i * sa, b.gpu.data() + at + i * sb,
+                           c.beta, looped.data() + at + i * sc);
     // Two cuBLAS kernels may sum k in other orders: ~√k·2⁻²⁴ of the largest
     // entry each; 1e-5 normwise leaves room for k = 300, not for a wrong product.
     CHECK(dpt_test::relative_diff(batched.gpu, looped) <= 1e-5);
@@ -90,7 +92,9 @@ TEST_CASE("cuda gemm_batched equals a loop of gemm over the batch, transposes, s
     std::vector<float> got = batched.gpu.to_vector(), before = batched.cpu.to_vector();
     int64_t gaps_written = 0;
     for (int64_t i = 0; i < c.batch; ++i)
-      for (int64_t j = c.m * c.n; j < sc; ++j) gaps_written += got[std::size_t(i * sc + j)] != before[std::size_t(i * sc + j)];
+      for (int64_t j = at + i * sc + c.m * c.n; j < at + (i + 1) * sc; ++j)
+        gaps_written += got[std::size_t(j)] != before[std::size_t(j)];
+    if (at) CHECK(got[0] == before[0]);  // nor the float before the first
     CHECK(gaps_written == 0);
   }
 }

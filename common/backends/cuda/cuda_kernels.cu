@@ -145,7 +145,10 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
     cudaStream_t stream = current();
     Aligned a_at(a, (batch - 1) * stride_a + m * k, true, stream, device_);
     Aligned b_at(b, (batch - 1) * stride_b + k * n, true, stream, device_);
-    Aligned c_at(c, (batch - 1) * stride_c + m * n, beta != 0.0f, stream, device_);
+    // c's copy is read in when beta needs it, and when gaps between its
+    // products would otherwise go back as whatever the scratch held
+    const bool gaps = batch > 1 && stride_c > m * n;
+    Aligned c_at(c, (batch - 1) * stride_c + m * n, beta != 0.0f || gaps, stream, device_);
     cublasHandle_t blas = blas_handle();
     DPT_CUBLAS_CHECK(cublasSetStream(blas, stream));
     DPT_CUBLAS_CHECK(cublasSetMathMode(blas, tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
