@@ -59,12 +59,13 @@ TEST_CASE("text corpus: text:FILE reads any UTF-8 file, a character a token", "[
   CHECK(data.vocabulary.size() == 6 + 10 + 1);  // C a f é space €, ten digits, '\n'
 }
 
-TEST_CASE("text corpus: a missing, empty, non-UTF-8 or too short file gets one sentence", "[text]") {
+TEST_CASE("text corpus: a missing, empty, non-UTF-8 or too short file, or a folder, gets one sentence", "[text]") {
   Folder dir("text_corpus_bad");
   write_file(dir / "empty.txt", "");
   write_file(dir / "latin1.txt", "na\xEFve\n");  // ISO-8859-1's ï, not UTF-8
   write_file(dir / "short.txt", std::string(600, 'x'));  // 60 held out: too few for context 64
   CHECK_THROWS_WITH(load_text_data("text:" + dir / "none.txt", 8, 0), contains_text("cannot open"));
+  CHECK_THROWS_WITH(load_text_data("text:" + dir.path, 8, 0), contains_text("is a folder; give a text file"));
   CHECK_THROWS_WITH(load_text_data("text:" + dir / "empty.txt", 8, 0), contains_text("the file is empty"));
   CHECK_THROWS_WITH(load_text_data("text:" + dir / "latin1.txt", 8, 0),
                     contains_text("latin1.txt is not UTF-8: byte 0xEF at offset 2"));

@@ -2,7 +2,11 @@
 // split, the vocabulary in safetensors, --save-data.
 #include "dpt/text_corpus.h"
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -53,6 +57,10 @@ std::string with_commas(int64_t n) {
 }
 
 std::string read_text_file(const std::string& path) {
+  struct stat info {};
+  DPT_CHECK(::stat(path.c_str(), &info) == 0, "--data text:" << path << ": cannot open '" << path << "' ("
+                                                              << std::strerror(errno) << ")");
+  DPT_CHECK(!S_ISDIR(info.st_mode), "--data text:" << path << ": '" << path << "' is a folder; give a text file");
   std::ifstream in(path, std::ios::binary);
   DPT_CHECK(in, "--data text:" << path << ": cannot open '" << path << "'");
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
