@@ -4,9 +4,15 @@
 #include <CLI/CLI.hpp>
 
 #include "dpt/options.h"
+#include "dpt/text_corpus.h"
 
 void add_ch14_flags(CLI::App& app, Ch14Flags& f) {
   app.add_option("--data", f.data, "Text: auto (kjv where installed, else synthetic) | kjv | synthetic | text:FILE")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            return value == "auto" ? std::string() : dpt::text_source_check()(value);  // auto: kjv or synthetic
+          },
+          ""))
       ->capture_default_str();
   // Sizes: at most what a 2-core course machine can hold and step in minutes;
   // beyond them a value can only be a typo.

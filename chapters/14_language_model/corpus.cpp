@@ -48,3 +48,17 @@ std::string default_prompt(const TextData& text) {
   line = dpt::utf8_string(characters);
   return line.empty() ? decode(text, {text.held_out.begin(), text.held_out.begin() + std::ptrdiff_t(std::min<std::size_t>(16, n))}) : line;
 }
+
+void check_same_text(dpt::Communicator& comm, const TextData& text) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a over tokens, then characters
+  auto mix = [&hash](uint64_t v) {
+    for (int b = 0; b < 8; ++b) hash = (hash ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
+  };
+  for (int64_t t : text.train) mix(uint64_t(t));
+  for (int64_t t : text.held_out) mix(uint64_t(t));
+  for (char32_t c : text.vocabulary.characters()) mix(uint64_t(c));
+  const std::vector<uint64_t> all = comm.all_gather(hash);
+  for (std::size_t r = 1; r < all.size(); ++r)
+    DPT_CHECK(all[r] == all[0], "rank " << r << " read other text than rank 0 (--data " << text.name
+                                        << "): every rank must train on the same characters");
+}

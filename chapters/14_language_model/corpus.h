@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dpt/comm.h"
 #include "dpt/text_corpus.h"
 #include "dpt/text_windows.h"
 
@@ -29,6 +30,10 @@ TextData load_text(const std::string& data, int64_t context, uint64_t seed);
 std::string decode(const TextData& text, const std::vector<int64_t>& tokens);
 /// UTF-8 text → tokens; a character outside the vocabulary is an error naming it.
 std::vector<int64_t> encode(const TextData& text, const std::string& characters);
+/// Collective: every rank holds the same text (a hash of its tokens and
+/// vocabulary against rank 0's); otherwise dpt::Error naming the first rank
+/// that differs (under mpirun each process reads its own files).
+void check_same_text(dpt::Communicator& comm, const TextData& text);
 /// The held-out text's first whole line (40 characters at most), after its
 /// first line break: the sample's prompt by default.
 std::string default_prompt(const TextData& text);

@@ -43,6 +43,7 @@ void lecture(ModelChapterRun& run, Ch14Flags& f) {
   // --------------------------------------------------------------------------
   // 1. The text: characters are the tokens.
   const ::TextData text = load_text(f.data, f.shape.context, f.seed);
+  check_same_text(ctx.comm, text);
   f.shape.vocab = text.vocab();
   say.section("1. The text: " + text.description);
   say.say(str(text.train.size() + text.held_out.size(), " characters, ", f.shape.vocab, " distinct: the vocabulary. ",
