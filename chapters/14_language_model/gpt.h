@@ -76,7 +76,7 @@ class Gpt {
   GptShape shape_;
 };
 
-/// One block's causal self-attention on x (B·T, C), the block's ln_1 already
+/// One block's causal self-attention (ch14::causal_attention on its heads) on x (B·T, C), the block's ln_1 already
 /// applied: (B·T, C), before the residual add.
 dpt::Tensor gpt_attention(const dpt::Tensor& x, const GptBlock& block, const GptShape& shape, int64_t batch);
 
