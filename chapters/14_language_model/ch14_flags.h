@@ -14,7 +14,7 @@ struct Ch14Flags {
   std::string data = "auto";  ///< auto | kjv | synthetic | text:FILE (auto: kjv where installed)
   GptShape shape;             ///< --layers --heads --width --context (vocab from the data)
   int64_t batch = 12;         ///< sequences per step, per rank (B)
-  int64_t steps = 200;        ///< optimizer steps
+  int64_t steps = 150;        ///< optimizer steps
   float lr = 1e-3f;           ///< learning rate
   std::string optimizer = "adamw";  ///< sgd | adamw
   float weight_decay = 0.01f;       ///< AdamW's λ (PyTorch's default)

@@ -82,3 +82,13 @@ Windows step_windows(const std::vector<int64_t>& tokens, int64_t step, int64_t g
   }
   return w;
 }
+
+std::string default_prompt(const TextData& text) {
+  std::string held = decode(text, {text.held_out.begin(), text.held_out.begin() + std::min<std::ptrdiff_t>(4096, std::ptrdiff_t(text.held_out.size()))});
+  std::size_t start = held.find('\n');
+  start = start == std::string::npos ? held.find(' ') : start;
+  start = start == std::string::npos ? 0 : start + 1;
+  std::size_t end = held.find('\n', start);
+  std::string line = held.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  return line.substr(0, 40).empty() ? held.substr(0, 16) : line.substr(0, 40);
+}

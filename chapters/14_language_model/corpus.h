@@ -22,6 +22,10 @@ std::string decode(const TextData& text, const std::vector<int64_t>& tokens);
 /// Text → tokens; a character outside the vocabulary is an error naming it.
 std::vector<int64_t> encode(const TextData& text, const std::string& characters);
 
+/// The held-out text's first whole line (its first 40 characters at most),
+/// starting after the first line break; the sample's prompt by default.
+std::string default_prompt(const TextData& text);
+
 /// `count` windows of T + 1 tokens: inputs (count·T) and targets (the same,
 /// shifted by one).
 struct Windows {

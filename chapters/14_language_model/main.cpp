@@ -97,7 +97,7 @@ void lecture(ModelChapterRun& run, Ch14Flags& f) {
   // --------------------------------------------------------------------------
   // 5. What it learned to write.
   if (ctx.is_root() && f.sample > 0 && w.generate) {
-    const std::string prompt = f.prompt.empty() ? decode(text, {text.held_out.begin(), text.held_out.begin() + 16}) : f.prompt;
+    const std::string prompt = f.prompt.empty() ? default_prompt(text) : f.prompt;
     Rng sampler(f.seed + 1);
     say.section(str("5. A sample: ", f.sample, " characters after \"", prompt, "\""));
     auto scores = [&model](const std::vector<int64_t>& tokens) { return model.forward(tokens, 1); };
