@@ -29,7 +29,8 @@ std::string default_prompt(const TextData& text);
 /// `count` windows of T + 1 tokens: inputs (count·T) and targets (the same,
 /// shifted by one).
 struct Windows {
-  std::vector<int64_t> inputs, targets;
+  std::vector<int64_t> inputs;   ///< count·T tokens, window after window
+  std::vector<int64_t> targets;  ///< the same positions' next tokens
 };
 /// Windows g = first … first + count − 1 of step s's global batch of G:
 /// in order (--no-shuffle) window g starts at ((s·G + g)·T) mod (N − T − 1);
