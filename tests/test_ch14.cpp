@@ -1,161 +1,181 @@
-// test_ch14.cpp — chapter 14's files, through the program: --save-weights
-// holds nanoGPT's names and shapes (written out here from nanoGPT's model.py,
-// not read from gpt.cpp) and loads back into the model; --save-data holds the
-// training tokens as int64; a --load-weights file of another shape or another
-// vocabulary is refused in one sentence (exit 1 or 2), never trained from.
+// test_ch14.cpp — chapter 14's attention hole against its definition: every
+// output row a softmax-weighted average of the value rows at or before it,
+// the scores q·k scaled to unit variance. The definition is written out here
+// as loops in double; the laws (no position reads a later one, the weights
+// sum to 1, the scale) are checked on inputs built to expose each.
+//
+// Here: causal_attention. LayerNorm's backward in test_ch14_layer_norm.cpp,
+// generate in test_ch14_sample.cpp, the program in test_ch14_chapter.cpp.
 #include "support/catch.h"
 
-#include <cstdio>
-#include <fstream>
-#include <map>
-#include <set>
-#include <sstream>
-#include <string>
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
-#include "dpt/checkpoint.h"
-#include "gpt.h"
-#include "support/run_program.h"
+#include "ch14.h"
+#include "dpt/autograd.h"
 
-using dpt_test::run_program;
+using namespace dpt;
 
 namespace {
+std::vector<float> normals(int64_t n, uint64_t seed, float std = 1.0f) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = std * rng.normal();
+  return v;
+}
+Tensor host(const Shape& shape, const std::vector<float>& values) {
+  return Tensor::from_vector(shape, values, Device::host());
+}
 
-const std::string kProgram = "ch14_language_model";
-// A small GPT: L = 2 blocks, H = 2 heads, C = 32, T = 16.
-const std::string kSmall = "--ranks 1 --quiet --sample 0 --data synthetic --layers 2 --heads 2 --width 32 --context 16 --batch 2";
-constexpr int64_t L = 2, C = 32, T = 16;
+// The definition, in double: y[g, i] = Σ_{j ≤ i} softmax_j(q_i·k_j / √D) v_j.
+std::vector<double> attention_by_loops(const std::vector<float>& q, const std::vector<float>& k,
+                                       const std::vector<float>& v, int64_t G, int64_t T, int64_t D) {
+  std::vector<double> y(q.size(), 0.0);
+  auto at = [&](int64_t g, int64_t t, int64_t d) { return std::size_t((g * T + t) * D + d); };
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t i = 0; i < T; ++i) {
+      std::vector<double> w(std::size_t(i + 1));
+      for (int64_t j = 0; j <= i; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += double(q[at(g, i, d)]) * double(k[at(g, j, d)]);
+        w[std::size_t(j)] = dot / std::sqrt(double(D));
+      }
+      const double top = *std::max_element(w.begin(), w.end());
+      double total = 0;
+      for (double& x : w) total += x = std::exp(x - top);
+      for (int64_t j = 0; j <= i; ++j)
+        for (int64_t d = 0; d < D; ++d) y[at(g, i, d)] += w[std::size_t(j)] / total * double(v[at(g, j, d)]);
+    }
+  return y;
+}
 
-// nanoGPT's state_dict for a GPT of L blocks, width C, context T, vocabulary V
-// (bias=True, untied head, no attention buffer): name → shape.
-std::map<std::string, dpt::Shape> nanogpt_names(int64_t V) {
-  std::map<std::string, dpt::Shape> names{{"transformer.wte.weight", {V, C}}, {"transformer.wpe.weight", {T, C}},
-                                          {"transformer.ln_f.weight", {C}},  {"transformer.ln_f.bias", {C}},
-                                          {"lm_head.weight", {V, C}}};
-  for (int64_t i = 0; i < L; ++i) {
-    const std::string h = "transformer.h." + std::to_string(i) + ".";
-    for (const char* ln : {"ln_1", "ln_2"}) names[h + ln + ".weight"] = {C}, names[h + ln + ".bias"] = {C};
-    names[h + "attn.c_attn.weight"] = {3 * C, C}, names[h + "attn.c_attn.bias"] = {3 * C};
-    names[h + "attn.c_proj.weight"] = {C, C}, names[h + "attn.c_proj.bias"] = {C};
-    names[h + "mlp.c_fc.weight"] = {4 * C, C}, names[h + "mlp.c_fc.bias"] = {4 * C};
-    names[h + "mlp.c_proj.weight"] = {C, 4 * C}, names[h + "mlp.c_proj.bias"] = {C};
+// max |a − b| / max |b|; NaN when the sizes differ or an entry is NaN.
+double relative_gap(const std::vector<float>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::nan("");
+  double gap = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - b[i]);
+    if (std::isnan(d)) return d;
+    gap = std::max(gap, d), scale = std::max(scale, std::fabs(b[i]));
   }
-  return names;
+  return gap / scale;
 }
-
-// Runs the chapter; REQUIREs exit 0 and returns its output.
-std::string run_ok(const std::string& args) {
-  dpt_test::ProgramResult r = run_program(kProgram, args);
-  INFO(kProgram << " " << args << "\n" << r.output);
-  REQUIRE(r.exit_code == 0);
-  return r.output;
-}
-
-// The lines of `text` that hold more than blanks.
-std::vector<std::string> nonblank_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
-  return lines;
-}
-
-// A refused --load-weights: exit 1 or 2, one line naming the file and saying `what` (each of them).
-void check_refused(const std::string& args, const std::string& file, const std::vector<std::string>& what) {
-  dpt_test::ProgramResult r = run_program(kProgram, args);
-  INFO(kProgram << " " << args << "\n" << r.output);
-  CHECK((r.exit_code == 1 || r.exit_code == 2));
-  std::vector<std::string> lines = nonblank_lines(r.output);
-  REQUIRE(lines.size() == 1);  // one sentence, no trace, no narration before it
-  CHECK(lines[0].find(file) != std::string::npos);
-  for (const std::string& w : what) CHECK(lines[0].find(w) != std::string::npos);
-  CHECK(r.output.find("terminate") == std::string::npos);
-}
-
 }  // namespace
 
-TEST_CASE("ch14 --save-weights holds nanoGPT's names and shapes, and loads back into the model") {
-  const std::string weights = dpt_test::temp_path("ch14_weights.safetensors");
-  run_ok(kSmall + " --steps 0 --save-weights " + weights);
-  dpt::SafeTensorsFile file = dpt::read_safetensors(weights);
-  REQUIRE(file.metadata.count("vocabulary") == 1);
-  const int64_t V = int64_t(file.metadata["vocabulary"].size());
-  REQUIRE(V > 1);
-
-  std::map<std::string, dpt::Shape> expected = nanogpt_names(V), saved;
-  for (const auto& [name, t] : file.tensors) {
-    CHECK(t.dtype == dpt::DType::F32);
-    saved[name] = t.shape;
+TEST_CASE("causal_attention: equals its definition written out as loops (softmax of scaled scores over j <= i, times v)",
+          "[ch14]") {
+  struct Case { int64_t G, T, D; float std; };
+  // T ≠ D (a transpose cannot pass by shape), T = 1, and scores large enough that the scale matters.
+  for (Case c : {Case{3, 7, 4, 1.0f}, Case{2, 1, 5, 1.0f}, Case{1, 9, 16, 1.0f}, Case{2, 6, 3, 3.0f}}) {
+    const int64_t n = c.G * c.T * c.D;
+    const std::vector<float> q = normals(n, 1, c.std), k = normals(n, 2, c.std), v = normals(n, 3);
+    Tensor y = ch14::causal_attention(host({c.G, c.T, c.D}, q), host({c.G, c.T, c.D}, k), host({c.G, c.T, c.D}, v));
+    INFO("G = " << c.G << ", T = " << c.T << ", D = " << c.D << ", entries of q and k with std " << c.std);
+    REQUIRE(y.shape() == Shape({c.G, c.T, c.D}));
+    // float against double: a few roundings of O(1) values, ~1e-7 relative.
+    CHECK(relative_gap(y.to_vector(), attention_by_loops(q, k, v, c.G, c.T, c.D)) <= 1e-5);
   }
-  CHECK(saved == expected);
-
-  // The model built for these sizes takes the file: same names, same shapes, the values land.
-  dpt::Rng rng(12345);  // another seed: the loaded values must come from the file
-  Gpt model({V, T, L, 2, C}, dpt::Device::host(), rng);
-  std::map<std::string, dpt::Shape> model_names;
-  for (const auto& named : model.named_parameters()) model_names[named.name] = named.tensor.shape();
-  CHECK(model_names == expected);
-  dpt::load_weights(weights, model.named_parameters());
-  for (const auto& named : model.named_parameters()) {
-    INFO(named.name);
-    CHECK(named.tensor.to_vector() == file.tensors.at(named.name).floats());
-  }
-  std::remove(weights.c_str());
 }
 
-TEST_CASE("ch14 --save-data holds the training tokens: tokens (N,) int64, each inside the vocabulary") {
-  const std::string data = dpt_test::temp_path("ch14_data.safetensors");
-  const std::string weights = dpt_test::temp_path("ch14_data_weights.safetensors");
-  run_ok(kSmall + " --steps 0 --save-data " + data + " --save-weights " + weights);
-  dpt::SafeTensorsFile file = dpt::read_safetensors(data);
-  REQUIRE(file.tensors.count("tokens") == 1);
-  const dpt::SafeTensor& tokens = file.tensors.at("tokens");
-  CHECK(tokens.dtype == dpt::DType::I64);
-  REQUIRE(tokens.shape.size() == 1);
-  const int64_t V = int64_t(dpt::read_safetensors(weights).metadata.at("vocabulary").size());
-  std::vector<int64_t> values = tokens.ints();
-  CHECK(int64_t(values.size()) == tokens.shape[0]);
-  CHECK(int64_t(values.size()) > T + 1);  // at least one window
-  std::set<int64_t> seen(values.begin(), values.end());
-  CHECK(*seen.begin() >= 0);
-  CHECK(*seen.rbegin() < V);
-  CHECK(int64_t(seen.size()) > V / 2);  // text, not a constant: most characters occur
-  std::remove(data.c_str());
-  std::remove(weights.c_str());
-}
-
-TEST_CASE("ch14 refuses --load-weights of another shape in one sentence, exit 1 or 2") {
-  const std::string weights = dpt_test::temp_path("ch14_narrow.safetensors");
-  run_ok(kSmall + " --steps 0 --save-weights " + weights);
-  // The same model but width 64: every matrix is the wrong shape.
-  std::string wider = kSmall;
-  wider.replace(wider.find("--width 32"), 10, "--width 64");
-  const std::string V = std::to_string(dpt::read_safetensors(weights).metadata.at("vocabulary").size());
-  // Names a tensor, the shape it has and the shape the model wants.
-  check_refused(wider + " --steps 1 --load-weights " + weights, weights,
-                {"transformer.", "(" + V + ", 32)", "(" + V + ", 64)"});
-  std::remove(weights.c_str());
-}
-
-TEST_CASE("ch14 refuses --load-weights trained on another vocabulary in one sentence, exit 1 or 2") {
-  const std::string weights = dpt_test::temp_path("ch14_vocab.safetensors");
-  run_ok(kSmall + " --steps 0 --save-weights " + weights);
-  const std::string vocabulary = dpt::read_safetensors(weights).metadata.at("vocabulary");
-  // A text with as many distinct characters, none of them the synthetic text's:
-  // the tensors' shapes all match, only the vocabulary tells the files apart.
-  std::string others;
-  for (char c = '!'; c <= '~' && others.size() < vocabulary.size(); ++c)
-    if (vocabulary.find(c) == std::string::npos) others += c;
-  REQUIRE(others.size() == vocabulary.size());
-  const std::string text = dpt_test::temp_path("ch14_other.txt");
-  {
-    std::ofstream out(text);
-    dpt::Rng rng(5);
-    for (int i = 0; i < 4000; ++i) out << others[rng.below(others.size())];
+TEST_CASE("causal_attention: no position reads a later one (changing q, k, v after position i leaves rows <= i unchanged)",
+          "[ch14]") {
+  const int64_t G = 2, T = 6, D = 4, n = G * T * D;
+  std::vector<float> q = normals(n, 4), k = normals(n, 5), v = normals(n, 6);
+  const std::vector<float> before = ch14::causal_attention(host({G, T, D}, q), host({G, T, D}, k), host({G, T, D}, v)).to_vector();
+  for (int64_t i = 0; i + 1 < T; ++i) {
+    std::vector<float> q2 = q, k2 = k, v2 = v;  // every entry after position i, changed
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t t = i + 1; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+          const std::size_t e = std::size_t((g * T + t) * D + d);
+          q2[e] += 1.5f, k2[e] -= 2.0f, v2[e] *= -3.0f;
+        }
+    const std::vector<float> after =
+        ch14::causal_attention(host({G, T, D}, q2), host({G, T, D}, k2), host({G, T, D}, v2)).to_vector();
+    REQUIRE(after.size() == before.size());
+    double moved = 0;
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t t = 0; t <= i; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+          const std::size_t e = std::size_t((g * T + t) * D + d);
+          moved = std::max(moved, double(std::fabs(after[e] - before[e])));
+        }
+    INFO("positions after " << i << " changed; the largest change of a row at or before " << i << ": " << moved);
+    CHECK(moved <= 1e-6);  // the future's weights are 0: nothing to round
   }
-  std::string other_text = kSmall;
-  other_text.replace(other_text.find("--data synthetic"), 16, "--data text:" + text);
-  check_refused(other_text + " --steps 1 --load-weights " + weights, weights, {"vocabulary"});
-  std::remove(weights.c_str());
-  std::remove(text.c_str());
+}
+
+TEST_CASE("causal_attention: each row's weights are >= 0, sum to 1 and vanish beyond the row (values = one-hot positions)",
+          "[ch14]") {
+  // v[j] = e_j (D = T): then y[i] is row i's weights themselves.
+  const int64_t T = 5, D = T;
+  const std::vector<float> q = normals(T * D, 7), k = normals(T * D, 8);
+  std::vector<float> v(std::size_t(T * D), 0.0f);
+  for (int64_t j = 0; j < T; ++j) v[std::size_t(j * D + j)] = 1.0f;
+  const std::vector<float> w = ch14::causal_attention(host({1, T, D}, q), host({1, T, D}, k), host({1, T, D}, v)).to_vector();
+  REQUIRE(w.size() == std::size_t(T * D));
+  for (int64_t i = 0; i < T; ++i) {
+    double total = 0, negative = 0, beyond = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      const double x = w[std::size_t(i * D + j)];
+      total += x, negative = std::min(negative, x);
+      if (j > i) beyond = std::max(beyond, std::fabs(x));
+    }
+    INFO("row " << i << ": weights sum to " << total << ", most negative " << negative << ", largest beyond the row " << beyond);
+    CHECK(std::fabs(total - 1.0) <= 1e-6);
+    CHECK(negative == 0.0);
+    CHECK(beyond == 0.0);
+    CHECK(w[std::size_t(i * D + i)] > 0.0f);  // a position reads itself
+  }
+}
+
+TEST_CASE("causal_attention: the scores are q·k times the one scale s that gives them unit variance", "[ch14]") {
+  // Position 1 reads positions 0 and 1 with weights w0, w1 (values one-hot in
+  // their first two entries): ln(w0 / w1) = s · q1·(k0 − k1) measures s.
+  for (int64_t D : {4, 16, 64}) {
+    const int64_t T = 2;
+    std::vector<float> q = normals(T * D, 9), k = normals(T * D, 10), v(std::size_t(T * D), 0.0f);
+    v[0] = 1.0f, v[std::size_t(D + 1)] = 1.0f;
+    // A small dot product: both weights well away from 0 at any plausible scale.
+    for (float& x : q) x *= 0.25f;
+    const std::vector<float> y = ch14::causal_attention(host({1, T, D}, q), host({1, T, D}, k), host({1, T, D}, v)).to_vector();
+    REQUIRE(y.size() == std::size_t(T * D));
+    double gap = 0;
+    for (int64_t d = 0; d < D; ++d) gap += double(q[std::size_t(D + d)]) * (double(k[std::size_t(d)]) - k[std::size_t(D + d)]);
+    const double s = std::log(double(y[std::size_t(D)]) / double(y[std::size_t(D + 1)])) / gap;
+    // q·k sums D products of unit variance: variance D, so s² · D must be 1.
+    INFO("D = " << D << ": the scores are q·k times s = " << s << ", so their variance is s² · D = " << s * s * double(D)
+                << " times 1, not 1");
+    CHECK(std::fabs(s * s * double(D) - 1.0) <= 2e-3);
+  }
+}
+
+TEST_CASE("causal_attention: d loss / d q, k, v equal central differences of the definition", "[ch14]") {
+  const int64_t G = 2, T = 4, D = 3, n = G * T * D;
+  const std::vector<float> q = normals(n, 11), k = normals(n, 12), v = normals(n, 13), r = normals(n, 14);
+  Tensor qt = host({G, T, D}, q).set_requires_grad(true), kt = host({G, T, D}, k).set_requires_grad(true),
+         vt = host({G, T, D}, v).set_requires_grad(true);
+  backward(ch14::causal_attention(qt, kt, vt), host({G, T, D}, r));  // L = Σ r ⊙ y
+  const std::vector<float>* inputs[3] = {&q, &k, &v};
+  const Tensor* tensors[3] = {&qt, &kt, &vt};
+  const char* names[3] = {"q", "k", "v"};
+  for (int which = 0; which < 3; ++which) {
+    REQUIRE(tensors[which]->grad().defined());
+    std::vector<double> numeric(static_cast<std::size_t>(n));
+    for (int64_t e = 0; e < n; ++e) {
+      std::vector<float> in[3] = {q, k, v};
+      auto loss = [&](float value) {
+        in[which][std::size_t(e)] = value;
+        const std::vector<double> y = attention_by_loops(in[0], in[1], in[2], G, T, D);
+        double sum = 0;
+        for (std::size_t i = 0; i < y.size(); ++i) sum += double(r[i]) * y[i];
+        return sum;
+      };
+      const float up = (*inputs[which])[std::size_t(e)] + 1e-3f, down = (*inputs[which])[std::size_t(e)] - 1e-3f;
+      numeric[std::size_t(e)] = (loss(up) - loss(down)) / (double(up) - double(down));  // the step float could take
+    }
+    INFO("d loss / d " << names[which]);
+    CHECK(relative_gap(tensors[which]->grad().to_vector(), numeric) <= 1e-3);  // truncation ~1e-6, float ~1e-6
+  }
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "ch14.h"
 #include "dpt/check.h"
 #include "dpt/ops.h"
 
@@ -56,10 +57,7 @@ Tensor gpt_attention(const Tensor& x, const GptBlock& block, const GptShape& sha
     Tensor part = dpt::reshape(dpt::columns(qkv, which * C, C), {batch, T, H, D});
     return dpt::reshape(dpt::swap_axes_12(part), {batch * H, T, D});
   };
-  Tensor q = heads(0), k = heads(1), v = heads(2);
-  Tensor scores = dpt::batched_matmul(q, false, k, true, 1.0f / std::sqrt(float(D)));  // (B·H, T, T)
-  Tensor weights = dpt::softmax(scores, /*causal=*/true);
-  Tensor y = dpt::batched_matmul(weights, false, v, false);  // (B·H, T, D)
+  Tensor y = dpt::ch14::causal_attention(heads(0), heads(1), heads(2));  // (B·H, T, D): your hole
   y = dpt::reshape(dpt::swap_axes_12(dpt::reshape(y, {batch, H, T, D})), {batch * T, C});
   return dpt::linear(y, block.attn_proj_weight, block.attn_proj_bias);
 }
@@ -75,12 +73,12 @@ Tensor Gpt::forward(const std::vector<int64_t>& tokens, int64_t batch) const {
   for (int64_t i = 0; i < n; ++i) positions[std::size_t(i)] = i % time;
   Tensor x = dpt::add(dpt::embedding(wte, tokens), dpt::embedding(wpe, positions));  // (B·T, C)
   for (const GptBlock& b : blocks) {
-    x = dpt::add(x, gpt_attention(dpt::layer_norm(x, b.ln_1_weight, b.ln_1_bias), b, shape_, batch));
-    Tensor h = dpt::layer_norm(x, b.ln_2_weight, b.ln_2_bias);
+    x = dpt::add(x, gpt_attention(dpt::ch14::layer_norm(x, b.ln_1_weight, b.ln_1_bias), b, shape_, batch));
+    Tensor h = dpt::ch14::layer_norm(x, b.ln_2_weight, b.ln_2_bias);
     h = dpt::gelu(dpt::linear(h, b.fc_weight, b.fc_bias));
     x = dpt::add(x, dpt::linear(h, b.mlp_proj_weight, b.mlp_proj_bias));
   }
-  x = dpt::layer_norm(x, ln_f_weight, ln_f_bias);
+  x = dpt::ch14::layer_norm(x, ln_f_weight, ln_f_bias);
   return dpt::linear(x, lm_head_weight, Tensor());
 }
 

@@ -33,12 +33,18 @@ struct GptShape {
 
 /// One block's parameters (nanoGPT's `transformer.h.{i}`).
 struct GptBlock {
-  dpt::Tensor ln_1_weight, ln_1_bias;          ///< (C), (C)
-  dpt::Tensor attn_weight, attn_bias;          ///< c_attn: (3C, C), (3C); q, k, v in that order
-  dpt::Tensor attn_proj_weight, attn_proj_bias;  ///< attn.c_proj: (C, C), (C)
-  dpt::Tensor ln_2_weight, ln_2_bias;          ///< (C), (C)
-  dpt::Tensor fc_weight, fc_bias;              ///< mlp.c_fc: (4C, C), (4C)
-  dpt::Tensor mlp_proj_weight, mlp_proj_bias;  ///< mlp.c_proj: (C, 4C), (C)
+  dpt::Tensor ln_1_weight;       ///< ln_1: (C)
+  dpt::Tensor ln_1_bias;         ///< ln_1: (C)
+  dpt::Tensor attn_weight;       ///< c_attn: (3C, C); q, k, v in that order
+  dpt::Tensor attn_bias;         ///< c_attn: (3C)
+  dpt::Tensor attn_proj_weight;  ///< attn.c_proj: (C, C)
+  dpt::Tensor attn_proj_bias;    ///< attn.c_proj: (C)
+  dpt::Tensor ln_2_weight;       ///< ln_2: (C)
+  dpt::Tensor ln_2_bias;         ///< ln_2: (C)
+  dpt::Tensor fc_weight;         ///< mlp.c_fc: (4C, C)
+  dpt::Tensor fc_bias;           ///< mlp.c_fc: (4C)
+  dpt::Tensor mlp_proj_weight;   ///< mlp.c_proj: (C, 4C)
+  dpt::Tensor mlp_proj_bias;     ///< mlp.c_proj: (C)
 };
 
 /// The model. Parameters are public handles, listed by named_parameters()
@@ -69,14 +75,15 @@ class Gpt {
   dpt::Tensor wte;                 ///< (V, C) token embedding
   dpt::Tensor wpe;                 ///< (T, C) position embedding
   std::vector<GptBlock> blocks;    ///< L blocks
-  dpt::Tensor ln_f_weight, ln_f_bias;  ///< (C), (C)
+  dpt::Tensor ln_f_weight;         ///< (C) the final LayerNorm's scale
+  dpt::Tensor ln_f_bias;           ///< (C) the final LayerNorm's shift
   dpt::Tensor lm_head_weight;      ///< (V, C), no bias, not tied to wte
 
  private:
   GptShape shape_;
 };
 
-/// One block's causal self-attention on x (B·T, C), the block's ln_1 already
+/// One block's causal self-attention (ch14::causal_attention on its heads) on x (B·T, C), the block's ln_1 already
 /// applied: (B·T, C), before the residual add.
 dpt::Tensor gpt_attention(const dpt::Tensor& x, const GptBlock& block, const GptShape& shape, int64_t batch);
 
