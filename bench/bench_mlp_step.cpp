@@ -36,11 +36,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 #include <thread>
 #include <vector>
 
+#include "cpu_timing.h"
 #include "machine.h"
+#include "torch_json.h"
 #include "dpt/autograd.h"
 #include "dpt/nn.h"
 #include "dpt/ops.h"
@@ -48,45 +49,7 @@
 #include "dpt/report.h"
 
 using namespace dpt;
-using Clock = std::chrono::steady_clock;
-
-// ----------------------------------------------------------------------------
-// timing
-
-// Something to time: fn() is called for `window` seconds per repeat.
-struct Workload {
-  std::function<void()> fn;
-  double window = 0;             // seconds per timing window
-  std::vector<double> per_call;  // seconds per call, one entry per window
-  double median() {
-    std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
-    return per_call[per_call.size() / 2];
-  }
-};
-
-// Warms every workload up, then runs `repeats` rounds; each round times one
-// window of every workload in turn. Interleaving means a neighbour that slows
-// the machine down for a while slows all workloads alike, so their *ratios*
-// (step vs GEMMs) stay honest even when the absolute rates wobble.
-void measure(std::vector<Workload*> workloads, int repeats) {
-  for (Workload* w : workloads) {
-    auto start = Clock::now();
-    do w->fn();
-    while (seconds_since(start) < std::min(0.05, w->window));
-  }
-  for (int r = 0; r < repeats; ++r)
-    for (Workload* w : workloads) {
-      auto start = Clock::now();
-      int64_t calls = 0;
-      double elapsed = 0;
-      do {
-        w->fn();
-        ++calls;
-        elapsed = seconds_since(start);
-      } while (elapsed < w->window);
-      w->per_call.push_back(elapsed / double(calls));
-    }
-}
+using dpt_bench::Workload;
 
 Tensor random_tensor(const Shape& shape, Rng& rng) {
   Tensor t = Tensor::empty(shape, Device::cpu(0));
@@ -159,18 +122,8 @@ nlohmann::json run_torch(const std::string& python, const std::string& script, c
                          const std::string& batches, double seconds, int repeats) {
   std::ostringstream cmd;
   cmd << "'" << python << "' '" << script << "' --model " << model << " --batch " << batches << " --seconds "
-      << seconds << " --repeats " << repeats << " 2>/dev/null";
-  FILE* pipe = popen(cmd.str().c_str(), "r");
-  if (!pipe) return {{"error", "could not start " + python}};
-  std::string out;
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  int status = pclose(pipe);
-  nlohmann::json parsed = nlohmann::json::parse(out, nullptr, false);
-  if (parsed.is_discarded() || !parsed.is_object())
-    return {{"error", python + " " + script + " exited with status " +
-                          std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) + " and printed no JSON"}};
-  return parsed;
+      << seconds << " --repeats " << repeats;
+  return dpt_bench::run_json_command(cmd.str());
 }
 
 // ----------------------------------------------------------------------------
@@ -196,7 +149,7 @@ BatchResult measure_batch(const std::vector<int64_t>& widths, int64_t batch, dou
   }
   Workload step_work{[&bench] { bench.step(); }, seconds / 2 / repeats, {}};
   all.push_back(&step_work);
-  measure(all, repeats);
+  dpt_bench::measure(all, repeats);
 
   BatchResult r;
   double all_flops = 0, all_seconds = 0, step_gemm_seconds = 0;

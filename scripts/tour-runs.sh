@@ -4,6 +4,8 @@
 #
 #   tour_chapters        the chapters, in tour order
 #   tour_ranks[NAME]     the rank flags, as README shows them (01 and 02: one device)
+#   tour_text[NAME]      set for a chapter that trains on text (ch14): it takes
+#                        its own --data, never the Fashion-MNIST flags below
 #   tour_fashion[NAME]   steps and rates on Fashion-MNIST, given after
 #                        "--data fashion-mnist --samples 60000": measured so each
 #                        loss falls from 2.3 to about 0.4 (test accuracy 82-86 %;
@@ -11,7 +13,7 @@
 # shellcheck shell=bash disable=SC2034  # the variables are read where this is sourced
 tour_chapters=(ch01_sgd ch02_batching ch03_naive_dp ch04_ring_allreduce ch05_bucketing ch06_averaging
                ch07_zero ch08_collectives ch09_parameter_server ch10_compression ch11_mixed_precision
-               ch12_tensor_parallel ch13_pipeline_parallel)
+               ch12_tensor_parallel ch13_pipeline_parallel ch14_language_model)
 declare -A tour_ranks=(
   [ch03_naive_dp]="--ranks 4"
   [ch04_ring_allreduce]="--ranks 4"
@@ -23,6 +25,10 @@ declare -A tour_ranks=(
   [ch10_compression]="--ranks 4 --plot build/ch10_accuracy_bytes.svg"   # the accuracy-vs-bytes picture
   [ch12_tensor_parallel]="--ranks 4 --tp 2 --dp 2"                      # 2 models, each split over 2 ranks
   [ch13_pipeline_parallel]="--ranks 4 --gantt build/ch13_pipeline.svg"   # the Gantt chart of both schedules
+  [ch14_language_model]="--ranks 4 --plot build/ch14_loss.svg"           # the loss curve; 150 steps and a sample
+)
+declare -A tour_text=(
+  [ch14_language_model]=1   # the King James Bible where installed (--data auto), else synthetic text
 )
 declare -A tour_fashion=(
   [ch01_sgd]="--steps 1000 --batch 64 --lr 0.1"                      # test ~86 %

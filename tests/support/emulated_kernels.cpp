@@ -27,6 +27,10 @@ class EmulatedKernels final : public LaunchedKernels<EmulatedKernels> {
   void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) override {
     DPT_FAIL("gemm is cuBLAS's on a GPU: the emulator runs dpt's own kernels only");
   }
+  void gemm_batched(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+                    float*, int64_t, int64_t) override {
+    DPT_FAIL("gemm_batched is cuBLAS's on a GPU: the emulator runs dpt's own kernels only");
+  }
   // The 16-bit ops are cuda_half.cu's launches (test_half_emulated.cpp runs their plans).
   void round_half(float*, int64_t, dpt::Half, dpt::math::RoundingCounts*) override {
     DPT_FAIL("round_half is cuda_half.cu's on a GPU: test_half_emulated.cpp runs its kernel");

@@ -13,10 +13,12 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "dpt/autograd.h"
+#include "dpt/nn.h"  // Rng
 #include "dpt/ops.h"
 #include "dpt/tensor.h"
 
@@ -47,6 +49,27 @@ inline double max_relative_error(const std::vector<float>& analytic, const std::
     worst = std::max(worst, std::abs(double(analytic[i]) - double(numeric[i])) / scale);
   }
   return worst;
+}
+
+/// backward() of `loss` once with every input a leaf that requires grad, then
+/// each input's gradient against finite differences: entry k is input k's
+/// max_relative_error (infinity when backward gave it no gradient).
+inline std::vector<double> gradient_errors(const std::function<dpt::Tensor()>& loss,
+                                           std::vector<dpt::Tensor> inputs) {
+  for (auto& in : inputs) {
+    in.set_requires_grad(true);
+    in.zero_grad();
+  }
+  loss().backward();
+  std::vector<double> errors;
+  for (auto& in : inputs) {
+    if (!in.grad().defined()) {
+      errors.push_back(std::numeric_limits<double>::infinity());
+      continue;
+    }
+    errors.push_back(max_relative_error(in.grad().to_vector(), numeric_gradient(loss, in)));
+  }
+  return errors;
 }
 
 /// A tensor of normal(0,1)·scale values with |v| ≥ margin (away from ReLU's kink).

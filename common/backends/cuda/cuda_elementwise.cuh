@@ -9,6 +9,7 @@
 // of tests/support/cuda_emulator.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda_reductions.cuh"
@@ -99,6 +100,24 @@ __global__ void column_sums_kernel(float* out, const float* in, int64_t rows, in
   }
   if (threadIdx.y == 0 && c < cols) out[int64_t(blockIdx.y) * cols + c] = lane_sums[0][threadIdx.x];
 }
+
+// Row chunks of a column sum (sum_rows' first pass), from rows alone, so a
+// column's summation order, and its bits, depend on rows and nothing else
+// (not cols, not the GPU): 64 rows a chunk (8 per row lane), at most 64
+// chunks. 4096 rows: 64 chunks, so 4096×10 runs 64 blocks and 4096×1024
+// 2048; under 128 rows: one chunk, a single pass. The partials (chunks × cols
+// floats) are at most 1/64 of the input.
+constexpr int64_t kRowsPerChunk = 64;
+constexpr int64_t kMaxChunks = 64;
+inline int64_t column_chunks(int64_t rows) { return std::clamp<int64_t>(rows / kRowsPerChunk, 1, kMaxChunks); }
+/// Blocks across cols columns: one per kColumnTile of them.
+inline int64_t column_tiles(int64_t cols) { return (cols + kColumnTile - 1) / kColumnTile; }
+/// Floats of scratch launch_column_sums needs: (chunks, cols), none for one chunk.
+inline int64_t column_sum_partials(int64_t rows, int64_t cols) {
+  int64_t chunks = column_chunks(rows);
+  return chunks == 1 ? 0 : chunks * cols;
+}
+
 // dlogits (rows, classes) = (probs − onehot(labels)) · (*dloss) / rows.
 __global__ void softmax_cross_entropy_backward_kernel(float* dlogits, const float* probs, const int64_t* labels,
                                                       const float* dloss, int64_t rows, int64_t classes) {

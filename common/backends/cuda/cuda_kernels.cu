@@ -1,5 +1,6 @@
-// cuda_kernels.cu — kernels.h on a GPU: cuBLAS SGEMM for gemm, and for the
-// rest the kernels of cuda_elementwise.cuh and cuda_reductions.cuh, launched
+// cuda_kernels.cu — kernels.h on a GPU: cuBLAS SGEMM for gemm (strided-
+// batched for gemm_batched), and for the rest the kernels of
+// cuda_elementwise.cuh, cuda_reductions.cuh and cuda_transformer.cuh, launched
 // as cuda_launches.cuh plans them (the tests run those same plans on the CPU
 // emulator). One CudaKernels per GPU; everything is queued on the calling
 // thread's current stream for that GPU (gpu.h) and returns at once, except
@@ -121,6 +122,41 @@ class CudaKernels final : public LaunchedKernels<CudaKernels> {
                                  int(n), int(m), int(k), &alpha, b_at.ptr, int(transpose_b ? k : n), a_at.ptr,
                                  int(transpose_a ? m : k), &beta, c_at.ptr, int(n)));
     c_at.write_back(c, m * n, stream);
+  }
+
+  // gemm's mapping for each of `batch` products, one cuBLAS call. Each operand
+  // (its whole strided extent) goes through an aligned copy when it starts off
+  // a 256-byte boundary, as in gemm: the bits then depend on the shapes and
+  // strides alone, not on where the tensors start.
+  void gemm_batched(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t stride_a, const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c,
+                    int64_t batch) override {
+    if (batch == 0 || m == 0 || n == 0) return;
+    DPT_CHECK(stride_a >= 0 && stride_b >= 0 && (batch == 1 || stride_c >= m * n),
+              "gemm_batched on cuda:" << device_ << ": strides (" << stride_a << ", " << stride_b << ", " << stride_c
+                                      << ") must be ≥ 0, and c's ≥ m·n = " << m * n << " (its products must not overlap)");
+    if (k == 0) {  // c_i = beta · c_i by hand, as gemm
+      for (int64_t i = 0; i < batch; ++i) gemm(false, false, m, n, 0, alpha, a, b, beta, c + i * stride_c);
+      return;
+    }
+    DPT_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && batch <= INT_MAX,
+              "gemm_batched on cuda:" << device_ << ": sizes (" << m << ", " << n << ", " << k << ") or batch "
+                                      << batch << " exceed cuBLAS's int");
+    cudaStream_t stream = current();
+    Aligned a_at(a, (batch - 1) * stride_a + m * k, true, stream, device_);
+    Aligned b_at(b, (batch - 1) * stride_b + k * n, true, stream, device_);
+    // c's copy is read in when beta needs it, and when gaps between its
+    // products would otherwise go back as whatever the scratch held
+    const bool gaps = batch > 1 && stride_c > m * n;
+    Aligned c_at(c, (batch - 1) * stride_c + m * n, beta != 0.0f || gaps, stream, device_);
+    cublasHandle_t blas = blas_handle();
+    DPT_CUBLAS_CHECK(cublasSetStream(blas, stream));
+    DPT_CUBLAS_CHECK(cublasSetMathMode(blas, tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    DPT_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        blas, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
+        &alpha, b_at.ptr, int(transpose_b ? k : n), stride_b, a_at.ptr, int(transpose_a ? m : k), stride_a, &beta,
+        c_at.ptr, int(n), stride_c, int(batch)));
+    c_at.write_back(c, (batch - 1) * stride_c + m * n, stream);
   }
 
   // ---- 16-bit formats: gpu_half.h's kernels (cuda_half.cu) ----

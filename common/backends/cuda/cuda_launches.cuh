@@ -19,9 +19,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cuda_elementwise.cuh"
 #include "cuda_reductions.cuh"
+#include "cuda_transformer.cuh"
 #include "dpt/check.h"
 #include "dpt/kernels.h"
 
@@ -48,23 +50,6 @@ void launch_elementwise(Launch& launch, void (*kernel)(Params...), int64_t n, Ar
 
 // ----------------------------------------------------------------------------
 // sum_rows: dbias[c] = Σ_r dy[r, c]
-
-// Row chunks of a column sum (sum_rows' first pass), from rows alone, so a
-// column's summation order, and its bits, depend on rows and nothing else
-// (not cols, not the GPU): 64 rows a chunk (8 per row lane), at most 64
-// chunks. 4096 rows: 64 chunks, so 4096×10 runs 64 blocks and 4096×1024
-// 2048; under 128 rows: one chunk, a single pass. The partials (chunks × cols
-// floats) are at most 1/64 of the input.
-constexpr int64_t kRowsPerChunk = 64;
-constexpr int64_t kMaxChunks = 64;
-inline int64_t column_chunks(int64_t rows) { return std::clamp<int64_t>(rows / kRowsPerChunk, 1, kMaxChunks); }
-/// Blocks across cols columns: one per kColumnTile of them.
-inline int64_t column_tiles(int64_t cols) { return (cols + kColumnTile - 1) / kColumnTile; }
-/// Floats of scratch launch_column_sums needs: (chunks, cols), none for one chunk.
-inline int64_t column_sum_partials(int64_t rows, int64_t cols) {
-  int64_t chunks = column_chunks(rows);
-  return chunks == 1 ? 0 : chunks * cols;
-}
 
 /// Two passes of column_sums_kernel: chunk partials (chunks, cols), then each
 /// column's partials summed in chunk order; one pass when there is one chunk.
@@ -125,7 +110,7 @@ void launch_count_correct(Launch& launch, const float* logits, const int64_t* la
 // ----------------------------------------------------------------------------
 // the Kernels calls
 
-/// Every Kernels call but gemm, as launches of the kernels above, written once
+/// Every Kernels call but the GEMMs, as launches of the kernels above, written once
 /// for the GPU (cuda_kernels.cu's CudaKernels) and for the tests' emulator
 /// (tests/support/emulated_kernels.cpp), so the emulated tests run these very
 /// bodies. What differs is where they run, which `Host` (the class deriving
@@ -231,6 +216,65 @@ class LaunchedKernels : public Kernels {
     elementwise(adam_kernel, n, p, m, v, g, step, n);
   }
 
+  // ---- a transformer's loops (cuda_transformer.cuh) ----
+  /// The tokens go where the kernel reads them (the labels' buffer).
+  void embedding(float* out, const float* table, const int64_t* tokens, int64_t n, int64_t cols) override {
+    if (n <= 0 || cols <= 0) return;
+    auto& s = host().acquire();
+    const int64_t* device_tokens = host().labels(s, tokens, n);
+    elementwise(embedding_kernel, n * cols, out, table, device_tokens, n, cols);
+    host().release(s);
+  }
+  /// One thread per (distinct token, column), adding that token's rows in
+  /// position order: the schedule is sorted on the host, uploaded as labels.
+  void embedding_backward(float* dtable, const float* dout, const int64_t* tokens, int64_t n, int64_t cols) override {
+    if (n <= 0 || cols <= 0) return;
+    int64_t segments = 0;
+    std::vector<int64_t> schedule = embedding_schedule(tokens, n, segments);
+    auto& s = host().acquire();
+    const int64_t* order = host().labels(s, schedule.data(), int64_t(schedule.size()));
+    elementwise(embedding_backward_kernel, segments * cols, dtable, dout, order, order + n, order + n + segments + 1,
+                segments, cols);
+    host().release(s);
+  }
+  void layer_norm(float* out, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
+                  int64_t rows, int64_t cols, float eps) override {
+    rowwise(layer_norm_kernel, rows, cols, out, mean, rstd, x, weight, bias, rows, cols, eps);
+  }
+  /// dx one block per row; dweight and dbias as sum_rows' column sums.
+  void layer_norm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
+                           const float* mean, const float* rstd, const float* weight, int64_t rows,
+                           int64_t cols) override {
+    rowwise(layer_norm_backward_kernel, rows, cols, dx, dout, x, mean, rstd, weight, rows, cols);
+    if (dbias) sum_rows(dbias, dout, rows, cols);
+    if (!dweight || cols <= 0) return;
+    DPT_CHECK(column_tiles(cols) <= 2147483647, "layer_norm_backward on " << host().where() << ": " << cols
+                                                << " columns exceed a grid's 2147483647 blocks of " << kColumnTile);
+    auto& s = host().acquire();
+    int64_t scratch = column_sum_partials(rows, cols);
+    float* partials = scratch == 0 ? nullptr : host().column_partials(s, scratch);
+    auto launch = host().launcher();
+    launch_layer_norm_weight_sums(launch, dweight, dout, x, mean, rstd, rows, cols, partials);
+    host().release(s);
+  }
+  void gelu(float* out, const float* x, int64_t n) override { elementwise(gelu_kernel, n, out, x, n); }
+  void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    elementwise(gelu_backward_kernel, n, dx, x, dout, n);
+  }
+  void softmax(float* out, const float* x, int64_t rows, int64_t cols, int64_t causal_period) override {
+    rowwise(softmax_kernel, rows, cols, out, x, rows, cols, causal_period);
+  }
+  void softmax_backward(float* dx, const float* y, const float* dy, int64_t rows, int64_t cols) override {
+    rowwise(softmax_backward_kernel, rows, cols, dx, y, dy, rows, cols);
+  }
+  void swap_axes_12(float* out, const float* x, int64_t a, int64_t b, int64_t c, int64_t d) override {
+    elementwise(swap_axes_12_kernel, a * b * c * d, out, x, a, b, c, d);
+  }
+  void copy_columns(float* out, int64_t out_stride, const float* x, int64_t x_stride, int64_t rows,
+                    int64_t cols) override {
+    elementwise(copy_columns_kernel, rows * cols, out, out_stride, x, x_stride, rows, cols);
+  }
+
   // ---- results for the host (read_back waits for the launches) ----
   int64_t count_correct(const float* logits, const int64_t* labels, int64_t rows, int64_t classes) override {
     if (rows == 0 || classes == 0) return 0;
@@ -265,6 +309,14 @@ class LaunchedKernels : public Kernels {
     if (n <= 0) return;
     auto launch = host().launcher();
     launch_elementwise(launch, kernel, n, args...);
+  }
+
+  // kernel(args...) one block a row (launch_rows); nothing for an empty matrix.
+  template <typename... Params, typename... Args>
+  void rowwise(void (*kernel)(Params...), int64_t rows, int64_t cols, Args... args) {
+    if (rows <= 0 || cols <= 0) return;
+    auto launch = host().launcher();
+    launch_rows(launch, kernel, rows, cols, args...);
   }
 
   // *out = combine over load(0 .. n), two launches through the partials.

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "cpu_transformer_kernels.h"
 #include "dpt/half_math.h"
 #include "dpt/kernel_math.h"
 #include "dpt/kernels.h"
@@ -146,6 +147,50 @@ class CpuKernels final : public Kernels {
     round_half(a16.data(), m * k, format, nullptr);
     round_half(b16.data(), k * n, format, nullptr);
     gemm(transpose_a, transpose_b, m, n, k, 1.0f, a16.data(), b16.data(), 0.0f, c);
+  }
+
+  // ---- a transformer's loops (the longer ones in cpu_transformer_kernels.cpp) ----
+
+  // One Eigen GEMM per matrix: attention's are small (T × T × head size), and
+  // Eigen's packed kernel is already at its best at 64 × 64.
+  void gemm_batched(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t stride_a, const float* b, int64_t stride_b, float beta, float* c,
+                    int64_t stride_c, int64_t batch) override {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm(transpose_a, transpose_b, m, n, k, alpha, a + i * stride_a, b + i * stride_b, beta, c + i * stride_c);
+  }
+  void embedding(float* out, const float* table, const int64_t* tokens, int64_t n, int64_t cols) override {
+    cpu::embedding(out, table, tokens, n, cols);
+  }
+  void embedding_backward(float* dtable, const float* dout, const int64_t* tokens, int64_t n,
+                          int64_t cols) override {
+    cpu::embedding_backward(dtable, dout, tokens, n, cols);
+  }
+  void layer_norm(float* out, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
+                  int64_t rows, int64_t cols, float eps) override {
+    cpu::layer_norm(out, mean, rstd, x, weight, bias, rows, cols, eps);
+  }
+  void layer_norm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
+                           const float* mean, const float* rstd, const float* weight, int64_t rows,
+                           int64_t cols) override {
+    cpu::layer_norm_backward(dx, dweight, dbias, dout, x, mean, rstd, weight, rows, cols);
+  }
+  void gelu(float* out, const float* x, int64_t n) override { cpu::gelu(out, x, n); }
+  void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    cpu::gelu_backward(dx, x, dout, n);
+  }
+  void softmax(float* out, const float* x, int64_t rows, int64_t cols, int64_t causal_period) override {
+    cpu::softmax(out, x, rows, cols, causal_period);
+  }
+  void softmax_backward(float* dx, const float* y, const float* dy, int64_t rows, int64_t cols) override {
+    cpu::softmax_backward(dx, y, dy, rows, cols);
+  }
+  void swap_axes_12(float* out, const float* x, int64_t a, int64_t b, int64_t c, int64_t d) override {
+    cpu::swap_axes_12(out, x, a, b, c, d);
+  }
+  void copy_columns(float* out, int64_t out_stride, const float* x, int64_t x_stride, int64_t rows,
+                    int64_t cols) override {
+    cpu::copy_columns(out, out_stride, x, x_stride, rows, cols);
   }
 
   // ---- results for the host ----

@@ -11,26 +11,9 @@
 #include "dpt/autograd.h"
 #include "dpt/check.h"
 #include "dpt/kernels.h"
+#include "op_checks.h"
 
 namespace dpt {
-
-namespace {
-// The loops for t's memory.
-Kernels& K(const Tensor& t) { return kernels_for(t.device()); }
-
-void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
-  DPT_CHECK(a.shape() == b.shape(),
-            op << ": shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()) << " differ");
-}
-void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
-  DPT_CHECK(&a.device() == &b.device(),
-            op << ": inputs on " << a.device().name() << " and " << b.device().name()
-               << "; copy one with .to(device) first");
-}
-void check_2d(const char* op, const char* what, const Tensor& t) {
-  DPT_CHECK(t.dim() == 2, op << ": " << what << " must be 2-D, got " << shape_str(t.shape()));
-}
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // in-place kernels
@@ -59,6 +42,15 @@ void axpy_(Tensor& y, float alpha, const Tensor& x) {
 void scale_(Tensor& t, float s) { K(t).scale(t.data(), s, t.numel()); }
 
 void fill_(Tensor& t, float value) { K(t).fill(t.data(), value, t.numel()); }
+
+// ----------------------------------------------------------------------------
+// reshape: a view in the graph; the gradient takes the input's shape back
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Shape before = x.shape();
+  return record(x.reshape(shape), "reshape", {x},
+                [before](const Tensor& dout) { return std::vector<Tensor>{dout.reshape(before)}; });
+}
 
 // ----------------------------------------------------------------------------
 // matmul: a (M, K) · b (K, N) → (M, N);  da = dout · bᵀ,  db = aᵀ · dout

@@ -159,8 +159,10 @@ SafeTensorsFile read_safetensors(const std::string& path) {
 // ----------------------------------------------------------------------------
 // weights and data sets
 
-void save_weights(const std::string& path, const std::vector<NamedTensor>& tensors) {
+void save_weights(const std::string& path, const std::vector<NamedTensor>& tensors,
+                  const std::map<std::string, std::string>& metadata) {
   SafeTensorsFile file;
+  file.metadata = metadata;
   for (const auto& named : tensors) file.tensors[named.name] = to_safetensor(named.tensor);
   file.metadata["format"] = "pt";
   file.metadata["producer"] = "dpt";

@@ -103,6 +103,32 @@ int run_chapter(int argc, char** argv, const Chapter& chapter, const ChapterFlag
   });
 }
 
+int run_model_chapter(int argc, char** argv, const Chapter& chapter, const ChapterFlags& add_flags,
+                      const bool& quiet, const std::function<void(ModelChapterRun&)>& body) {
+  CLI::App app{chapter.program + " — " + chapter.title, chapter.program};
+  Options unused = chapter.defaults;  // the common flags are not this chapter's
+  LaunchOptions launch_options;
+  launch_options.ranks = chapter.default_ranks;
+  bool verify = true;
+  add_launch_flags(app, launch_options);
+  add_data_parallel_flags(app, verify);
+  std::vector<CLI::Option*> own = added_options(app, unused, add_flags);
+  own.push_back(app.get_option("--verify"));
+  parse_flags(app, argc, argv);
+  if (!launch_options.ranks_given && launch_options.comm != "threads") launch_options.ranks = 1;
+  const auto own_values = chapter_flag_values(own, chapter.rank_local_flags);
+  return run_lecture(chapter.program, launch_options, [&](Context& ctx) {
+    check_ranks_agree(ctx.comm, unused, Dataset{}, own_values);
+    ModelChapterRun run{ctx, Narrator(ctx.is_root() && !quiet), Table(chapter.program.substr(0, 4) + " summary", {"what", "value"}),
+                        Verdicts{}, verify};
+    body(run);
+    if (!ctx.is_root()) return 0;
+    if (!run.summary.empty()) run.summary.print(std::cout);
+    run.verdicts.print(std::cout);
+    return run.verdicts.exit_code();
+  });
+}
+
 int run_one_device_chapter(int argc, char** argv, const Chapter& chapter,
                            const ChapterFlags& add_flags,
                            const std::function<void(Lecture&)>& lecture) {

@@ -17,6 +17,7 @@
 #include "dpt/launch.h"
 #include "dpt/output_file.h"
 #include "dpt/report.h"
+#include "dpt/text_corpus.h"
 
 namespace dpt {
 
@@ -208,9 +209,9 @@ std::vector<NamedPath> given_inputs(const CLI::App& app) {
     const CLI::Option* option = app.get_option_no_throw(flag);
     if (!option || option->count() == 0) continue;
     std::string value = option->as<std::string>();
-    if (std::string(flag) == "--data") {  // an image set's directory; synthetic reads nothing
-      if (value == "synthetic" || value == "auto") continue;
-      value = parse_image_source(value).dir;
+    if (std::string(flag) == "--data") {  // an image set's directory, a text's file; synthetic and kjv read none of the run's paths
+      if (value == "synthetic" || value == "auto" || value == "kjv") continue;
+      value = text_source_file(value).empty() ? parse_image_source(value).dir : text_source_file(value);
     }
     paths.push_back({flag, value});
   }

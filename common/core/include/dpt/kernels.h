@@ -130,6 +130,50 @@ class Kernels {
   virtual void gemm_half(Half format, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
                          const float* a, const float* b, float* c) = 0;
 
+  // ---- a transformer's loops (chapter 14; ops.h's names) ----
+  /// For i < batch: c_i (m, n) = alpha · op(a_i) · op(b_i) + beta · c_i with
+  /// a_i = a + i·stride_a, b_i = b + i·stride_b, c_i = c + i·stride_c (shapes
+  /// and flags as gemm). cuBLAS's strided-batched GEMM on a GPU.
+  virtual void gemm_batched(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                            const float* a, int64_t stride_a, const float* b, int64_t stride_b, float beta,
+                            float* c, int64_t stride_c, int64_t batch) = 0;
+  /// out (n, cols): row i = table's row tokens[i] (tokens host memory, each
+  /// in the table's range, checked by the caller).
+  virtual void embedding(float* out, const float* table, const int64_t* tokens, int64_t n, int64_t cols) = 0;
+  /// dtable (·, cols) += dout's row i at row tokens[i], for every i (a token
+  /// that repeats adds up). Same bits on every call and every device: rows of
+  /// one token are added in the order of i.
+  virtual void embedding_backward(float* dtable, const float* dout, const int64_t* tokens, int64_t n,
+                                  int64_t cols) = 0;
+  /// Per row of x (rows, cols): mean μ, rstd = 1/sqrt(var + eps) (biased
+  /// variance), out = (x − μ)·rstd·weight + bias. mean and rstd (rows) are
+  /// written for the backward.
+  virtual void layer_norm(float* out, float* mean, float* rstd, const float* x, const float* weight,
+                          const float* bias, int64_t rows, int64_t cols, float eps) = 0;
+  /// The backward of layer_norm: dx (rows, cols) written; dweight and dbias
+  /// (cols) written, each may be null (not needed).
+  virtual void layer_norm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
+                                   const float* mean, const float* rstd, const float* weight, int64_t rows,
+                                   int64_t cols) = 0;
+  /// out = GELU(x), GPT-2's tanh form: ½x(1 + tanh(√(2/π)(x + 0.044715x³))).
+  virtual void gelu(float* out, const float* x, int64_t n) = 0;
+  /// dx = dout · GELU'(x) (the tanh form's exact derivative).
+  virtual void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;
+  /// out (rows, cols) = softmax of each row of x. With causal_period T > 0,
+  /// row r is query position p = r mod T and sees only columns j ≤ p: the
+  /// rest are exactly 0 (what a −∞ mask gives), whatever x holds there.
+  virtual void softmax(float* out, const float* x, int64_t rows, int64_t cols, int64_t causal_period) = 0;
+  /// dx = y ⊙ (dy − Σ_row(y ⊙ dy)), row by row (y = softmax's output; masked
+  /// entries, y = 0, get 0).
+  virtual void softmax_backward(float* dx, const float* y, const float* dy, int64_t rows, int64_t cols) = 0;
+  /// out (a, c, b, d) = x (a, b, c, d) with axes 1 and 2 swapped: heads
+  /// split (B, T, H, D) → (B, H, T, D) and joined back. out must not alias x.
+  virtual void swap_axes_12(float* out, const float* x, int64_t a, int64_t b, int64_t c, int64_t d) = 0;
+  /// A strided 2-D copy: for r < rows, out[r·out_stride + j] = x[r·x_stride + j],
+  /// j < cols (a block of columns out of, or into, a wider matrix).
+  virtual void copy_columns(float* out, int64_t out_stride, const float* x, int64_t x_stride, int64_t rows,
+                            int64_t cols) = 0;
+
   // ---- results for the host (these wait for the device) ----
   /// Rows of logits (rows, classes) whose first largest entry is at the label
   /// (labels on the host; one outside [0, classes) never matches).

@@ -10,7 +10,7 @@
 /// stream, with the rest as CUDA kernels. Inputs must share a device; class
 /// labels are always a host std::vector.
 ///
-/// Left out: broadcasting (bias add is part of `linear`), strided views,
+/// Left out: broadcasting (a bias is added by `linear` and `layer_norm`), strided views,
 /// in-place ops on tensors that autograd is tracking.
 #pragma once
 
@@ -46,6 +46,36 @@ Tensor softmax_cross_entropy(const Tensor& logits, const std::vector<int64_t>& l
 /// pred and target of the same shape → mean of (pred − target)², a scalar.
 /// `target` is treated as a constant.
 Tensor mse_loss(const Tensor& pred, const Tensor& target);
+
+/// x's elements under a new shape (same numel): a view, like Tensor::reshape,
+/// that autograd follows (the gradient is reshaped back). Tensor::reshape is
+/// the plain view, outside the graph.
+Tensor reshape(const Tensor& x, const Shape& shape);
+
+// ---- a transformer's ops (chapter 14; GPT as nanoGPT writes it) ----
+
+/// a (G, M, K) · b (G, K, N) → (G, M, N), G independent products (attention's
+/// batch × heads), times alpha; op(x) = xᵀ of each matrix when the flag is set,
+/// as gemm. Both inputs 3-D with the same G.
+Tensor batched_matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                      float alpha = 1.0f);
+/// table (V, C), tokens (N, host, each in [0, V)) → (N, C), row i = table[tokens[i]].
+/// The gradient adds dout's rows into the table's rows they came from.
+Tensor embedding(const Tensor& table, const std::vector<int64_t>& tokens);
+/// x (…, C) normalized over its last axis (biased variance, ε inside the
+/// square root), then · weight (C) + bias (C): PyTorch's LayerNorm.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
+/// GELU, GPT-2's tanh form (PyTorch's gelu(approximate="tanh")), elementwise.
+Tensor gelu(const Tensor& x);
+/// Softmax over the last axis. causal: x is (…, T, T), attention scores of
+/// query i against key j, and j > i is masked (probability exactly 0).
+Tensor softmax(const Tensor& x, bool causal = false);
+/// x (A, B, C, D) → (A, C, B, D), a copy: (batch, time, heads, head size) to
+/// (batch, heads, time, head size) and back.
+Tensor swap_axes_12(const Tensor& x);
+/// x (R, N) → its columns [begin, begin + count), (R, count), a copy; the
+/// gradient lands in those columns (q, k and v out of one (R, 3C) product).
+Tensor columns(const Tensor& x, int64_t begin, int64_t count);
 
 // ----------------------------------------------------------------------------
 // in-place kernels (never recorded by autograd)

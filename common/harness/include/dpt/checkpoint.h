@@ -51,8 +51,11 @@ SafeTensor to_safetensor(const Tensor& t);
 /// int64 values with a shape as a SafeTensor.
 SafeTensor to_safetensor(const std::vector<int64_t>& values, const Shape& shape);
 
-/// Saves named tensors (e.g. MLP::named_parameters()) as F32 entries.
-void save_weights(const std::string& path, const std::vector<NamedTensor>& tensors);
+/// Saves named tensors (e.g. MLP::named_parameters()) as F32 entries, with
+/// `metadata` beside "format" and "producer" (a language model's vocabulary:
+/// text_corpus.h's vocabulary_metadata).
+void save_weights(const std::string& path, const std::vector<NamedTensor>& tensors,
+                  const std::map<std::string, std::string>& metadata = {});
 /// Loads into existing tensors by name. The file must hold exactly these names
 /// with these shapes (F32), every value finite (a NaN or inf is refused, naming
 /// the file, the tensor and the entry); otherwise throws without touching any tensor.

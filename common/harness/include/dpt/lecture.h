@@ -128,4 +128,25 @@ int run_one_device_chapter(int argc, char** argv, const Chapter& chapter,
                            const ChapterFlags& add_flags,
                            const std::function<void(Lecture&)>& lecture);
 
+/// What a chapter that brings its own model and data (chapter 14 on: a
+/// language model, not the MLP on images) gets on every rank. Rank 0's
+/// `summary` and `verdicts` are printed when the body returns.
+struct ModelChapterRun {
+  Context& ctx;            ///< this rank
+  Narrator say;            ///< prints on rank 0 unless the chapter's --quiet
+  Table summary;           ///< "chNN summary": rows the body adds
+  Verdicts verdicts;       ///< judged on rank 0
+  const bool verify;       ///< --verify (on by default): check steps against one device
+};
+
+/// main() of such a chapter: the launch flags, `--verify` and the chapter's
+/// own flags (`add_flags`; its Options argument is unused: none of the common
+/// flags is registered, the chapter names its own), parsing, a check that every
+/// rank was started with the same chapter flags (outputs and
+/// `rank_local_flags` apart), the body on every rank, then rank 0's summary and
+/// verdicts; the exit code as run_chapter's (0 ✔, 3 a ✘, 1 an error, 2 a bad
+/// flag). `quiet` is read after parsing: the chapter's own --quiet, if any.
+int run_model_chapter(int argc, char** argv, const Chapter& chapter, const ChapterFlags& add_flags,
+                      const bool& quiet, const std::function<void(ModelChapterRun&)>& body);
+
 }  // namespace dpt
