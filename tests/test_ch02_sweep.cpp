@@ -197,10 +197,11 @@ TEST_CASE("batch sweep verdicts: the linear rule may diverge, but not stall shor
   add_sweep_verdicts(diverged, sweep_of(points));
   CHECK(diverged.all_passed());
   points[5].linear_steps = -1;  // B = 256: neither reached nor diverged
+  points[5].linear_end.steps_taken = 900, points[5].linear_end.accuracy = 0.7;
   Verdicts stalled;
   add_sweep_verdicts(stalled, sweep_of(points));
   CHECK(stalled.failures() == 1);
-  CHECK(stalled.all().back().why.find("neither reached nor diverged at B = 256") != std::string::npos);
+  CHECK(stalled.all().back().why.find("neither reached nor diverged at B = 256 (70.0% after 900 steps") != std::string::npos);
 }
 
 TEST_CASE("batch sweep plot: one marker per reached run, on log-log axes", "[ch02]") {

@@ -130,6 +130,7 @@ SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags) {
       const int64_t cap = p.tuned_steps > 0 ? std::min(flags.max_steps, kLinearStepsAllowance * p.tuned_steps) : flags.max_steps;
       const TargetRun linear = train_to_target(o, lec.device(), lec.data, eval, batch, lr_at, flags.target, cap).run;
       p.linear_lr = scaled, p.linear_steps = linear.steps, p.linear_diverged = linear.diverged;
+      p.linear_end = linear;
     }
     say.say(str("B = ", batch, ": tuned ", p.tuned_steps > 0 ? std::to_string(p.tuned_steps) + " steps at lr " + fmt(p.tuned_lr, 3)
                                                               : std::string("not reached"),

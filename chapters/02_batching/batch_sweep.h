@@ -76,6 +76,7 @@ struct TargetRun {
   bool diverged = false;    ///< stopped on a loss past kDivergedLossRatio × the first (or not finite)
   int64_t steps_taken = 0;  ///< optimizer steps it took before it stopped
   double accuracy = 0;      ///< the last evaluation's accuracy
+  double last_loss = 0;     ///< the last step's loss
   /// True when the target was reached.
   bool reached() const { return steps >= 0; }
 };
@@ -95,6 +96,7 @@ struct SweepPoint {
   int64_t linear_steps = -1;  ///< steps of the linear rule with warm-up; -1 not reached
   float linear_lr = 0;      ///< its rate after warm-up
   bool linear_diverged = false;  ///< the linear rule's run diverged
+  TargetRun linear_end;     ///< how the linear rule's run ended (steps taken, last accuracy and loss)
 };
 
 /// The curve's knee (McCandlish et al. 2018): S_min = the fewest steps of any

@@ -98,7 +98,7 @@ TargetRun run_to_target(const std::function<double()>& step, const std::function
   double first_loss = 0;
   for (int64_t evaluate_after : evaluation_steps(max_steps)) {
     while (run.steps_taken < evaluate_after) {
-      const double loss = step();
+      const double loss = run.last_loss = step();
       if (run.steps_taken++ == 0) first_loss = loss;
       if (!std::isfinite(loss) || loss > kDivergedLossRatio * first_loss) {
         run.diverged = true;
@@ -160,7 +160,9 @@ void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep) {
   std::string stalled, diverged;
   for (const SweepPoint& p : sweep.points) {
     if (p.linear_diverged) diverged += (diverged.empty() ? "" : " ") + std::to_string(p.batch);
-    else if (p.linear_steps <= 0) stalled += (stalled.empty() ? "" : " ") + std::to_string(p.batch);
+    else if (p.linear_steps <= 0)
+      stalled += (stalled.empty() ? "" : ", ") + std::to_string(p.batch) + " (" + fixed(100 * p.linear_end.accuracy, 1) +
+                 "% after " + std::to_string(p.linear_end.steps_taken) + " steps, loss " + fmt(p.linear_end.last_loss, 3) + ")";
   }
   v.holds("the linear rule with warm-up reaches the target wherever it does not diverge (within " +
               std::to_string(kLinearStepsAllowance) + "x the tuned steps)",
