@@ -56,6 +56,20 @@ TEST_CASE("batch sweep: steps to target is the first evaluated step at the targe
   for (std::size_t i = 0; i + 1 < scored_at.size(); ++i) CHECK(scored_at[i] < 100);  // each earlier score was below
 }
 
+TEST_CASE("batch sweep: the linear rule ramps from the reference rate to reference x B/8 over the warm-up samples",
+          "[ch02]") {
+  // B = 256 is 32x the smallest batch; 16384 warm-up samples are 64 of its steps.
+  CHECK(linear_rule_lr(0.025f, 256, 16384, 0) == 0.025f);
+  CHECK(linear_rule_lr(0.025f, 256, 16384, 64) == Approx(0.8f));
+  CHECK(linear_rule_lr(0.025f, 256, 16384, 500) == Approx(0.8f));
+  CHECK(linear_rule_lr(0.025f, 256, 16384, 32) == Approx(0.025f + (0.8f - 0.025f) / 2));  // half-way in samples
+  for (int64_t step = 1; step <= 64; ++step)
+    CHECK(linear_rule_lr(0.025f, 256, 16384, step) > linear_rule_lr(0.025f, 256, 16384, step - 1));
+  CHECK(linear_rule_lr(0.025f, 256, 0, 0) == Approx(0.8f));   // no warm-up: the scaled rate at once
+  CHECK(linear_rule_lr(0.025f, 8, 16384, 0) == 0.025f);       // the smallest batch is its own reference
+  CHECK(linear_rule_lr(0.025f, 8, 16384, 3000) == 0.025f);
+}
+
 TEST_CASE("batch sweep: a run that never reaches the target stops at the cap, unreached", "[ch02]") {
   int64_t taken = 0;
   const TargetRun run = run_to_target([&] { ++taken; return 1.0; }, [] { return 0.5; }, 0.9, 250);
@@ -188,6 +202,13 @@ TEST_CASE("batch sweep verdicts: pass on a curve that halves its steps below the
   add_sweep_verdicts(flat, sweep_of(curve([](double b) { return b <= 32 ? 1024.0 : std::max(32768 / b, 16.0); })));
   CHECK(flat.failures() == 1);
   CHECK(flat.all()[0].what.find("below the critical batch") != std::string::npos);
+
+  // A batch below the knee that never reached the target is the worst case there, not a batch to skip.
+  std::vector<SweepPoint> gap = curve([](double b) { return 1000 * (1 + 256 / b); });
+  gap[1].tuned_steps = -1;  // B = 16
+  Verdicts missing;
+  add_sweep_verdicts(missing, sweep_of(gap));
+  CHECK(missing.failures() == 1);
 }
 
 TEST_CASE("batch sweep verdicts: the linear rule may diverge, but not stall short of the target", "[ch02]") {

@@ -122,14 +122,12 @@ SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags) {
     if (s.best >= 0) p.tuned_steps = s.runs[s.best]->steps, p.tuned_lr = grid[s.best];
     if (batch == kSweepMinBatch) sweep.reference_lr = p.tuned_lr;
     if (sweep.reference_lr > 0) {  // the linear rule, ramped from the reference rate
-      const float reference = sweep.reference_lr, scaled = reference * float(batch / kSweepMinBatch);
-      const double ramp_steps = double(flags.warmup_samples) / double(batch);
-      auto lr_at = [=](int64_t step) {
-        return ramp_steps <= 0 ? scaled : reference + (scaled - reference) * float(std::min(1.0, double(step) / ramp_steps));
-      };
+      const float reference = sweep.reference_lr;
+      const int64_t warmup = flags.warmup_samples;
+      auto lr_at = [=](int64_t step) { return linear_rule_lr(reference, batch, warmup, step); };
       const int64_t cap = p.tuned_steps > 0 ? std::min(flags.max_steps, kLinearStepsAllowance * p.tuned_steps) : flags.max_steps;
       const TargetRun linear = train_to_target(o, lec.device(), lec.data, eval, batch, lr_at, flags.target, cap).run;
-      p.linear_lr = scaled, p.linear_steps = linear.steps, p.linear_diverged = linear.diverged;
+      p.linear_lr = linear_rule_lr(reference, batch, warmup, flags.max_steps), p.linear_steps = linear.steps, p.linear_diverged = linear.diverged;
       p.linear_end = linear;
     }
     say.say(str("B = ", batch, ": tuned ", p.tuned_steps > 0 ? std::to_string(p.tuned_steps) + " steps at lr " + fmt(p.tuned_lr, 3)

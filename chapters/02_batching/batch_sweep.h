@@ -70,6 +70,12 @@ std::string sweep_optimizers();
 /// the one before, so a steps-to-target is found to within 9 % above.
 std::vector<int64_t> evaluation_steps(int64_t max_steps);
 
+/// The linear-scaling rule with warm-up (Goyal et al. 2017): the rate of
+/// step `step` (from 0) at batch `batch`, ramped linearly in samples seen
+/// from `reference` (the smallest batch's rate) to reference · batch /
+/// kSweepMinBatch over the first `warmup_samples` samples, then held there.
+float linear_rule_lr(float reference, int64_t batch, int64_t warmup_samples, int64_t step);
+
 /// How one run to the target ended.
 struct TargetRun {
   int64_t steps = -1;       ///< the first evaluated step with accuracy ≥ target; -1 when none

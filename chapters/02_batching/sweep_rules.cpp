@@ -92,6 +92,12 @@ std::vector<int64_t> evaluation_steps(int64_t max_steps) {
   return steps;
 }
 
+float linear_rule_lr(float reference, int64_t batch, int64_t warmup_samples, int64_t step) {
+  const float scaled = reference * float(batch) / float(kSweepMinBatch);
+  const double ramped = warmup_samples > 0 ? std::min(1.0, double(step * batch) / double(warmup_samples)) : 1.0;
+  return reference + (scaled - reference) * float(ramped);
+}
+
 TargetRun run_to_target(const std::function<double()>& step, const std::function<double()>& accuracy, double target,
                         int64_t max_steps) {
   TargetRun run;
