@@ -97,10 +97,10 @@ std::string sweep_svg(const SweepResult& sweep, const std::string& title) {
       svg << "<text class=\"diverged\" data-batch=\"" << p.batch << "\" x=\"" << x << "\" y=\"" << kTop + 12
           << "\" text-anchor=\"middle\" fill=\"#ff7f0e\">x</text>\n";
   }
-  svg << "<text x=\"" << kLeft + kWidth - 8 << "\" y=\"" << kTop + 16 << "\" text-anchor=\"end\">"
+  svg << "<text x=\"" << kLeft + kWidth - 8 << "\" y=\"" << kTop + kHeight - 26 << "\" text-anchor=\"end\">"
       << "<tspan fill=\"#1f77b4\">&#9679; rate tuned per batch</tspan>  <tspan fill=\"#ff7f0e\">&#9633; linear rule + "
          "warm-up (x: diverged)</tspan></text>\n"
-      << "<text x=\"" << kLeft + kWidth - 8 << "\" y=\"" << kTop + 32 << "\" text-anchor=\"end\" fill=\"gray\">"
+      << "<text x=\"" << kLeft + kWidth - 8 << "\" y=\"" << kTop + kHeight - 10 << "\" text-anchor=\"end\" fill=\"gray\">"
       << "dashed: perfect scaling E_min/B; dotted: S_min</text>\n</svg>\n";
   return svg.str();
 }
