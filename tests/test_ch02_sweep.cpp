@@ -190,7 +190,7 @@ SweepResult sweep_of(std::vector<SweepPoint> points) {
 }
 }  // namespace
 
-TEST_CASE("batch sweep verdicts: pass on a curve that halves its steps below the knee, fail where it does not",
+TEST_CASE("batch sweep: its verdict passes on a curve that halves its steps below the knee, fails where it does not",
           "[ch02]") {
   Verdicts good;
   add_sweep_verdicts(good, sweep_of(curve([](double b) { return 1000 * (1 + 256 / b); })));
@@ -211,7 +211,7 @@ TEST_CASE("batch sweep verdicts: pass on a curve that halves its steps below the
   CHECK(missing.failures() == 1);
 }
 
-TEST_CASE("batch sweep verdicts: the linear rule may diverge, but not stall short of the target", "[ch02]") {
+TEST_CASE("batch sweep: its verdict lets the linear rule diverge, but not stall short of the target", "[ch02]") {
   std::vector<SweepPoint> points = curve([](double b) { return 1000 * (1 + 256 / b); });
   points.back().linear_steps = -1, points.back().linear_diverged = true;
   Verdicts diverged;
@@ -225,7 +225,7 @@ TEST_CASE("batch sweep verdicts: the linear rule may diverge, but not stall shor
   CHECK(stalled.all().back().why.find("neither reached nor diverged at B = 256 (70.0% after 900 steps") != std::string::npos);
 }
 
-TEST_CASE("batch sweep plot: one marker per reached run, on log-log axes", "[ch02]") {
+TEST_CASE("batch sweep: its plot has one marker per reached run, on log-log axes", "[ch02]") {
   std::vector<SweepPoint> points = curve([](double b) { return 1000 * (1 + 256 / b); });
   points[2].tuned_steps = -1;                                            // B = 32: no tuned marker
   points.back().linear_steps = -1, points.back().linear_diverged = true;  // B = 4096: a cross
