@@ -81,11 +81,12 @@ Search search_grid(const Options& o, Device& device, const Dataset& data, const 
     return better;
   };
   attempt(start);
-  bool went_up = false;
-  for (int i = start + 1; i < int(grid.size()) && attempt(i); ++i) went_up = true;
-  if (!went_up)
-    for (int i = start - 1; i >= 0 && attempt(i); --i) {
-    }
+  int i = start + 1;
+  while (i < int(grid.size()) && attempt(i)) ++i;
+  if (i == start + 1) {  // the first rate up did no better: walk down instead
+    i = start - 1;
+    while (i >= 0 && attempt(i)) --i;
+  }
   return s;
 }
 
@@ -94,6 +95,33 @@ Dataset eval_subset(const Dataset& held_out) {
   const int64_t n = std::min(kSweepEvalSamples, held_out.size());
   return {held_out.x.rows(0, n).clone(), std::vector<int64_t>(held_out.y.begin(), held_out.y.begin() + n),
           held_out.classes};
+}
+
+// The two tables: every rate tried at every batch, then the curve; and the knee.
+void print_tables(const SweepResult& sweep, const std::vector<Search>& searches, const std::vector<float>& grid,
+                  double target, const Narrator& say) {
+  std::vector<std::string> headers = {"B"};
+  for (float lr : grid) headers.push_back("lr " + fmt(lr, 3));
+  Table runs("steps to " + fixed(100 * target, 1) + "% at each rate tried (div: diverged; >N: stopped at N; -: not tried)",
+             headers);
+  Table table("steps to the target against the global batch",
+              {"B", "tuned lr", "steps", "samples", "linear lr", "linear steps", "linear samples"});
+  for (std::size_t i = 0; i < sweep.points.size(); ++i) {
+    const SweepPoint& p = sweep.points[i];
+    std::vector<std::string> row = {std::to_string(p.batch)};
+    for (const auto& r : searches[i].runs) row.push_back(cell(r ? &*r : nullptr));
+    runs.add_row(row);
+    auto samples = [&](int64_t steps) { return steps > 0 ? std::to_string(steps * p.batch) : std::string("-"); };
+    table.add_row({std::to_string(p.batch), p.tuned_steps > 0 ? fmt(p.tuned_lr, 3) : "-",
+                   p.tuned_steps > 0 ? std::to_string(p.tuned_steps) : "not reached", samples(p.tuned_steps),
+                   fmt(p.linear_lr, 3), p.linear_diverged ? "diverged" : p.linear_steps > 0 ? std::to_string(p.linear_steps) : "not reached",
+                   samples(p.linear_steps)});
+  }
+  if (say.enabled()) runs.print(std::cout);
+  table.print(std::cout);
+  std::cout << " S_min = " << fmt(sweep.knee.min_steps, 4) << " steps, E_min = " << fmt(sweep.knee.min_samples, 4)
+            << " samples, critical batch E_min / S_min = " << fmt(sweep.knee.critical_batch, 4) << "; sweep took "
+            << fixed(sweep.seconds, 0) << " s\n";
 }
 
 }  // namespace
@@ -142,38 +170,17 @@ SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags) {
   sweep.knee = critical_batch(sweep.points);
   sweep.seconds = seconds_since(start_time);
 
-  std::vector<std::string> headers = {"B"};
-  for (float lr : grid) headers.push_back("lr " + fmt(lr, 3));
-  Table runs("steps to " + fixed(100 * flags.target, 1) + "% at each rate tried (div: diverged; >N: stopped at N; -: not tried)",
-             headers);
-  Table table("steps to the target against the global batch",
-              {"B", "tuned lr", "steps", "samples", "linear lr", "linear steps", "linear samples"});
-  for (std::size_t i = 0; i < sweep.points.size(); ++i) {
-    const SweepPoint& p = sweep.points[i];
-    std::vector<std::string> row = {std::to_string(p.batch)};
-    for (const auto& r : searches[i].runs) row.push_back(cell(r ? &*r : nullptr));
-    runs.add_row(row);
-    auto samples = [&](int64_t steps) { return steps > 0 ? std::to_string(steps * p.batch) : std::string("-"); };
-    table.add_row({std::to_string(p.batch), p.tuned_steps > 0 ? fmt(p.tuned_lr, 3) : "-",
-                   p.tuned_steps > 0 ? std::to_string(p.tuned_steps) : "not reached", samples(p.tuned_steps),
-                   fmt(p.linear_lr, 3), p.linear_diverged ? "diverged" : p.linear_steps > 0 ? std::to_string(p.linear_steps) : "not reached",
-                   samples(p.linear_steps)});
-  }
-  if (say.enabled()) runs.print(std::cout);
-  table.print(std::cout);
-  std::cout << " S_min = " << fmt(sweep.knee.min_steps, 4) << " steps, E_min = " << fmt(sweep.knee.min_samples, 4)
-            << " samples, critical batch E_min / S_min = " << fmt(sweep.knee.critical_batch, 4) << "; sweep took "
-            << fixed(sweep.seconds, 0) << " s\n";
-
+  print_tables(sweep, searches, grid, flags.target, say);
   if (!flags.plot.empty())
     write_output_file(flags.plot, sweep_svg(sweep, "ch02: steps to " + fixed(100 * flags.target, 1) + "% held-out accuracy, " +
                                                        o.optimizer + ", MLP " + o.model));
   // The lecture's model: the tuned run at the batch nearest the critical one (log scale).
   int keep = -1;
-  for (std::size_t i = 0; i < sweep.points.size(); ++i)
-    if (searches[i].best_model && (keep < 0 || std::abs(std::log(double(sweep.points[i].batch) / sweep.knee.critical_batch)) <
-                                                   std::abs(std::log(double(sweep.points[keep].batch) / sweep.knee.critical_batch))))
-      keep = int(i);
+  double keep_distance = INFINITY;
+  for (std::size_t i = 0; i < sweep.points.size(); ++i) {
+    const double distance = std::abs(std::log2(double(sweep.points[i].batch) / sweep.knee.critical_batch));
+    if (searches[i].best_model && (keep < 0 || distance < keep_distance)) keep = int(i), keep_distance = distance;
+  }
   if (keep >= 0) {
     lec.keep(*searches[keep].best_model);
     lec.summary.add_row({"the model scored below", "the tuned run at B = " + std::to_string(sweep.points[keep].batch)});
