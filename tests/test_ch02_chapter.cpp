@@ -82,6 +82,8 @@ TEST_CASE("chapter: ch02_batching refuses the lesson's flags beside --batch-swee
       {"--batch-sweep --sweep-max-batch 100", "--sweep-max-batch: expects a power of two"},
       {"--batch-sweep --sweep-max-batch 8192", "is more than --samples 4096"},
       {"--batch-sweep --optimizer adam", "--optimizer: --batch-sweep has a learning-rate grid for sgd, momentum"},
+      {"--batch-sweep --eval-samples 0", "--eval-samples: --batch-sweep scores its target on the held-out set"},
+      {"--batch-sweep --target-accuracy 1.5", "--target-accuracy"},
       {"--target-accuracy 0.5", "--target-accuracy: only used by --batch-sweep"},
   };
   for (const auto& [args, says] : cases) {
