@@ -4,6 +4,9 @@
 #include "support/catch.h"
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <utility>
 #include <string>
 
 #include "dpt/verdict.h"
@@ -43,4 +46,50 @@ TEST_CASE("chapter: ch02_batching gives a ✘ and exit 3 when the loss explodes 
   CHECK(run.exit_code == dpt::kVerdictFailed);
   CHECK_THAT(run.output, contains_text("✘ largest step loss / first step loss"));
   CHECK_THAT(run.output, contains_text("checks FAILED"));
+}
+
+TEST_CASE("chapter: ch02_batching --batch-sweep on tiny settings prints its table, writes its plot, every verdict a ✔",
+          "[ch02]") {
+  const std::string plot = dpt_test::temp_path("ch02_sweep.svg");
+  auto run = dpt_test::run_program("ch02_batching", "--quiet --batch-sweep --data synthetic --model 16-32-4 --samples 1024 "
+                                                    "--sweep-max-batch 64 --target-accuracy 0.7 --sweep-plot " + plot);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  for (const char* line : {"steps to the target against the global batch", "critical batch E_min / S_min",
+                           "✔ below the critical batch", "✔ the linear rule with warm-up reaches the target"})
+    CHECK_THAT(run.output, contains_text(line));
+  CHECK(run.output.find("per-sample") == std::string::npos);  // the sweep instead of the lesson
+  std::ifstream in(plot);
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* batch : {"8", "16", "32", "64"})  // every batch reached 70 % on this problem: one marker each
+    CHECK_THAT(svg, contains_text(std::string("class=\"tuned\" data-batch=\"") + batch + "\""));
+  std::remove(plot.c_str());
+}
+
+TEST_CASE("chapter: ch02_batching --batch-sweep whose target no batch reaches gives a ✘ and exit 3", "[ch02]") {
+  auto run = dpt_test::run_program("ch02_batching", "--quiet --batch-sweep --data synthetic --model 16-32-4 --samples 1024 "
+                                                    "--sweep-max-batch 32 --target-accuracy 1 --sweep-max-steps 20");
+  INFO(run.output);
+  CHECK(run.exit_code == dpt::kVerdictFailed);
+  CHECK_THAT(run.output, contains_text("✘ a critical batch read off the tuned curve"));
+}
+
+TEST_CASE("chapter: ch02_batching refuses the lesson's flags beside --batch-sweep and the sweep's without it (exit 2)",
+          "[ch02]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--batch-sweep --lr 0.1", "--lr: not used by --batch-sweep"},
+      {"--batch-sweep --batch 64", "--batch: not used by --batch-sweep"},
+      {"--batch-sweep --sweep-max-batch 100", "--sweep-max-batch: expects a power of two"},
+      {"--batch-sweep --sweep-max-batch 8192", "is more than --samples 4096"},
+      {"--batch-sweep --optimizer adam", "--optimizer: --batch-sweep has a learning-rate grid for sgd, momentum"},
+      {"--batch-sweep --eval-samples 0", "--eval-samples: --batch-sweep scores its target on the held-out set"},
+      {"--batch-sweep --target-accuracy 1.5", "--target-accuracy"},
+      {"--target-accuracy 0.5", "--target-accuracy: only used by --batch-sweep"},
+  };
+  for (const auto& [args, says] : cases) {
+    auto run = dpt_test::run_program("ch02_batching", std::string("--data synthetic ") + args);
+    INFO(args << "\n" << run.output);
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.output, contains_text(says));
+  }
 }

@@ -10,12 +10,15 @@
 // run stops, e.g. on a diverged loss).
 //
 // What it leaves out: more than one device (chapter 03 splits the batch
-// across ranks and averages the same way), learning-rate scaling rules. The
-// math is in docs/ch02_batching.md.
+// across ranks and averages the same way). Large batches — steps to a
+// target against the batch, the critical batch, linear scaling with warm-up —
+// are --batch-sweep's (batch_sweep.h; minutes, so not part of a bare run).
+// The math is in docs/ch02_batching.md.
 //
 // Run it:
 //     build/reference/bin/ch02_batching                 # B = --batch 32
 //     build/reference/bin/ch02_batching --batch 8 --steps 200 --no-shuffle
+//     build/reference/bin/ch02_batching --batch-sweep --samples 60000 --sweep-plot sweep.svg
 //
 // Your holes: dpt::ch02::per_sample_gradients and accumulated_gradient (ch02.h).
 #include <CLI/CLI.hpp>
@@ -23,6 +26,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "batch_sweep.h"
 #include "ch02.h"
 #include "checks.h"
 #include "dpt/lecture.h"
@@ -51,7 +55,7 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t batch_size,
 // the lecture. Flags, data, the held-out score of the batched run and
 // printing the verdicts are the harness's (lecture.h).
 
-void lecture(Lecture& lec) {
+void lecture(Lecture& lec, const SweepFlags& sweep) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   const Dataset& data = lec.data;
@@ -64,6 +68,11 @@ void lecture(Lecture& lec) {
   lec.keep(model);  // the batched run's model: saved and scored on the held-out set at the end
   const int64_t batch_size = o.batch;
   say.say(str("data: ", data.size(), " samples; model: MLP ", o.model, "; B = --batch ", batch_size));
+  if (sweep.enabled) {  // instead of sections 2-4: batch_sweep.h
+    say.section("2. Steps to a target against the global batch");
+    run_batch_sweep(lec, sweep);
+    return;
+  }
   if (o.steps == 0) return;
   Evaluation before = evaluate(model, data);
 
@@ -160,5 +169,9 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t batch_size,
 }
 
 int main(int argc, char** argv) {
-  return run_one_device_chapter(argc, argv, {"ch02_batching", "per-sample updates vs mini-batches"}, nullptr, lecture);
+  SweepFlags sweep;
+  return run_one_device_chapter(
+      argc, argv, {"ch02_batching", "per-sample updates vs mini-batches"},
+      [&](CLI::App& app, Options& options) { add_sweep_flags(app, options, sweep); },
+      [&](Lecture& lec) { lecture(lec, sweep); });
 }
