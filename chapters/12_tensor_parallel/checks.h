@@ -47,16 +47,17 @@ double world_max(Context& ctx, double x);
 /// a later hole may stop the lecture, and this verdict's holes have run.
 void say_verdict_now(const Narrator& say, const Verdicts& v);
 
+/// What slices_against_full measured, by split.
+struct SliceGaps {
+  double output = 0;  ///< Split::Output's slices
+  double input = 0;   ///< Split::Input's slices
+};
 /// max |slice entry − full entry| over every entry of this rank's slices
 /// (`model`, rank t of T) against `full` (host), by split: `output` over the
 /// column-parallel weights and biases (Split::Output: rows t·h/T + i),
 /// `input` over the row-parallel weights (Split::Input: columns t·h/T + j)
 /// and their biases (whole). NaN in a split when one of its slices has the
 /// wrong shape.
-struct SliceGaps {
-  double output = 0;  ///< Split::Output's slices
-  double input = 0;   ///< Split::Input's slices
-};
 SliceGaps slices_against_full(const TensorParallelMLP& model, const MLP& full, int t, int T);
 
 /// Collective over `group` (rank t of T): max |entry − full entry| of
