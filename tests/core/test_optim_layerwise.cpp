@@ -15,7 +15,7 @@
 #include <cmath>
 #include <vector>
 
-#include "dpt/optim.h"
+#include "dpt/optim_layerwise.h"
 #include "support/catch.h"
 
 using namespace dpt;
