@@ -174,7 +174,7 @@ void add_common_flags(CLI::App& app, Options& o) {
   app.add_option("--seed", o.seed, "Seed for data, initial weights and shuffling")
       ->check(integer_in(0, UINT64_MAX))->capture_default_str();
   app.add_option("--optimizer", o.optimizer,
-                 "sgd | momentum | adam | adamw | lars | lamb (lars, lamb: each layer's step scaled by its trust ratio)")
+                 "sgd | momentum | adam | adamw | lars | lamb (lars, lamb: a step per layer scaled by a trust ratio)")
       ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw", "lars", "lamb"}), "optimizers")
       ->capture_default_str();
   app.add_option("--model", o.model, "Layer widths, e.g. 784-256-10")
