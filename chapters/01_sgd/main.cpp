@@ -177,6 +177,9 @@ std::vector<double> train(const Options& o, MLP& model, const Dataset& data, con
 }
 
 int main(int argc, char** argv) {
-  return run_one_device_chapter(argc, argv, {"ch01_sgd", "single-device SGD: forward, loss, backward, step"}, nullptr,
+  auto add_flags = [](CLI::App& app, Options&) {  // the update check knows these four rules (update.cpp)
+    limit_optimizers(app, {"sgd", "momentum", "adam", "adamw"}, "the update check writes out these four");
+  };
+  return run_one_device_chapter(argc, argv, {"ch01_sgd", "single-device SGD: forward, loss, backward, step"}, add_flags,
                                 lecture);
 }

@@ -16,7 +16,7 @@ void add_ch06_flags(CLI::App& app, Ch06Flags& flags) {
   app.add_flag("--compare,!--no-compare", flags.compare,
                "Also train grads vs params at H=1 for sgd, momentum, adam and compare (default on)")
       ->capture_default_str();
-  app.add_option("--adam-lr", flags.adam_lr, "Learning rate of the Adam runs (Adam's step is ~lr per weight)")
+  app.add_option("--adam-lr", flags.adam_lr, "Learning rate of the Adam and LAMB runs (their step is ~lr per weight)")
       ->check(positive_number())->capture_default_str();
   app.add_option("--equivalence-steps", flags.equivalence_steps, "Steps of the H=1 comparisons (at most --steps)")
       ->check(positive_integer())->capture_default_str();

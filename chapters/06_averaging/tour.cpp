@@ -17,7 +17,7 @@ Setting make_setting(const Options& base, const std::string& optimizer, bool par
   s.o = base;
   s.o.steps = steps;
   s.o.optimizer = optimizer;
-  if (optimizer.rfind("adam", 0) == 0) s.o.lr = adam_lr;
+  if (optimizer.rfind("adam", 0) == 0 || optimizer == "lamb") s.o.lr = adam_lr;  // steps of ~lr per weight
   s.schedule = Schedule{parameters, every, warmup, parameters && average_state};
   s.name = parameters ? "params H=" + std::to_string(every) + (warmup ? " W=" + std::to_string(warmup) : "") +
                             (s.schedule.average_state ? " +state" : "") + " " + optimizer
@@ -97,7 +97,8 @@ void add_run_verdicts(Verdicts& v, const Setting& s, int64_t psi, int world) {
                 (r.averaged_at.empty() ? "" : ", first after step " + std::to_string(r.averaged_at.front())) +
                 ", gradients " + std::to_string(r.gradient_steps) + " times");
   const std::string& opt = s.o.optimizer;
-  double state_floats = !s.schedule.average_state ? 0 : opt == "momentum" ? 1 : opt.rfind("adam", 0) == 0 ? 2 : 0;
+  const bool velocity = opt == "momentum" || opt == "lars", moments = opt.rfind("adam", 0) == 0 || opt == "lamb";
+  double state_floats = !s.schedule.average_state ? 0 : velocity ? 1 : moments ? 2 : 0;
   double expected = 4.0 * double(psi) * (double(expected_gradient_steps(s)) + double(want.size()) * (1 + state_floats));
   v.near(s.name + ": all-reduce bytes per rank (traffic log)", double(r.traffic.collective_bytes("all_reduce", 0)),
          expected, 0, "4*Psi per averaging (and per optimizer state float); nothing else goes through all_reduce");

@@ -31,9 +31,7 @@ CLI::Validator finite_in(double low, double high) {
 }  // namespace
 
 void add_ch07_flags(CLI::App& app, Ch07Flags& flags) {
-  app.get_option("--optimizer")
-      ->check(CLI::IsMember({"adam", "adamw"}))
-      ->description("adam | adamw (ZeRO shards Adam's m and v)");
+  limit_optimizers(app, {"adam", "adamw"}, "ZeRO shards Adam's m and v");
   app.add_option("--stage", flags.stage, "ZeRO stage: 0 plain DP, 1 +optimizer state, 2 +gradients, 3 +parameters")
       ->check(integer_in(0, 3))->capture_default_str();
   app.add_flag("--prefetch", flags.prefetch, "Stage 3: gather the next layer while this one computes");

@@ -9,6 +9,7 @@
 namespace dpt::ch11 {
 
 void add_ch11_flags(CLI::App& app, Ch11Flags& flags) {
+  limit_optimizers(app, {"sgd", "momentum", "adam", "adamw"}, "the bytes-per-parameter formula knows these four");
   app.add_option("--precision", flags.precision, "Where weights, activations and gradients live: fp32, bf16 or fp16. "
                  "16-bit runs need an optimizer that keeps fp32 state: every --optimizer here does "
                  "(sgd, momentum, adam, adamw: the master copy and the moments are fp32)")

@@ -214,6 +214,7 @@ void lecture(Lecture& lec, const Ch12Flags& f) {
 int main(int argc, char** argv) {
   Ch12Flags flags;
   auto add_flags = [&flags](CLI::App& app, Options& options) {
+    limit_optimizers(app, {"sgd", "momentum", "adam", "adamw"}, "lars, lamb would see a slice's norm, not the layer's");
     app.add_option("--tp", flags.tp, "Ranks that share each layer pair (default: ranks / --dp, or all ranks)")
         ->check(integer_in(1, kMaxRanks));
     app.add_option("--dp", flags.dp, "Models trained side by side, data parallel over TP groups (default: ranks / --tp)")

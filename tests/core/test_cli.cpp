@@ -175,3 +175,18 @@ TEST_CASE("chapter flags out of range give one line and exit code 2 (ch05, ch06)
   check_refused("ch06_averaging", "--every 0", "--every");
   check_refused("ch06_averaging", "--average both", "--average");
 }
+
+TEST_CASE("optimizers lars and lamb are listed where the chapter's checks hold them, refused in one line elsewhere",
+          "[cli]") {
+  for (const std::string chapter : {"ch02_batching", "ch03_naive_dp", "ch04_ring_allreduce", "ch05_bucketing",
+                                    "ch06_averaging"}) {
+    auto help = dpt_test::run_program(chapter, "--help");
+    INFO(chapter << "\n" << help.output);
+    CHECK(help.output.find("lars | lamb") != std::string::npos);
+  }
+  // ch01's update check writes out four rules; ZeRO (ch07) shards Adam's state.
+  for (const std::string name : {"lars", "lamb"}) {
+    check_refused("ch01_sgd", "--optimizer " + name, "--optimizer", name + " not in {sgd,momentum,adam,adamw}");
+    check_refused("ch07_zero", "--optimizer " + name, "--optimizer", name + " not in {adam,adamw}");
+  }
+}

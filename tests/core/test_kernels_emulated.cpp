@@ -245,6 +245,9 @@ TEST_CASE("emulated cuda softmax-cross-entropy and its backward match the CPU's 
 TEST_CASE("emulated cuda optimizer steps match the CPU's update rules to an ulp or two", "[emulator]") {
   checks::optimizers_match_cpu(emulated_side());
 }
+TEST_CASE("emulated cuda LARS and LAMB layer steps match the CPU's, zero norms included", "[emulator]") {
+  checks::layerwise_optimizers_match_cpu(emulated_side());
+}
 TEST_CASE("emulated cuda count_correct equals the CPU's count, ties and out-of-range labels included", "[emulator]") {
   checks::count_correct_matches_cpu(emulated_side());
 }

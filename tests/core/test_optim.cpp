@@ -83,5 +83,6 @@ TEST_CASE("optimizer state is counted on the parameter's device", "[optim][devic
 }
 
 TEST_CASE("make_optimizer rejects an unknown name", "[optim]") {
-  CHECK_THROWS_WITH(make_optimizer("lion", {}, 0.1f), contains_text("expected sgd, momentum, adam or adamw"));
+  CHECK_THROWS_WITH(make_optimizer("lion", {}, 0.1f),
+                    contains_text("expected sgd, momentum, adam, adamw, lars or lamb"));
 }

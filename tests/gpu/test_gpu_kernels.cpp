@@ -96,6 +96,11 @@ TEST_CASE("cuda optimizer steps match the CPU's update rules to an ulp or two", 
   checks::optimizers_match_cpu(gpu_side());
 }
 
+TEST_CASE("cuda LARS and LAMB layer steps match the CPU's, zero norms included", "[gpu]") {
+  DPT_REQUIRE_GPU();
+  checks::layerwise_optimizers_match_cpu(gpu_side());
+}
+
 TEST_CASE("cuda count_correct equals the CPU's count, ties and out-of-range labels included", "[gpu]") {
   DPT_REQUIRE_GPU();
   checks::count_correct_matches_cpu(gpu_side());

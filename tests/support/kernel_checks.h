@@ -26,6 +26,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dpt/device.h"
@@ -358,7 +360,52 @@ inline void optimizers_match_cpu(const Side& side) {
   }
 }
 
-/// count_correct equals the CPU's count, ties and out-of-range labels included.
+/// LARS's and LAMB's layer kernels match the CPU's to an ulp or two, given the
+/// same squared norms (a layer's, and the zero norms where the ratio is 1).
+inline void layerwise_optimizers_match_cpu(const Side& side) {
+  using namespace detail;
+  const int64_t n = elements(side);
+  dpt::Kernels& k = side.kernels;
+  Twin p = twin_on(side, {n}, 21), m = twin_on(side, {n}, 22, 0.1f), v = zeros_twin(side, {n}),
+       g = twin_on(side, {n}, 23), u = zeros_twin(side, {n}), squares = zeros_twin(side, {2});
+  auto set_squares = [&](float p_squares, float other_squares) {
+    squares.cpu = dpt::Tensor::from_vector({2}, {p_squares, other_squares}, dpt::Device::cpu(0));
+    squares.gpu = squares.cpu.to(side.device);
+  };
+  const dpt::LarsStep lars{2.0f, 0.9f, 0.1f, 0.02f, 1e-8f};
+  // A layer's norms, then each zero norm (ratio 1).
+  using Norms = std::tuple<bool, float, float>;
+  for (auto [first, ps, gs] : {Norms{true, 300.0f, 200.0f}, Norms{false, 0.0f, 200.0f}, Norms{false, 300.0f, 0.0f}}) {
+    set_squares(ps, gs);
+    cpu().lars_step(p.cpu.data(), m.cpu.data(), g.cpu.data(), squares.cpu.data(), lars, first, n);
+    k.lars_step(p.gpu.data(), m.gpu.data(), g.gpu.data(), squares.gpu.data(), lars, first, n);
+    INFO("lars_step, squares " << ps << ", " << gs);
+    CHECK(relative_diff(m.gpu, m.cpu) <= 1e-6);
+    CHECK(relative_diff(p.gpu, p.cpu) <= 1e-6);
+  }
+  dpt::AdamStep s;
+  s.weight_decay = 0.1f;
+  s.eps = 1e-6f;
+  for (int t : {1, 2}) {
+    s.at_step(t);
+    cpu().lamb_direction(u.cpu.data(), m.cpu.data(), v.cpu.data(), p.cpu.data(), g.cpu.data(), s, n);
+    k.lamb_direction(u.gpu.data(), m.gpu.data(), v.gpu.data(), p.gpu.data(), g.gpu.data(), s, n);
+    INFO("lamb_direction, step " << t);
+    CHECK(relative_diff(m.gpu, m.cpu) <= 1e-6);
+    CHECK(relative_diff(v.gpu, v.cpu) <= 1e-6);
+    CHECK(relative_diff(u.gpu, u.cpu) <= 1e-6);
+  }
+  using Squares = std::pair<float, float>;
+  for (auto [ps, us] : {Squares{300.0f, 50.0f}, Squares{0.0f, 50.0f}, Squares{300.0f, 0.0f}}) {
+    set_squares(ps, us);
+    cpu().lamb_apply(p.cpu.data(), u.cpu.data(), squares.cpu.data(), 0.01f, n);
+    k.lamb_apply(p.gpu.data(), u.gpu.data(), squares.gpu.data(), 0.01f, n);
+    INFO("lamb_apply, squares " << ps << ", " << us);
+    CHECK(relative_diff(p.gpu, p.cpu) <= 1e-6);
+  }
+}
+
+/// count_correct equals the CPU's count/// count_correct equals the CPU's count, ties and out-of-range labels included.
 inline void count_correct_matches_cpu(const Side& side) {
   using namespace detail;
   const int64_t rows = pick<int64_t>(side, 5000, 5000, 600), classes = 7;

@@ -142,5 +142,25 @@ __global__ void adam_kernel(float* p, float* m, float* v, const float* g, AdamSt
                       s.correction1, s.correction2);
 }
 
+// LARS and LAMB on one layer: `squares` holds the layer's Σ p² and Σ g² (or
+// Σ u²), which sum_squares wrote earlier on the same stream; every thread
+// reads the two floats and computes the same ratio.
+__global__ void lars_kernel(float* p, float* v, const float* g, const float* squares, LarsStep s, bool first,
+                            int64_t n) {
+  float ratio = math::lars_trust_ratio(squares[0], squares[1], s.trust_coefficient, s.weight_decay, s.eps);
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    math::lars_update(p[i], v[i], g[i], ratio, s.lr, s.momentum, s.weight_decay, first);
+}
+__global__ void lamb_direction_kernel(float* u, float* m, float* v, const float* p, const float* g, AdamStep s,
+                                      int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    u[i] = math::lamb_direction(p[i], m[i], v[i], g[i], s.beta1, s.beta2, s.eps, s.weight_decay, s.correction1,
+                                s.correction2);
+}
+__global__ void lamb_apply_kernel(float* p, const float* u, const float* squares, float lr, int64_t n) {
+  float step = lr * math::lamb_trust_ratio(squares[0], squares[1]);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) p[i] -= step * u[i];
+}
+
 }  // namespace DPT_CUDA_BUILD
 }  // namespace dpt::cuda

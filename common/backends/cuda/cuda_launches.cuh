@@ -215,6 +215,17 @@ class LaunchedKernels : public Kernels {
   void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& step, int64_t n) override {
     elementwise(adam_kernel, n, p, m, v, g, step, n);
   }
+  void lars_step(float* p, float* v, const float* g, const float* squares, const LarsStep& step, bool first,
+                 int64_t n) override {
+    elementwise(lars_kernel, n, p, v, g, squares, step, first, n);
+  }
+  void lamb_direction(float* u, float* m, float* v, const float* p, const float* g, const AdamStep& step,
+                      int64_t n) override {
+    elementwise(lamb_direction_kernel, n, u, m, v, p, g, step, n);
+  }
+  void lamb_apply(float* p, const float* u, const float* squares, float lr, int64_t n) override {
+    elementwise(lamb_apply_kernel, n, p, u, squares, lr, n);
+  }
 
   // ---- a transformer's loops (cuda_transformer.cuh) ----
   /// The tokens go where the kernel reads them (the labels' buffer).

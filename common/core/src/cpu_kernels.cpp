@@ -128,7 +128,23 @@ class CpuKernels final : public Kernels {
                         s.correction1, s.correction2);
   }
 
-  // ---- 16-bit formats ----
+  void lars_step(float* p, float* v, const float* g, const float* squares, const LarsStep& s, bool first,
+                 int64_t n) override {
+    float ratio = math::lars_trust_ratio(squares[0], squares[1], s.trust_coefficient, s.weight_decay, s.eps);
+    for (int64_t i = 0; i < n; ++i) math::lars_update(p[i], v[i], g[i], ratio, s.lr, s.momentum, s.weight_decay, first);
+  }
+  void lamb_direction(float* u, float* m, float* v, const float* p, const float* g, const AdamStep& s,
+                      int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      u[i] = math::lamb_direction(p[i], m[i], v[i], g[i], s.beta1, s.beta2, s.eps, s.weight_decay, s.correction1,
+                                  s.correction2);
+  }
+  void lamb_apply(float* p, const float* u, const float* squares, float lr, int64_t n) override {
+    float step = lr * math::lamb_trust_ratio(squares[0], squares[1]);
+    for (int64_t i = 0; i < n; ++i) p[i] -= step * u[i];
+  }
+
+  // ---- 16-bit formats ----  // ---- 16-bit formats ----
 
   void round_half(float* x, int64_t n, Half format, math::RoundingCounts* counts) override {
     const bool bf16 = format == Half::BF16;

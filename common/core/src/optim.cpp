@@ -1,5 +1,6 @@
-// optim.cpp — SGD and Adam update rules (PyTorch semantics). The per-element
-// arithmetic is kernel_math.h's, run on the parameters' device (kernels.h).
+// optim.cpp — SGD and Adam update rules (PyTorch semantics), and every
+// optimizer by name. The per-element arithmetic is kernel_math.h's, run on the
+// parameters' device (kernels.h).
 #include "dpt/optim.h"
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include "dpt/check.h"
 #include "dpt/device.h"
 #include "dpt/kernels.h"
+#include "dpt/optim_layerwise.h"
 
 namespace dpt {
 
@@ -95,12 +97,17 @@ void Adam::update(std::size_t index, Tensor& param, const Tensor& grad) {
   kernels_for(param.device()).adam_step(param.data(), m, v, grad.data(), step, param.numel());
 }
 
+// ----------------------------------------------------------------------------
+// by name
+
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, float lr) {
   if (name == "sgd") return std::make_unique<SGD>(std::move(params), lr);
   if (name == "momentum") return std::make_unique<SGD>(std::move(params), lr, 0.9f);
   if (name == "adam") return std::make_unique<Adam>(std::move(params), lr);
   if (name == "adamw") return std::make_unique<Adam>(std::move(params), lr, 0.9f, 0.999f, 1e-8f, 0.01f, true);
-  DPT_FAIL("unknown optimizer '" << name << "': expected sgd, momentum, adam or adamw");
+  if (name == "lars") return std::make_unique<LARS>(std::move(params), lr);
+  if (name == "lamb") return std::make_unique<LAMB>(std::move(params), lr);
+  DPT_FAIL("unknown optimizer '" << name << "': expected sgd, momentum, adam, adamw, lars or lamb");
 }
 
 }  // namespace dpt

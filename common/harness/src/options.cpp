@@ -158,6 +158,14 @@ CLI::Option* add_output(CLI::App& app, const std::string& flag, std::string& pat
   return app.add_option(flag, path, help)->type_name("FILE")->check(output_path());
 }
 
+void limit_optimizers(CLI::App& app, const std::vector<std::string>& names, const std::string& why) {
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : " | ") + name;
+  CLI::Option* option = app.get_option("--optimizer");
+  option->get_validator("optimizers")->active(false);  // so a refusal lists this chapter's names
+  option->check(CLI::IsMember(names))->description(list + " (" + why + ")");
+}
+
 void add_common_flags(CLI::App& app, Options& o) {
   app.add_option("--steps", o.steps, "Optimizer steps (0: only write --save-* outputs)")
       ->check(integer_in(0, kMaxSteps))->capture_default_str();
@@ -166,8 +174,10 @@ void add_common_flags(CLI::App& app, Options& o) {
   app.add_option("--lr", o.lr, "Learning rate")->check(number_in(0, kMaxLr))->capture_default_str();
   app.add_option("--seed", o.seed, "Seed for data, initial weights and shuffling")
       ->check(integer_in(0, UINT64_MAX))->capture_default_str();
-  app.add_option("--optimizer", o.optimizer, "sgd | momentum | adam | adamw")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}))->capture_default_str();
+  app.add_option("--optimizer", o.optimizer,
+                 "sgd | momentum | adam | adamw | lars | lamb (lars, lamb: a step per layer scaled by a trust ratio)")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw", "lars", "lamb"}), "optimizers")
+      ->capture_default_str();
   app.add_option("--model", o.model, "Layer widths, e.g. 784-256-10")
       ->check(validator("WIDTHS", [](const std::string& v) { parse_widths(v); }))
       ->capture_default_str();

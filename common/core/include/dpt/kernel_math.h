@@ -145,4 +145,48 @@ DPT_HOST_DEVICE inline void adam_update(float& p, float& m, float& v, float g, f
   p -= lr * m_hat / (::sqrtf(v_hat) + eps);
 }
 
+// ----------------------------------------------------------------------------
+// layer-wise rates (LARS, LAMB): one layer's trust ratio from its squared
+// norms, which sum_squares left in the device's memory, then one element's step
+
+/// LARS's trust ratio η‖w‖ / (‖g‖ + λ‖w‖ + ε) from w_squares = Σ w² and
+/// g_squares = Σ g² over one layer (You, Gitman & Ginsburg 2017, with ε as
+/// timm's Lars and Apex's LARC add it); 1 where ‖w‖ = 0 or ‖g‖ = 0, as theirs:
+/// a zero layer, or one with nothing to learn, takes the plain step.
+DPT_HOST_DEVICE inline float lars_trust_ratio(float w_squares, float g_squares, float trust, float weight_decay,
+                                              float eps) {
+  if (!(w_squares > 0.0f) || !(g_squares > 0.0f)) return 1.0f;
+  float w_norm = ::sqrtf(w_squares);
+  return trust * w_norm / (::sqrtf(g_squares) + weight_decay * w_norm + eps);
+}
+
+/// LARS, one element: d = ratio · (g + λ p); v ← d on the first step, else
+/// μ v + d; p ← p − lr · v (momentum_update with the layer's ratio on d).
+DPT_HOST_DEVICE inline void lars_update(float& p, float& v, float g, float ratio, float lr, float momentum,
+                                        float weight_decay, bool first) {
+  float d = ratio * (g + weight_decay * p);
+  v = first ? d : momentum * v + d;
+  p -= lr * v;
+}
+
+/// LAMB's direction, one element: Adam's moments and bias corrections (as
+/// adam_update), then u = m̂ / (√v̂ + ε) + λ p, the decay inside the update
+/// (You et al. 2019, Algorithm 2). Returns u; p is not changed.
+DPT_HOST_DEVICE inline float lamb_direction(float p, float& m, float& v, float g, float beta1, float beta2, float eps,
+                                            float weight_decay, float correction1, float correction2) {
+  m = beta1 * m + (1.0f - beta1) * g;
+  v = beta2 * v + (1.0f - beta2) * g * g;
+  float m_hat = m / correction1;
+  float v_hat = v / correction2;
+  return m_hat / (::sqrtf(v_hat) + eps) + weight_decay * p;
+}
+
+/// LAMB's trust ratio ‖p‖ / ‖u‖ from p_squares = Σ p² and u_squares = Σ u²
+/// over one layer (φ the identity, unclipped, as Apex's FusedLAMB and timm's
+/// Lamb); 1 where either norm is 0, as theirs.
+DPT_HOST_DEVICE inline float lamb_trust_ratio(float p_squares, float u_squares) {
+  if (!(p_squares > 0.0f) || !(u_squares > 0.0f)) return 1.0f;
+  return ::sqrtf(p_squares) / ::sqrtf(u_squares);
+}
+
 }  // namespace dpt::math

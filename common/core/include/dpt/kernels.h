@@ -46,6 +46,15 @@ struct AdamStep {
   }
 };
 
+/// Hyper-parameters of one LARS step on a layer (see kernel_math.h's lars_*).
+struct LarsStep {
+  float lr = 1.0f;                  ///< global learning rate γ
+  float momentum = 0.9f;            ///< μ
+  float weight_decay = 0.0f;        ///< λ, inside the trust ratio and the step
+  float trust_coefficient = 1e-3f;  ///< η
+  float eps = 1e-8f;                ///< added to the ratio's denominator
+};
+
 /// One device kind's loops. Get one with `kernels_for(device)`.
 class Kernels {
  public:
@@ -119,7 +128,21 @@ class Kernels {
   virtual void adam_step(float* p, float* m, float* v, const float* g, const AdamStep& step,
                          int64_t n) = 0;
 
-  // ---- 16-bit formats (dpt/half.h): values stay float32, each representable ----
+  // ---- layer-wise optimizers: `squares` is 2 floats on the device, the
+  // layer's Σ p² then Σ g² (LARS) or Σ u² (LAMB), as sum_squares leaves them ----
+  /// One LARS step on a layer of n elements: ratio = lars_trust_ratio(squares),
+  /// then d = ratio · (g + λ p); v = first ? d : μ v + d; p −= lr · v.
+  virtual void lars_step(float* p, float* v, const float* g, const float* squares, const LarsStep& step, bool first,
+                         int64_t n) = 0;
+  /// LAMB's first pass: Adam's moments m, v from g (step's betas, eps and
+  /// corrections) and u = m̂ / (√v̂ + ε) + weight_decay · p; p is only read,
+  /// step.lr and step.decoupled are unused.
+  virtual void lamb_direction(float* u, float* m, float* v, const float* p, const float* g, const AdamStep& step,
+                              int64_t n) = 0;
+  /// LAMB's second pass: p −= lr · lamb_trust_ratio(squares) · u.
+  virtual void lamb_apply(float* p, const float* u, const float* squares, float lr, int64_t n) = 0;
+
+  // ---- 16-bit formats  // ---- 16-bit formats (dpt/half.h): values stay float32, each representable ----
   /// x (n) rounded to `format` in place, each element half_math.h's
   /// round_counting (so every device gives the same bits); with `counts`,
   /// what the rounding met is added to *counts (on a GPU that call waits).

@@ -1,6 +1,6 @@
 /// @file optim.h
 /// @brief Optimizers: `SGD` (momentum, weight decay) and `Adam`/`AdamW`, with
-/// the same update rules as PyTorch's `torch.optim`.
+/// the same update rules as PyTorch's `torch.optim` (LARS, LAMB: optim_layerwise.h).
 ///
 /// An optimizer holds the parameters it updates and its state *as tensors on
 /// the parameters' devices*, so the state's bytes show up in the device's
@@ -41,7 +41,7 @@ class Optimizer {
   float lr = 0.01f;
   /// The parameters this optimizer updates.
   const std::vector<Tensor>& params() const { return params_; }
-  /// "sgd", "momentum", "adam", "adamw".
+  /// "sgd", "momentum", "adam", "adamw", "lars", "lamb".
   virtual std::string name() const = 0;
 
  protected:
@@ -89,7 +89,7 @@ class Adam : public Optimizer {
   std::vector<Tensor> m_, v_;
 };
 
-/// "sgd" (plain), "momentum" (μ = 0.9), "adam", "adamw" (λ = 0.01) → an optimizer.
+/// "sgd", "momentum" (μ = 0.9), "adam", "adamw" (λ = 0.01), "lars", "lamb" → an optimizer.
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, float lr);
 
 }  // namespace dpt

@@ -31,7 +31,7 @@ struct Options {
   int64_t batch = 32;             ///< samples per step, per rank
   float lr = 0.05f;               ///< learning rate
   uint64_t seed = 42;             ///< seeds data, initial weights, shuffling
-  std::string optimizer = "sgd";  ///< sgd | momentum | adam | adamw
+  std::string optimizer = "sgd";  ///< sgd | momentum | adam | adamw | lars | lamb
   std::string model = "784-256-10";  ///< layer widths
   std::string data = "auto";  ///< auto | synthetic | fashion-mnist | fashion-mnist:DIR | mnist:DIR (auto: data_source)
   int64_t samples = 4096;         ///< data set size (image sets: at most this many)
@@ -82,6 +82,10 @@ bool is_output(CLI::Option* option);
 
 /// Registers the common flags on `app`, writing into `options`.
 void add_common_flags(CLI::App& app, Options& options);
+/// Narrows add_common_flags' --optimizer to `names` for a chapter whose checks
+/// hold only for those (LARS and LAMB need whole layers and bring their own
+/// state); `why` ends its --help line. Call after add_common_flags.
+void limit_optimizers(CLI::App& app, const std::vector<std::string>& names, const std::string& why);
 
 /// Parses argv. `--help` prints the help and exits 0; a bad flag or value
 /// prints "<program>: <flag>: <problem> (run with --help)" and exits 2, and so
