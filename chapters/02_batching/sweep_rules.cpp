@@ -13,7 +13,8 @@ namespace {
 // The grids, one line per optimizer: powers of two, wide enough that the
 // best rate of every batch from 8 to 4096 lies inside (measured: the page's
 // table). Momentum's μ = 0.9 makes a step ~1/(1−μ) = 10× as long: its grid
-// is sgd's ÷ 10.
+// is sgd's ÷ 10. LARS moves each layer by lr·η of its norm (η = 0.001), so
+// its rates are ~100× sgd's; LAMB's, like Adam's, are per-entry step sizes.
 struct Grid {
   const char* optimizer;
   float lowest;  // the grid is lowest · 2^k, k = 0 … 8
@@ -21,8 +22,8 @@ struct Grid {
 const Grid kGrids[] = {
     {"sgd", 0.0125f},
     {"momentum", 0.00125f},
-    // {"lars", …},  // issue 40: one line each when the core's LARS and LAMB land
-    // {"lamb", …},
+    {"lars", 1.25f},     // its global rate times η = 0.001 times a layer's norm: ~100× sgd's grid
+    {"lamb", 0.000125f},  // Adam-sized steps: 1.25e-4 … 0.032
 };
 constexpr int kGridSize = 9;
 
