@@ -1,6 +1,11 @@
 #!/usr/bin/python3
 """crosscheck_batch_norm.py — dpt's batch_norm against torch.nn.functional.batch_norm.
 
+Also chapter 03's SyncBatchNorm: the same rows split over 2 and 3 ranks
+(threads; unequal shards where B does not divide) must give what PyTorch's
+BatchNorm gives on one device on all the rows (PyTorch's own SyncBatchNorm
+needs a process group: one device on the global batch is its oracle too).
+
 What it checks: for a few batches (2 rows, the fewest training allows; rows
 with large offsets; a wide one), dpt's training-mode batch_norm and PyTorch's
 agree on the output y, on the gradients of Σ dy ⊙ y for x, weight and bias,
@@ -17,7 +22,8 @@ apart, so the check cannot pass vacuously.
 How: writes the numbers to build/…/bin/batch_norm_probe's stdin and reads its
 six output lines.
 
-Exit status: 0 all match, 1 a mismatch, 77 torch or numpy not importable.
+Exit status: 0 all match, 1 a mismatch, 77 torch or numpy not importable, or
+chapter 03's SyncBatchNorm holes unfilled (a student build).
 """
 import argparse
 import os
@@ -35,11 +41,21 @@ except ImportError as error:  # CTest: SKIP_RETURN_CODE 77
 TOLERANCE = 1e-4
 
 
-def probe(binary, x, w, b, dy, rm, rv):
+class Unfilled(Exception):
+    """The probe's --ranks mode met an unfilled ch03 hole (a student build)."""
+
+
+def probe(binary, x, w, b, dy, rm, rv, ranks=0):
     rows, cols = x.shape
     numbers = [x, w, b, dy, rm, rv]
     text = f"{rows} {cols}\n" + "\n".join(" ".join(f"{v:.9g}" for v in a.ravel()) for a in numbers) + "\n"
-    out = subprocess.run([binary], input=text, capture_output=True, text=True, check=True).stdout
+    args = [binary] + (["--ranks", str(ranks)] if ranks else [])
+    run = subprocess.run(args, input=text, capture_output=True, text=True)
+    if run.returncode == 77:
+        raise Unfilled(run.stdout.strip())
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} exited {run.returncode}: {run.stderr.strip()}")
+    out = run.stdout
     return {line.split()[0]: np.array([float(v) for v in line.split()[1:]]) for line in out.strip().splitlines()}
 
 
@@ -67,7 +83,7 @@ def main():
     parser.add_argument("--bin-dir", required=True)
     binary = os.path.join(parser.parse_args().bin_dir, "batch_norm_probe")
     rng = np.random.default_rng(40)
-    ok = True
+    ok, unfilled = True, False
     for rows, cols, offset, scale in [(2, 3, 0.0, 1.0), (8, 5, 10.0, 3.0), (64, 4, -2.0, 0.5)]:
         f = lambda *shape: rng.standard_normal(shape).astype(np.float32)
         x = (f(rows, cols) * scale + offset).astype(np.float32)
@@ -75,18 +91,28 @@ def main():
             x[1] = x[0] + 1.0 + np.abs(f(cols))
         w, b, dy = f(cols), f(cols), f(rows, cols)
         rm, rv = f(cols), (np.abs(f(cols)) + 0.5).astype(np.float32)
-        ours = probe(binary, x, w, b, dy, rm, rv)
-        error = worst(ours, reference(x, w, b, dy, rm, rv))
-        planted = worst(ours, reference(x, w, b, dy, rm, rv, unbiased_normalization=True))
-        print(f"B={rows:2d} C={cols}: max relative difference {error:.2e} (tolerance {TOLERANCE:g}); "
-              f"against a wrong PyTorch (unbiased normalization) {planted:.2e}")
-        if not error <= TOLERANCE:
-            print(f"  MISMATCH: dpt's batch_norm differs from torch.nn.functional.batch_norm by {error:.2e}")
-            ok = False
-        if not planted > 10 * TOLERANCE:
-            print("  VACUOUS: a wrong reference was not told apart")
-            ok = False
+        right, wrong = reference(x, w, b, dy, rm, rv), reference(x, w, b, dy, rm, rv, unbiased_normalization=True)
+        for ranks in (0, 2, 3) if rows >= 6 else (0,):
+            what = "one device" if ranks == 0 else f"SyncBatchNorm over {ranks} ranks"
+            try:
+                ours = probe(binary, x, w, b, dy, rm, rv, ranks)
+            except Unfilled as hole:
+                print(f"B={rows:2d} C={cols}, {what}: {hole}")
+                unfilled = True
+                continue
+            error, planted = worst(ours, right), worst(ours, wrong)
+            print(f"B={rows:2d} C={cols}, {what}: max relative difference {error:.2e} (tolerance {TOLERANCE:g}); "
+                  f"against a wrong PyTorch (unbiased normalization) {planted:.2e}")
+            if not error <= TOLERANCE:
+                print(f"  MISMATCH: dpt ({what}) differs from torch.nn.functional.batch_norm on one device by {error:.2e}")
+                ok = False
+            if not planted > 10 * TOLERANCE:
+                print("  VACUOUS: a wrong reference was not told apart")
+                ok = False
     print("batch_norm matches PyTorch" if ok else "batch_norm does NOT match PyTorch")
+    if ok and unfilled:
+        print("skipped: SyncBatchNorm's holes are not filled (chapter 03)")
+        return 77
     return 0 if ok else 1
 
 
