@@ -6,6 +6,7 @@
 #include "support/catch.h"
 
 #include <cmath>
+#include <string>
 
 #include "dpt/check.h"
 #include "dpt/nn.h"
@@ -108,4 +109,28 @@ TEST_CASE("batch_norm refuses one row in training and mismatched parameters, in 
   CHECK_THROWS_WITH(batch_norm(x, w, b), Catch::Matchers::Contains("at least 2 rows"));
   Tensor x4 = random_tensor({4, 4}, rng);
   CHECK_THROWS_WITH(batch_norm(x4, w, b), Catch::Matchers::Contains("weight and bias must be (4)"));
+}
+
+TEST_CASE("MLP with batch norm: same Linear weights, bn<l> after fc<l>, running statistics in its state",
+          "[nn][batch_norm]") {
+  Rng plain_rng(3), norm_rng(3);
+  MLP plain({4, 5, 6, 3}, Device::host(), plain_rng);
+  MLP normed({4, 5, 6, 3}, Device::host(), norm_rng, true);
+  std::vector<std::string> names;
+  for (const auto& p : normed.named_parameters()) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"fc0.weight", "fc0.bias", "bn0.weight", "bn0.bias", "fc1.weight", "fc1.bias",
+                                          "bn1.weight", "bn1.bias", "fc2.weight", "fc2.bias"});
+  CHECK(normed.named_state().size() == names.size() + 4);  // bn0/bn1 running_mean and running_var
+  CHECK(plain.named_state().size() == plain.named_parameters().size());
+  for (std::size_t l = 0; l < 3; ++l) {  // batch norm draws no random numbers
+    CHECK(max_abs_diff(plain.layers()[l].weight, normed.layers()[l].weight) == 0.0f);
+    CHECK(max_abs_diff(plain.layers()[l].bias, normed.layers()[l].bias) == 0.0f);
+  }
+  Rng rng(4);
+  Tensor x = random_tensor({8, 4}, rng, 3.0f);
+  // Fresh running statistics (0, 1) are the identity up to eps; training normalizes instead.
+  CHECK(max_abs_diff(normed.infer(x), plain.infer(x)) < 1e-4f);
+  CHECK(max_abs_diff(normed.forward(x), plain.forward(x)) > 1e-2f);
+  // forward moved the running mean of bn0 towards the batch's pre-activation mean.
+  CHECK(max_abs_diff(normed.norms()[0].running.mean, Tensor::zeros({5}, Device::host())) > 0.0f);
 }
