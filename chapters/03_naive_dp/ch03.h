@@ -18,6 +18,7 @@
 #include "dpt/data.h"
 #include "dpt/launch.h"
 #include "dpt/nn.h"
+#include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/tensor.h"
 
@@ -63,5 +64,24 @@ void host_average_gradients(Communicator& comm, std::vector<Tensor>& grads);
 /// (Hole: exercises/03_naive_dp/step.cpp.)
 float naive_data_parallel_step(Context& ctx, MLP& replica, Optimizer& optimizer, const Dataset& data,
                                const std::vector<int64_t>& global_batch);
+
+// ----------------------------------------------------------------------------
+// --batchnorm sync: batch norm over the global batch (sync_batch_norm.h
+// hands these two to the model; docs/ch03_naive_dp.md, "Batch norm across ranks")
+
+/// SyncBatchNorm's forward. `local` holds this rank's BatchMoments: per
+/// column, the mean and the biased variance of its own rows, and their count
+/// (ranks may hold different counts). Postcondition: returns, the same on
+/// every rank, the BatchMoments of the concatenation of every rank's rows:
+/// the mean and the biased variance per column that one device would compute
+/// on all the rows at once (to float rounding), and the total count.
+/// Collective. (Hole: exercises/03_naive_dp/sync_batch_norm.cpp.)
+BatchMoments sync_batch_moments(Communicator& comm, const BatchMoments& local);
+
+/// SyncBatchNorm's backward. On entry `sum_dy` and `sum_dy_xhat` (C each)
+/// hold this rank's Σ over its rows of dy and of dy ⊙ x̂ (x̂ the normalized
+/// input). Postcondition: both hold the sums over every rank's rows, the same
+/// on every rank. Collective. (Hole: exercises/03_naive_dp/sync_batch_norm.cpp.)
+void sync_gradient_sums(Communicator& comm, Tensor& sum_dy, Tensor& sum_dy_xhat);
 
 }  // namespace dpt::ch03

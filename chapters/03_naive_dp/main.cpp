@@ -18,9 +18,12 @@
 //     build/reference/bin/ch03_naive_dp --ranks 4                # 4 threads, simulated devices
 //     build/reference/bin/ch03_naive_dp --ranks 4 --link pcie    # pay PCIe-like costs
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch03_naive_dp --comm mpi
+//     build/reference/bin/ch03_naive_dp --batchnorm local         # per-rank batch norm: the gap
+//     build/reference/bin/ch03_naive_dp --batchnorm sync          # SyncBatchNorm: one device again
 //
 // Your holes (chapters/03_naive_dp/ch03.h): replicate_master, shard_indices,
-// host_average_gradients, naive_data_parallel_step.
+// host_average_gradients, naive_data_parallel_step; for --batchnorm sync,
+// sync_batch_moments and sync_gradient_sums (sync_batch_norm.h).
 // Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
 #include <iostream>
 #include <optional>
@@ -28,6 +31,7 @@
 
 #include "ch03.h"
 #include "checks.h"
+#include "sync_batch_norm.h"
 #include "dpt/data_parallel.h"
 #include "dpt/lecture.h"
 
@@ -57,6 +61,16 @@ void lecture(Lecture& lec) {
               ctx.device.name().substr(0, 3), ":0..", ctx.world - 1, " (", format_bytes(gradient_bytes),
               " each; each replica was initialised apart: only your\nreplicate_master makes them equal)"));
   say.say(str("global batch ", o.batch * ctx.world, " = ", ctx.world, " shards of --batch ", o.batch));
+  ch03::SyncBatchStatistics sync(ctx.comm);  // your sync_batch_norm.cpp, used with --batchnorm sync
+  if (o.batchnorm == "sync") {
+    replica.set_batch_statistics(&sync);
+    lec.step_check_cause = "with --batchnorm sync, the ranks' gradient is not one device's on the global batch (is it "
+                           "without --batchnorm? then sync_batch_moments or sync_gradient_sums: ctest -L ch03 names "
+                           "the property)";
+  }
+  if (o.batchnorm != "none")
+    say.say(o.batchnorm == "local" ? "--batchnorm local: each rank normalizes by its own shard's statistics"
+                                   : "--batchnorm sync: every rank normalizes by the global batch's statistics");
   if (o.steps == 0) return;
 
   // ---- 2. Training: your step, every step, on every rank
@@ -120,6 +134,7 @@ void report_host_traffic(const Context& ctx, const Options& o, const Narrator& s
 
 int main(int argc, char** argv) {
   Chapter chapter{"ch03_naive_dp", "naive data parallel: replicas, shards, averaging on the host"};
+  chapter.batch_norm_flag = true;  // --batchnorm local|sync: the lesson of section 5
   chapter.default_ranks = 4;  // the page's first command: a bare run's verdicts can fail
   return run_chapter(argc, argv, chapter, nullptr, lecture);
 }

@@ -63,6 +63,11 @@ void add_ch05_flags(CLI::App& app, Ch05Flags& flags, const Options& options) {
                                                      std::to_string(options.batch) + " are more than the 2^20 = " +
                                                      std::to_string(kMaxSamplesPerRankStep) + " samples a rank can " +
                                                      "draw per step: lower --accumulate or --batch");
+    // Each micro-batch would be normalized by its own statistics: no step is one device's on the step's samples.
+    if (options.batchnorm != "none" && flags.accumulate > 1)
+      throw CLI::ValidationError("--accumulate", std::to_string(flags.accumulate) + " micro-batches with --batchnorm " +
+                                                     options.batchnorm + ": batch norm would normalize each " +
+                                                     "micro-batch apart; use --accumulate 1 with --batchnorm");
   });
 }
 

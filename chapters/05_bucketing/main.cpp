@@ -25,9 +25,11 @@
 //     build/reference/bin/ch05_bucketing --ranks 4 --no-overlap        # all buckets after backward
 //     build/reference/bin/ch05_bucketing --ranks 4 --sweep-buckets     # which size is best here?
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch05_bucketing --comm mpi
+//     build/reference/bin/ch05_bucketing --batchnorm sync  # chapter 03's SyncBatchNorm inside backward
 //
 // Your holes (chapters/05_bucketing/ch05.h): ch05::assign_buckets,
-// ch05::mark_ready, ch05::wait_and_unpack; the ring is yours from chapter 04.
+// ch05::mark_ready, ch05::wait_and_unpack; the ring is yours from chapter 04,
+// SyncBatchNorm (--batchnorm sync) from chapter 03.
 // Its own flags: ch05_flags.cpp. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error,
 // 2 a bad flag.
 #include <CLI/CLI.hpp>
@@ -43,6 +45,7 @@
 #include "dpt/data_parallel.h"
 #include "dpt/lecture.h"
 #include "dpt/timing.h"
+#include "sync_batch_norm.h"  // chapter 03's SyncBatchNorm, for --batchnorm sync
 
 using namespace dpt;
 using namespace dpt::ch05;
@@ -60,6 +63,8 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
   const Narrator& say = lec.say;
   MLP replica = make_replica(ctx, o);
   lec.keep(replica);
+  ch03::SyncBatchStatistics sync(ctx.comm);  // --batchnorm sync: your chapter 03 holes
+  if (o.batchnorm == "sync") replica.set_batch_statistics(&sync);
   if (o.steps == 0) return;
   // ---- 1. The buckets
   BucketPlan plan = plan_of(f);
@@ -176,7 +181,8 @@ int main(int argc, char** argv) {
   chapter.default_ranks = 4;  // the page's first command: a bare run's verdicts can fail
   chapter.defaults.model = "784-512-512-10";  // 670k parameters (2.6 MiB): 4 buckets at 1 MiB
   chapter.defaults.steps = 60;
-  chapter.rank_local_flags = {"--overlap"};  // when a rank launches, not what it exchanges
+  chapter.rank_local_flags = {"--overlap"};
+  chapter.batch_norm_flag = true;  // --batchnorm local|sync, as chapter 03  // when a rank launches, not what it exchanges
   Ch05Flags flags;
   auto add_flags = [&flags](CLI::App& app, Options& o) { add_ch05_flags(app, flags, o); };  // ch05_flags.cpp
   return run_chapter(argc, argv, chapter, add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });

@@ -1,4 +1,4 @@
-// nn.cpp — random numbers, Linear and MLP.
+// nn.cpp — random numbers, Linear, BatchNorm1d and MLP.
 #include "dpt/nn.h"
 
 #include <algorithm>
@@ -75,19 +75,52 @@ Linear::Linear(int64_t in_features, int64_t out_features, Device& device, Rng& r
 Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
 
 // ----------------------------------------------------------------------------
+// BatchNorm1d
+
+BatchNorm1d::BatchNorm1d(int64_t features, Device& device)
+    : weight(Tensor::full({features}, 1.0f, device)),
+      bias(Tensor::zeros({features}, device)),
+      running{Tensor::zeros({features}, device), Tensor::full({features}, 1.0f, device)} {
+  weight.set_requires_grad(true);
+  bias.set_requires_grad(true);
+}
+
+Tensor BatchNorm1d::forward(const Tensor& x, BatchStatistics* across) const {
+  BatchNormRunning stats = running;  // handles: the update lands in this layer's tensors
+  return batch_norm(x, weight, bias, 1e-5f, &stats, across);
+}
+
+Tensor BatchNorm1d::infer(const Tensor& x) const { return batch_norm_inference(x, weight, bias, running); }
+
+// ----------------------------------------------------------------------------
 // MLP
 
-MLP::MLP(const std::vector<int64_t>& widths, Device& device, Rng& rng) : widths_(widths) {
+MLP::MLP(const std::vector<int64_t>& widths, Device& device, Rng& rng, bool batch_norm) : widths_(widths) {
   DPT_CHECK(widths.size() >= 2, "an MLP needs at least an input and an output width");
   for (std::size_t i = 0; i + 1 < widths.size(); ++i)
     layers_.emplace_back(widths[i], widths[i + 1], device, rng);
+  if (batch_norm)
+    for (std::size_t i = 1; i + 1 < widths.size(); ++i) norms_.emplace_back(widths[i], device);
 }
 
 Tensor MLP::forward(const Tensor& x) const {
   Tensor h = x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     h = layers_[i].forward(h);
-    if (i + 1 < layers_.size()) h = relu(h);
+    if (i + 1 == layers_.size()) break;
+    if (!norms_.empty()) h = norms_[i].forward(h, across_);
+    h = relu(h);
+  }
+  return h;
+}
+
+Tensor MLP::infer(const Tensor& x) const {
+  Tensor h = x;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    h = layers_[i].forward(h);
+    if (i + 1 == layers_.size()) break;
+    if (!norms_.empty()) h = norms_[i].infer(h);
+    h = relu(h);
   }
   return h;
 }
@@ -98,6 +131,19 @@ std::vector<NamedTensor> MLP::named_parameters() const {
     std::string prefix = "fc" + std::to_string(i);
     out.push_back({prefix + ".weight", layers_[i].weight});
     out.push_back({prefix + ".bias", layers_[i].bias});
+    if (i < norms_.size()) {
+      out.push_back({"bn" + std::to_string(i) + ".weight", norms_[i].weight});
+      out.push_back({"bn" + std::to_string(i) + ".bias", norms_[i].bias});
+    }
+  }
+  return out;
+}
+
+std::vector<NamedTensor> MLP::named_state() const {
+  std::vector<NamedTensor> out = named_parameters();
+  for (std::size_t i = 0; i < norms_.size(); ++i) {
+    out.push_back({"bn" + std::to_string(i) + ".running_mean", norms_[i].running.mean});
+    out.push_back({"bn" + std::to_string(i) + ".running_var", norms_[i].running.var});
   }
   return out;
 }
@@ -142,9 +188,9 @@ std::vector<int64_t> parse_widths(const std::string& spec) {
 }
 
 void copy_parameters(const MLP& src, MLP& dst) {
-  auto from = src.named_parameters();
-  auto to = dst.named_parameters();
-  DPT_CHECK(from.size() == to.size(), "copy_parameters: models have different layer counts");
+  auto from = src.named_state();
+  auto to = dst.named_state();
+  DPT_CHECK(from.size() == to.size(), "copy_parameters: models have different layers (batch norm in one only?)");
   for (std::size_t i = 0; i < from.size(); ++i) {
     DPT_CHECK(from[i].tensor.shape() == to[i].tensor.shape(),
               "copy_parameters: " << from[i].name << " is " << shape_str(from[i].tensor.shape())

@@ -26,7 +26,7 @@ Evaluation evaluate(const MLP& model, const Dataset& data, int64_t chunk) {
     int64_t end = std::min(n, begin + chunk);
     Tensor x = data.x.rows(begin, end).to(device);  // (chunk, D)
     std::vector<int64_t> y(data.y.begin() + begin, data.y.begin() + end);
-    Tensor logits = model.forward(x);  // (chunk, classes)
+    Tensor logits = model.infer(x);  // (chunk, classes); evaluation mode: batch norm by its running statistics
     double weight = double(end - begin) / double(n);
     result.loss += weight * softmax_cross_entropy(logits, y).item();
     result.accuracy += weight * accuracy(logits, y);

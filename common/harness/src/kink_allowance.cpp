@@ -39,6 +39,11 @@ KinkAllowance kink_allowance(const MLP& model, const Batch& batch) {
   const auto& linears = model.layers();
   const int64_t B = batch.x.size(0), L = int64_t(linears.size());
   DPT_CHECK(int64_t(batch.y.size()) == B, "kink_allowance: " << batch.y.size() << " labels for " << B << " rows");
+  KinkAllowance none;  // the bound follows Linear → ReLU only: with batch norm it allows nothing
+  if (!model.norms().empty()) {
+    none.bound.assign(std::size_t(model.num_parameters()), 0.0f);
+    return none;
+  }
   std::vector<Layer> layers(linears.size());
   Matrix a = as_matrix(batch.x, B, batch.x.size(1));
   Matrix error;  // bound on |a_run − a_exact| of the layer's input

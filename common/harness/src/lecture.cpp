@@ -42,7 +42,12 @@ int Lecture::finish() {
   }
   if (!kept_ && summary.empty() && verdicts.all().empty()) return 0;  // a run with nothing to judge (ch07 --consolidate)
   if (kept_) report_held_out(*kept_, data, held_out_, o.steps, o.metrics, summary);
-  if (verify && !step_check().checked.empty()) add_step_check_verdicts(verdicts, step_check(), step_check_cause, step_check_judges_start);
+  if (verify && !step_check().checked.empty()) {
+    if (o.batchnorm == "local")  // per-rank statistics: a gap the lesson expects, reported
+      add_local_batch_norm_report(verdicts, step_check());
+    else
+      add_step_check_verdicts(verdicts, step_check(), step_check_cause, step_check_judges_start);
+  }
   if (!summary.empty()) summary.print(std::cout);
   verdicts.print(std::cout);
   return verdicts.exit_code();
@@ -90,6 +95,7 @@ int run_chapter(int argc, char** argv, const Chapter& chapter, const ChapterFlag
   add_launch_flags(app, launch_options);
   add_data_parallel_flags(app, verify);
   std::vector<CLI::Option*> own = added_options(app, options, add_flags);
+  if (chapter.batch_norm_flag) own.push_back(add_batch_norm_flag(app, options));  // agreed by every rank
   own.push_back(app.get_option("--verify"));  // a chapter may run a collective check under it (ch07)
   parse_flags(app, argc, argv);
   // The default rank count is for threads; under mpirun the process count decides.
@@ -137,6 +143,7 @@ int run_one_device_chapter(int argc, char** argv, const Chapter& chapter,
   std::string device = "cpu";
   add_common_flags(app, options);
   add_device_flag(app, device);
+  if (chapter.batch_norm_flag) add_batch_norm_flag(app, options);
   added_options(app, options, add_flags);
   parse_flags(app, argc, argv);
   int verdict = 0;

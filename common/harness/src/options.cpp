@@ -101,6 +101,9 @@ void check_sizes(const Options& o) {
     throw CLI::ValidationError("--samples", std::to_string(o.samples) + " samples of " + std::to_string(w.front()) +
                                                 " features are " + fmt(data_bytes / double(1 << 30), 3) +
                                                 " GiB of data, more than the 8 GiB a teaching run can mean");
+  if (o.batchnorm != "none" && o.batch < 2)
+    throw CLI::ValidationError("--batchnorm", o.batchnorm + " needs --batch 2 or more: training-mode batch norm "
+                                                            "takes a variance over each rank's rows");
 }
 }  // namespace
 
@@ -205,6 +208,15 @@ void add_common_flags(CLI::App& app, Options& o) {
     o.data = data_source(o);  // every rank, report and check sees what auto chose
     check_sizes(o);
   });
+}
+
+CLI::Option* add_batch_norm_flag(CLI::App& app, Options& o) {
+  CLI::Option* flag =
+      app.add_option("--batchnorm", o.batchnorm,
+                     "none | local | sync: a BatchNorm after each hidden Linear; local normalizes by each rank's "
+                     "batch, sync by the global batch")
+          ->check(CLI::IsMember({"none", "local", "sync"}))->capture_default_str();
+  return flag;  // --batch 1 is refused by check_sizes, which add_common_flags' callback runs
 }
 
 namespace {
@@ -338,13 +350,13 @@ HeldOut load_held_out(const Options& options, const Dataset& train) {
 
 MLP build_model(const Options& o, Device& device) {
   Rng rng(o.seed);
-  MLP model(o.widths(), device, rng);
-  if (!o.load_weights.empty()) load_weights(o.load_weights, model.named_parameters());
+  MLP model(o.widths(), device, rng, o.batchnorm != "none");
+  if (!o.load_weights.empty()) load_weights(o.load_weights, model.named_state());
   return model;
 }
 
 void save_outputs(const Options& o, const MLP& model, const Dataset& data) {
-  if (!o.save_weights.empty()) save_weights(o.save_weights, model.named_parameters());
+  if (!o.save_weights.empty()) save_weights(o.save_weights, model.named_state());
   if (!o.save_data.empty()) save_dataset(o.save_data, data);
 }
 

@@ -113,6 +113,18 @@ std::string kink_note(const StepCheck& c) {
   return note.str();
 }
 
+void add_local_batch_norm_report(Verdicts& v, const StepCheck& c) {
+  if (!c.checked.empty() && c.checked.front() == 0)
+    v.at_most("the replica started from the master copy: max |w - w_flags| before step 0", c.start_difference, 0,
+              c.start_difference == 0 ? "the broadcast copies the master's bits"
+                                      : "the weights the run started from are not the model the flags ask for");
+  v.report("local BatchNorm: max |g - g_single| / max |g_single|, the averaged gradient against one device's on the "
+               "global batch, over " + std::to_string(c.checked.size()) + " of " + std::to_string(c.steps_run) + " steps",
+           c.raw_difference,
+           "expected, not a mistake: each rank normalizes by its own shard's statistics, so data parallel is no "
+           "longer one device on the global batch (--batchnorm sync normalizes by the global batch's)");
+}
+
 void add_step_check_verdicts(Verdicts& v, const StepCheck& c, const std::string& cause, bool judge_start) {
   if (judge_start && !c.checked.empty() && c.checked.front() == 0)  // not when the run resumed from a checkpoint
     v.at_most("the replica started from the master copy: max |w - w_flags| before step 0", c.start_difference, 0,

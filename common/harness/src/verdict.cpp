@@ -56,6 +56,12 @@ void Verdicts::cannot_fail(const std::string& what, const std::string& why) {
   verdicts_.push_back(v);
 }
 
+void Verdicts::report(const std::string& what, double value, const std::string& why) {
+  Verdict v{what, number(value), "", why, true};
+  v.reported = true;
+  verdicts_.push_back(v);
+}
+
 int Verdicts::vacuous() const {
   int count = 0;
   for (const auto& v : verdicts_) count += v.vacuous ? 1 : 0;
@@ -80,14 +86,19 @@ void Verdicts::print(std::ostream& out) const {
       out << "  \u2014 " << v.what << " \u2014 cannot fail " << v.why << "\n";
       continue;
     }
+    if (v.reported) {
+      out << "  · " << v.what << ": " << v.measured << " — " << v.why << "\n";
+      continue;
+    }
     out << (v.passed ? "  \u2714 " : "  \u2718 ") << v.what;
     if (!v.measured.empty()) out << ": " << v.measured;
     if (!v.bound.empty()) out << " (expected " << v.bound << ")";
     if (!v.why.empty()) out << " — " << v.why;
     out << "\n";
   }
-  int failed = failures(), idle = vacuous();
-  size_t able = verdicts_.size() - size_t(idle);  // checks that could have failed
+  int failed = failures(), idle = vacuous(), reported = 0;
+  for (const auto& v : verdicts_) reported += v.reported ? 1 : 0;
+  size_t able = verdicts_.size() - size_t(idle) - size_t(reported);  // checks that could have failed
   std::string also = idle == 0 ? "" : "; " + std::to_string(idle) + " could not fail on this run's shape";
   if (verdicts_.empty())
     out << "  \u2718 no checks ran\n";

@@ -1,6 +1,7 @@
 /// @file nn.h
-/// @brief Layers: `Linear` (PyTorch layout and initialisation), ReLU, and an
-/// `MLP` built from a width list such as 784-256-10.
+/// @brief Layers: `Linear` (PyTorch layout and initialisation), ReLU,
+/// `BatchNorm1d`, and an `MLP` built from a width list such as 784-256-10,
+/// optionally with a BatchNorm after each hidden Linear (before its ReLU).
 ///
 ///     dpt::Rng rng(42);
 ///     dpt::MLP model({784, 256, 10}, dpt::Device::cpu(0), rng);
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "dpt/data.h"
+#include "dpt/ops.h"
 #include "dpt/tensor.h"
 
 namespace dpt {
@@ -54,15 +56,47 @@ class Linear {
   Tensor bias;    ///< (out), requires grad
 };
 
-/// Linear layers with ReLU between them (none after the last).
+/// Batch normalization over C features (ops.h's batch_norm): weight (C) = 1,
+/// bias (C) = 0, running mean 0 and variance 1 to start, as PyTorch's.
+class BatchNorm1d {
+ public:
+  /// A layer for `features` columns on `device` (draws no random numbers).
+  BatchNorm1d(int64_t features, Device& device);
+  /// Training mode: x (B, C) normalized by the batch's statistics (`across`'s,
+  /// or x's rows when null); updates the running statistics.
+  Tensor forward(const Tensor& x, BatchStatistics* across = nullptr) const;
+  /// Evaluation mode: x (B, C) normalized by the running statistics.
+  Tensor infer(const Tensor& x) const;
+  Tensor weight;             ///< (C), requires grad
+  Tensor bias;               ///< (C), requires grad
+  BatchNormRunning running;  ///< (C) each; handles, so forward updates them through a const layer
+};
+
+/// Linear layers with ReLU between them (none after the last); with
+/// `batch_norm`, a BatchNorm1d after every Linear but the last, before its ReLU.
 class MLP {
  public:
-  /// widths = {in, hidden…, out}; at least two entries, all positive.
-  MLP(const std::vector<int64_t>& widths, Device& device, Rng& rng);
-  /// x (B, widths.front()) → logits (B, widths.back()).
+  /// widths = {in, hidden…, out}; at least two entries, all positive. The
+  /// Linear layers' initial weights do not depend on `batch_norm`.
+  MLP(const std::vector<int64_t>& widths, Device& device, Rng& rng, bool batch_norm = false);
+  /// Training mode: x (B, widths.front()) → logits (B, widths.back()); batch
+  /// norm (if any) takes the batch's statistics and updates its running ones.
   Tensor forward(const Tensor& x) const;
-  /// fc0.weight, fc0.bias, fc1.weight, … in registration order.
+  /// Evaluation mode: as forward, with batch norm by its running statistics
+  /// (without batch norm, the same as forward).
+  Tensor infer(const Tensor& x) const;
+  /// fc0.weight, fc0.bias, [bn0.weight, bn0.bias,] fc1.weight, … in
+  /// registration order.
   std::vector<NamedTensor> named_parameters() const;
+  /// What a weights file holds: named_parameters(), then every batch norm's
+  /// bn<l>.running_mean and bn<l>.running_var (nothing more without batch norm).
+  std::vector<NamedTensor> named_state() const;
+  /// Makes batch norm take its statistics through `across` (chapter 03's
+  /// SyncBatchNorm; it must outlive every forward and backward), or from each
+  /// batch's own rows when null (the default).
+  void set_batch_statistics(BatchStatistics* across) { across_ = across; }
+  /// The BatchNorm1d layers, one per hidden Linear (empty without batch norm).
+  const std::vector<BatchNorm1d>& norms() const { return norms_; }
   /// The tensors of named_parameters(), same order.
   std::vector<Tensor> parameters() const;
   /// Total number of parameter elements (Ψ in the ZeRO paper).
@@ -77,12 +111,15 @@ class MLP {
  private:
   std::vector<int64_t> widths_;
   std::vector<Linear> layers_;
+  std::vector<BatchNorm1d> norms_;
+  BatchStatistics* across_ = nullptr;
 };
 
 /// Parses "784-256-10" into {784, 256, 10}. Throws dpt::Error on a bad spec.
 std::vector<int64_t> parse_widths(const std::string& spec);
 
-/// Copies every parameter's values from `src` into `dst` (same architecture).
+/// Copies every parameter's values, and batch norm's running statistics, from
+/// `src` into `dst` (same architecture).
 void copy_parameters(const MLP& src, MLP& dst);
 
 }  // namespace dpt

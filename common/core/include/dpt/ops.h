@@ -78,6 +78,54 @@ Tensor swap_axes_12(const Tensor& x);
 Tensor columns(const Tensor& x, int64_t begin, int64_t count);
 
 // ----------------------------------------------------------------------------
+// batch normalization (batch_norm.cpp; host memory only: on cuda:k it refuses)
+
+/// Per-column statistics of a batch of rows: mean (C), biased variance (C)
+/// (Σ (x − mean)² / count) and the number of rows they are over.
+struct BatchMoments {
+  Tensor mean;        ///< (C)
+  Tensor var;         ///< (C), biased: divided by count
+  int64_t count = 0;  ///< rows the statistics cover
+};
+
+/// x (B, C) → its BatchMoments over its B rows (not recorded by autograd).
+BatchMoments batch_moments(const Tensor& x);
+
+/// Which rows batch_norm's statistics are over. The default (no BatchStatistics
+/// given) is x's own rows; chapter 03's SyncBatchNorm makes them every rank's.
+/// Both calls are made by every rank of a group alike (forward, then backward).
+class BatchStatistics {
+ public:
+  virtual ~BatchStatistics() = default;
+  /// Given this caller's moments (over x's rows), returns the moments of the
+  /// whole batch the layer normalizes by.
+  virtual BatchMoments combine(const BatchMoments& local) = 0;
+  /// Given this caller's Σ_rows dy and Σ_rows dy ⊙ x̂ (C each), makes them the
+  /// sums over the same whole batch, in place.
+  virtual void combine_gradient_sums(Tensor& sum_dy, Tensor& sum_dy_xhat) = 0;
+};
+
+/// A BatchNorm layer's running statistics, updated by every training-mode
+/// batch_norm: mean ← (1 − momentum)·mean + momentum·batch mean, and var the
+/// same with the batch's *unbiased* variance (× N/(N−1)), as PyTorch.
+struct BatchNormRunning {
+  Tensor mean;             ///< (C), starts at 0
+  Tensor var;              ///< (C), starts at 1
+  float momentum = 0.1f;   ///< PyTorch's default
+};
+
+/// Training mode. x (B, C), weight (C), bias (C) → y (B, C),
+/// y = (x − μ) / √(σ² + eps) · weight + bias, μ and σ² (biased) per column over
+/// the batch (`across`'s combine, or x's rows when null; at least 2 rows).
+/// Updates `running` when given. Gradients for x, weight and bias.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f,
+                  BatchNormRunning* running = nullptr, BatchStatistics* across = nullptr);
+/// Evaluation mode: y = (x − running.mean) / √(running.var + eps) · weight + bias,
+/// shapes as batch_norm. Not recorded by autograd.
+Tensor batch_norm_inference(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const BatchNormRunning& running, float eps = 1e-5f);
+
+// ----------------------------------------------------------------------------
 // in-place kernels (never recorded by autograd)
 
 /// c = alpha · op(a) · op(b) + beta · c, op(x) = xᵀ when the flag is set.

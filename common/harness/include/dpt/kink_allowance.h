@@ -45,6 +45,9 @@ struct KinkAllowance {
 
 /// The allowance for the gradient of mean softmax-cross-entropy of `model`
 /// (weights on the host) on `batch` (x on the host, (B, in)). Runs in double.
+/// A model with batch norm gets a zero bound: the bound is derived for
+/// Linear → ReLU layers only, so with batch norm the step check judges the
+/// raw difference.
 KinkAllowance kink_allowance(const MLP& model, const Batch& batch);
 
 }  // namespace dpt

@@ -59,6 +59,9 @@ struct Chapter {
   /// first command, so that a bare run's distributed verdicts can fail. Under
   /// mpirun the process count decides, as always.
   int default_ranks = 1;
+  /// Whether the chapter takes --batchnorm none|local|sync (its model can
+  /// carry batch norm; options.h's add_batch_norm_flag). Off: no such flag.
+  bool batch_norm_flag = false;
 };
 
 /// Registers a chapter's own flags on `app`; `options` (the common flags,

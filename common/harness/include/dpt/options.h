@@ -42,6 +42,10 @@ struct Options {
   std::string save_data;          ///< safetensors of the data set (x, y)
   std::string metrics;            ///< JSONL file, one object per step
   bool quiet = false;             ///< no narration, no progress bar
+  /// none | local | sync: a BatchNorm after each hidden Linear (chapters that
+  /// take --batchnorm; see add_batch_norm_flag). local: each rank's batch's
+  /// statistics; sync: the global batch's (the chapter combines them).
+  std::string batchnorm = "none";
 
   /// Layer widths parsed from `model`.
   std::vector<int64_t> widths() const { return parse_widths(model); }
@@ -86,6 +90,10 @@ void add_common_flags(CLI::App& app, Options& options);
 /// hold only for those (LARS and LAMB need whole layers and bring their own
 /// state); `why` ends its --help line. Call after add_common_flags.
 void limit_optimizers(CLI::App& app, const std::vector<std::string>& names, const std::string& why);
+/// Registers `--batchnorm none|local|sync` (Options::batchnorm) for a chapter
+/// whose model can carry batch norm; refuses it (exit 2) with --batch 1,
+/// since training-mode batch norm needs 2 rows.
+CLI::Option* add_batch_norm_flag(CLI::App& app, Options& options);
 
 /// Parses argv. `--help` prints the help and exits 0; a bad flag or value
 /// prints "<program>: <flag>: <problem> (run with --help)" and exits 2, and so
@@ -117,7 +125,8 @@ Dataset load_dataset(const Options& options);
 HeldOut load_held_out(const Options& options, const Dataset& train);
 
 /// The model the flags ask for on `device`: initialised from `--seed`, or
-/// loaded from `--load-weights`.
+/// loaded from `--load-weights` (MLP::named_state: batch norm's running
+/// statistics too when --batchnorm is on); batch norm unless --batchnorm none.
 MLP build_model(const Options& options, Device& device);
 
 /// Writes `--save-weights` (the model) and `--save-data` (the data), if asked.

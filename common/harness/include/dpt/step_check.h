@@ -142,6 +142,12 @@ inline const char* const kStepCheckCause =
 void add_step_check_verdicts(Verdicts& verdicts, const StepCheck& check, const std::string& cause = kStepCheckCause,
                              bool judge_start = true);
 
+/// The step check of a run with --batchnorm local: the start verdict as
+/// add_step_check_verdicts's, and the gradient's gap to one device's on the
+/// global batch as a reported number (Verdicts::report), never ✔ or ✘ —
+/// per-rank statistics make data parallel a different computation.
+void add_local_batch_norm_report(Verdicts& verdicts, const StepCheck& check);
+
 /// "; N ReLU inputs in M samples sat within rounding of 0, their flips allowed
 /// (without: x)" for a passing verdict's line, or "" when the check met no kink.
 std::string kink_note(const StepCheck& check);

@@ -37,6 +37,7 @@ struct Verdict {
   std::string why;       ///< why this tolerance, or what was seen (may be "")
   bool passed = false;   ///< the outcome
   bool vacuous = false;  ///< could not fail on this run's shape (printed "—", not ✔); passed is true
+  bool reported = false; ///< a measured number, not a check (printed "·", never ✔/✘); passed is true
 };
 
 /// An ordered list of verdicts for one run.
@@ -57,6 +58,10 @@ class Verdicts {
   /// among the checks that passed. `why` says how to make it able to fail
   /// (on_one_rank(4): "on 1 rank (try --ranks 4)").
   void cannot_fail(const std::string& what, const std::string& why);
+  /// A number the run measured that no tolerance judges (a gap the lesson
+  /// expects, such as per-rank batch norm's): printed "· what: value — why",
+  /// never ✔ or ✘, not counted among the checks, no effect on the exit code.
+  void report(const std::string& what, double value, const std::string& why);
 
   /// The verdicts so far, in order.
   const std::vector<Verdict>& all() const { return verdicts_; }
