@@ -106,9 +106,9 @@ TEST_CASE("batch_norm_inference normalizes by the running statistics, not the ba
 TEST_CASE("batch_norm refuses one row in training and mismatched parameters, in a sentence", "[ops][batch_norm]") {
   Rng rng(15);
   Tensor x = random_tensor({1, 3}, rng), w = random_tensor({3}, rng), b = random_tensor({3}, rng);
-  CHECK_THROWS_WITH(batch_norm(x, w, b), Catch::Matchers::Contains("at least 2 rows"));
+  CHECK_THROWS_WITH(batch_norm(x, w, b), contains_text("at least 2 rows"));
   Tensor x4 = random_tensor({4, 4}, rng);
-  CHECK_THROWS_WITH(batch_norm(x4, w, b), Catch::Matchers::Contains("weight and bias must be (4)"));
+  CHECK_THROWS_WITH(batch_norm(x4, w, b), contains_text("weight and bias must be (4)"));
 }
 
 TEST_CASE("MLP with batch norm: same Linear weights, bn<l> after fc<l>, running statistics in its state",
