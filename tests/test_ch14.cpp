@@ -7,6 +7,7 @@
 // Here: causal_attention. LayerNorm's backward in test_ch14_layer_norm.cpp,
 // generate in test_ch14_sample.cpp, the program in test_ch14_chapter.cpp.
 #include "support/catch.h"
+#include "support/relative_gap.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,8 @@
 #include "dpt/autograd.h"
 
 using namespace dpt;
+
+using dpt_test::relative_gap;
 
 namespace {
 std::vector<float> normals(int64_t n, uint64_t seed, float std = 1.0f) {
@@ -50,17 +53,6 @@ std::vector<double> attention_by_loops(const std::vector<float>& q, const std::v
   return y;
 }
 
-// max |a − b| / max |b|; NaN when the sizes differ or an entry is NaN.
-double relative_gap(const std::vector<float>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return std::nan("");
-  double gap = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(double(a[i]) - b[i]);
-    if (std::isnan(d)) return d;
-    gap = std::max(gap, d), scale = std::max(scale, std::fabs(b[i]));
-  }
-  return gap / scale;
-}
 }  // namespace
 
 TEST_CASE("causal_attention: equals its definition written out as loops (softmax of scaled scores over j <= i, times v)",

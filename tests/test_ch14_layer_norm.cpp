@@ -5,6 +5,7 @@
 // to 0 and is orthogonal to the normalized row, and a weight shared by every
 // row collects every row's share.
 #include "support/catch.h"
+#include "support/relative_gap.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,8 @@
 #include "dpt/ops.h"
 
 using namespace dpt;
+
+using dpt_test::relative_gap;
 
 namespace {
 std::vector<float> normals(int64_t n, uint64_t seed, float mean = 0.0f, float std = 1.0f) {
@@ -57,16 +60,6 @@ double loss_by_loops(const std::vector<double>& x, const std::vector<double>& w,
   return loss;
 }
 
-double relative_gap(const std::vector<float>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return std::nan("");
-  double gap = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(double(a[i]) - b[i]);
-    if (std::isnan(d)) return d;
-    gap = std::max(gap, d), scale = std::max(scale, std::fabs(b[i]));
-  }
-  return gap / scale;
-}
 std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 }  // namespace
 

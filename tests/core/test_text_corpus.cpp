@@ -20,6 +20,7 @@
 #include "support/folder.h"
 
 using namespace dpt;
+using dpt_test::entries_in;
 using dpt_test::Folder;
 using dpt_test::read_file;
 using dpt_test::write_file;
@@ -138,18 +139,6 @@ TEST_CASE("text corpus: --save-data on --data text:FILE's own file is refused be
 // ----------------------------------------------------------------------------
 // kjv
 
-namespace {
-std::vector<std::string> entries_of(const std::string& path) {
-  std::vector<std::string> names;
-  DIR* dir = ::opendir(path.c_str());
-  while (dirent* e = dir ? ::readdir(dir) : nullptr)
-    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
-  if (dir) ::closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-}  // namespace
-
 TEST_CASE("text corpus: kjv without Debian's bible-kjv names the package to install", "[text]") {
   Folder dir("text_corpus_no_bible");
   CHECK_THROWS_WITH(kjv_text(dir / "cache", dir / "no-such-bible"),
@@ -163,7 +152,7 @@ TEST_CASE("text corpus: kjv is the King James Bible, verse labels stripped, cach
   Folder dir("text_corpus_kjv");
   std::string text = kjv_text(dir / "cache");
   CHECK(dir.entries() == std::vector<std::string>{"cache"});
-  CHECK(entries_of(dir / "cache") == std::vector<std::string>{"kjv.txt"});  // no temporary file left
+  CHECK(entries_in(dir / "cache") == std::vector<std::string>{"kjv.txt"});  // no temporary file left
   // What any edition of the KJV holds: 31,102 verses, a line each, from Genesis 1:1 to Revelation 22:21.
   CHECK(std::count(text.begin(), text.end(), '\n') == 31102);
   const std::string first = "In the beginning God created the heaven and the earth.\n";

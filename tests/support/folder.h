@@ -34,15 +34,20 @@ struct Folder {
   Folder& operator=(const Folder&) = delete;
   std::string operator/(const std::string& name) const { return path + "/" + name; }
   /// Every entry's name, sorted.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    DIR* dir = ::opendir(path.c_str());
-    while (dirent* e = dir ? ::readdir(dir) : nullptr)
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
-    if (dir) ::closedir(dir);
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+  std::vector<std::string> entries() const;
 };
+
+/// Every entry's name in the folder `path`, sorted (none when it does not exist).
+inline std::vector<std::string> entries_in(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir(path.c_str());
+  while (dirent* e = dir ? ::readdir(dir) : nullptr)
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+  if (dir) ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+inline std::vector<std::string> Folder::entries() const { return entries_in(path); }
 
 }  // namespace dpt_test
