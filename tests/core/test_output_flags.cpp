@@ -29,10 +29,11 @@ using dpt_test::write_file;
 
 namespace {
 // Every chapter program, with the flags a parse needs to get as far as the
-// path check (ch13 refuses a world that is not --stages x --dp first).
+// path check (ch13 refuses a world that is not --stages x --dp first; ch02's
+// sweep flags are refused without --batch-sweep).
 const std::vector<std::pair<std::string, std::string>> kPrograms = {
     {"ch01_sgd", ""},
-    {"ch02_batching", ""},
+    {"ch02_batching", "--batch-sweep "},
     {"ch03_naive_dp", ""},
     {"ch04_ring_allreduce", ""},
     {"ch05_bucketing", ""},
@@ -43,14 +44,16 @@ const std::vector<std::pair<std::string, std::string>> kPrograms = {
     {"ch10_compression", ""},
     {"ch11_mixed_precision", ""},
     {"ch12_tensor_parallel", ""},
-    {"ch13_pipeline_parallel", "--ranks 4 "}};
+    {"ch13_pipeline_parallel", "--ranks 4 "},
+    {"ch14_language_model", ""}};
 
 // The outputs each program must offer beyond the common ones: the check below
 // that the --help scan finds them keeps the scan honest.
 const std::map<std::string, std::vector<std::string>> kChapterOutputs = {
     {"ch07_zero", {"--report-json"}},          {"ch08_collectives", {"--plot"}},
     {"ch09_parameter_server", {"--plot"}},     {"ch10_compression", {"--plot"}},
-    {"ch13_pipeline_parallel", {"--gantt", "--gantt-trace"}}};
+    {"ch13_pipeline_parallel", {"--gantt", "--gantt-trace"}}, {"ch02_batching", {"--sweep-plot"}},
+    {"ch14_language_model", {"--plot"}}};
 
 // Programs that launch no ranks (ch11's --ranks sizes a section's threads), so have no --trace.
 const std::set<std::string> kOneProcessWithoutTrace = {"ch01_sgd", "ch02_batching", "ch11_mixed_precision"};
