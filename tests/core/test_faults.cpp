@@ -6,6 +6,7 @@
 // mpirun fault tests (tests/mpi/faults/).
 #include <CLI/CLI.hpp>
 #include "support/catch.h"
+#include "support/parse_child.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -73,32 +74,16 @@ std::vector<std::string> entries(const std::string& dir) {
 }
 
 // The sentence parse_flags would print for `args` on a program with the
-// common and launch flags, or "" if they are accepted (parse_flags exits, so a child runs it).
+// common and launch flags, or "" if they are accepted.
 std::string parse_error_of(std::vector<std::string> args) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::dup2(fds[1], STDERR_FILENO);
-    CLI::App app("prog");
-    dpt::Options o;
-    dpt::LaunchOptions l;
-    dpt::add_common_flags(app, o);
-    dpt::add_launch_flags(app, l);
-    args.insert(args.begin(), "prog");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    dpt::parse_flags(app, int(argv.size()), argv.data());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string err;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) err.append(buffer, std::size_t(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return err;
+  return dpt_test::parse_error_of(
+      [](CLI::App& app) {
+        static dpt::Options o;  // the child exits inside parse_flags: these outlive it
+        static dpt::LaunchOptions l;
+        dpt::add_common_flags(app, o);
+        dpt::add_launch_flags(app, l);
+      },
+      std::move(args));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // `bible` (cached once, labels stripped), text:FILE and its bad files, the
 // vocabulary in safetensors, --save-data's tokens, the input/output check.
 #include "support/catch.h"
+#include "support/parse_child.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -98,31 +99,15 @@ TEST_CASE("text corpus: the vocabulary travels with the weights, --save-data wri
 
 namespace {
 // What parse_flags prints for a chapter with its own --data and the common
-// --save-data (parse_flags exits, so a child runs it); "" when accepted.
+// --save-data; "" when accepted.
 std::string parse_error_of(std::vector<std::string> args) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::dup2(fds[1], STDERR_FILENO);
-    CLI::App app("prog");
-    std::string data = "synthetic", save_data;
-    app.add_option("--data", data)->check(text_source_check());
-    add_output(app, "--save-data", save_data, "tokens");
-    args.insert(args.begin(), "prog");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    parse_flags(app, int(argv.size()), argv.data());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string err;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) err.append(buffer, std::size_t(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return err;
+  return dpt_test::parse_error_of(
+      [](CLI::App& app) {
+        static std::string data = "synthetic", save_data;  // the child exits inside parse_flags
+        app.add_option("--data", data)->check(text_source_check());
+        add_output(app, "--save-data", save_data, "tokens");
+      },
+      std::move(args));
 }
 }  // namespace
 
