@@ -324,6 +324,15 @@ def check(bin_dir, chapter, optimizer, config, workdir):
     return row
 
 
+def print_cells(headers, cells):
+    """A header line, a rule and the cells, each column as wide as its widest entry."""
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+    print("  ".join("-" * w for w in widths))
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+
+
 def print_table(rows):
     headers = ["chapter", "optimizer", "model", "steps x B", "loss rel err", "weights L2 rel err",
                "max|dw|/max|w|", "lr x2 control L2", "result"]
@@ -331,15 +340,11 @@ def print_table(rows):
               f"{r['loss_err']:.1e}", f"{r['weight_err']:.1e}", f"{r['weight_max_err']:.1e}",
               f"{r['control_err']:.1e}",
               "ok" if not r["problems"] else "MISMATCH"] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
     print(f"dpt vs PyTorch {torch.__version__} (float32, 1 thread, same init/data/batches); "
           f"tolerances: loss {LOSS_RTOL:.0e} rel, weights {WEIGHT_RTOL:.0e} L2 rel and "
           f"{WEIGHT_MAX_RTOL:.0e}·max|w| per entry; the lr x2 control must differ by >= "
           f"{CONTROL_MARGIN * WEIGHT_RTOL:.0e}")
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
-    print("  ".join("-" * w for w in widths))
-    for c in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+    print_cells(headers, cells)
     for r in rows:
         for p in r["problems"]:
             print(f"  {r['chapter']} {r['optimizer']} {r['model']}: {p}")

@@ -262,14 +262,10 @@ def print_table(rows):
               f"{r['weight_err']:.1e} ({r['weight_worst']})", f"{r['weight_max_err']:.1e}", f"{r['key_bias']:.0e}",
               ", ".join(f"{k} {v:.0f}" for k, v in r["controls"].items()),
               "ok" if not r["problems"] else "MISMATCH"] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
     print(f"ch14 vs nanoGPT-style PyTorch {torch.__version__} (float32, 1 thread, same init/tokens/windows, "
           f"{STEPS} steps, {SHAPE}); tolerances: loss {LOSS_RTOL:.0e} rel, weights {WEIGHT_RTOL:.0e} L2 rel per "
           f"tensor (c_attn.bias's key block: max|b_k| <= {KEY_BIAS_MAX:.0e}) and {WEIGHT_MAX_RTOL:.0e}·max|w| per entry; each control must exceed {CONTROL_MARGIN:.0f}x")
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
-    print("  ".join("-" * w for w in widths))
-    for c in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+    cc.print_cells(headers, cells)
     for r in rows:
         for p in r["problems"]:
             print(f"  {r['optimizer']} {r['comm']} x{r['ranks']}: {p}")
