@@ -39,7 +39,8 @@
 
 using namespace dpt;
 
-void lecture(ModelChapterRun& run, Ch14Flags& f) {
+// f is this rank's own copy: ranks may be threads of one process, and section 1 sets f.shape.vocab.
+void lecture(ModelChapterRun& run, Ch14Flags f) {
   Context& ctx = run.ctx;
   const Narrator& say = run.say;
 
