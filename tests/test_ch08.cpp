@@ -27,9 +27,9 @@ using dpt_test::Run;
 using dpt_test::run;
 
 namespace {
-// Rank r contributes 8^r (support/contributions.h): a sum read in base 8
-// says how often each rank's contribution reached it.
-float contribution(int rank, int64_t) { return dpt_test::contribution(rank); }
+// Rank r contributes 8^r at every element (support/contributions.h): a sum
+// read in base 8 says how often each rank's contribution reached it.
+using dpt_test::contribution_everywhere;
 using dpt_test::all_once;
 using dpt_test::contributions;
 
@@ -46,7 +46,7 @@ int partner_at(const Run& r, int member, std::size_t k) {
 TEST_CASE("halving_reduce_scatter: member r ends with block r's sum, every contribution once", "[ch08]") {
   for (int p : {1, 2, 4, 8}) {
     for (int64_t count : {int64_t(p), int64_t(10), int64_t(37)}) {  // one float per block; unequal blocks
-      Run r = run(p, count, contribution, [](Communicator& c, std::vector<float>& d) {
+      Run r = run(p, count, contribution_everywhere, [](Communicator& c, std::vector<float>& d) {
         halving_reduce_scatter(Team(c), d.data(), int64_t(d.size()));
       });
       for (int m = 0; m < p; ++m) {

@@ -22,9 +22,9 @@ using dpt_test::require_serial_sums;
 using dpt_test::serial_sum;
 
 namespace {
-// Rank r contributes 8^r (support/contributions.h): a sum read in base 8
-// says how often each rank's contribution reached it.
-float contribution(int rank, int64_t) { return dpt_test::contribution(rank); }
+// Rank r contributes 8^r at every element (support/contributions.h): a sum
+// read in base 8 says how often each rank's contribution reached it.
+using dpt_test::contribution_everywhere;
 using dpt_test::all_once;
 using dpt_test::contributions;
 }  // namespace
@@ -49,7 +49,7 @@ TEST_CASE("halving_doubling_all_reduce: extra ranks fold in before and out after
   dpt_test::require_halving_doubling_phases();  // its parts first: a fault there is named there
   for (int world : {3, 5, 6, 7}) {
     const int p = power_of_two_below(world);
-    Run r = run(world, 24, contribution, [](Communicator& c, std::vector<float>& d) {
+    Run r = run(world, 24, contribution_everywhere, [](Communicator& c, std::vector<float>& d) {
       halving_doubling_all_reduce(Team(c), d.data(), int64_t(d.size()));
     });
     for (int rank = 0; rank < world; ++rank)

@@ -19,10 +19,10 @@ using namespace dpt;
 using namespace dpt::ch12;
 
 namespace {
-float value(int seed, int64_t i) { return float((i * 5 + seed * 11) % 19 - 9) / 16.0f; }
-std::vector<float> values(int seed, int64_t n) {
+float layer_value(int seed, int64_t i) { return float((i * 5 + seed * 11) % 19 - 9) / 16.0f; }
+std::vector<float> layer_values(int seed, int64_t n) {
   std::vector<float> v(static_cast<std::size_t>(n), 0.0f);
-  for (int64_t i = 0; i < n; ++i) v[std::size_t(i)] = value(seed, i);
+  for (int64_t i = 0; i < n; ++i) v[std::size_t(i)] = layer_value(seed, i);
   return v;
 }
 
@@ -52,7 +52,7 @@ struct Layer {
   }
 };
 Layer make_layer(int64_t B, int64_t in, int64_t out) {
-  return {B, in, out, values(1, B * in), values(2, out * in), values(3, out), values(4, B * out)};
+  return {B, in, out, layer_values(1, B * in), layer_values(2, out * in), layer_values(3, out), layer_values(4, B * out)};
 }
 
 using dpt_test::Findings;

@@ -23,7 +23,7 @@ namespace {
 
 const std::string kProgram = "ch14_language_model";
 // A small GPT: L = 2 blocks, H = 2 heads, C = 32, T = 16.
-const std::string kSmall = "--ranks 1 --quiet --sample 0 --data synthetic --layers 2 --heads 2 --width 32 --context 16 --batch 2";
+const std::string kOneRank = "--ranks 1 --quiet --sample 0 --data synthetic --layers 2 --heads 2 --width 32 --context 16 --batch 2";
 constexpr int64_t L = 2, C = 32, T = 16;
 
 // nanoGPT's state_dict for a GPT of L blocks, width C, context T, vocabulary V
@@ -76,7 +76,7 @@ void check_refused(const std::string& args, const std::string& file, const std::
 
 TEST_CASE("ch14 --save-weights holds nanoGPT's names and shapes, and loads back into the model") {
   const std::string weights = dpt_test::temp_path("ch14_weights.safetensors");
-  run_ok(kSmall + " --steps 0 --save-weights " + weights);
+  run_ok(kOneRank + " --steps 0 --save-weights " + weights);
   dpt::SafeTensorsFile file = dpt::read_safetensors(weights);
   REQUIRE(file.metadata.count("vocabulary") == 1);
   const int64_t V = int64_t(file.metadata["vocabulary"].size());
@@ -106,7 +106,7 @@ TEST_CASE("ch14 --save-weights holds nanoGPT's names and shapes, and loads back 
 TEST_CASE("ch14 --save-data holds the training tokens: tokens (N,) int64, each inside the vocabulary") {
   const std::string data = dpt_test::temp_path("ch14_data.safetensors");
   const std::string weights = dpt_test::temp_path("ch14_data_weights.safetensors");
-  run_ok(kSmall + " --steps 0 --save-data " + data + " --save-weights " + weights);
+  run_ok(kOneRank + " --steps 0 --save-data " + data + " --save-weights " + weights);
   dpt::SafeTensorsFile file = dpt::read_safetensors(data);
   REQUIRE(file.tensors.count("tokens") == 1);
   const dpt::SafeTensor& tokens = file.tensors.at("tokens");
@@ -126,9 +126,9 @@ TEST_CASE("ch14 --save-data holds the training tokens: tokens (N,) int64, each i
 
 TEST_CASE("ch14 refuses --load-weights of another shape in one sentence, exit 1 or 2") {
   const std::string weights = dpt_test::temp_path("ch14_narrow.safetensors");
-  run_ok(kSmall + " --steps 0 --save-weights " + weights);
+  run_ok(kOneRank + " --steps 0 --save-weights " + weights);
   // The same model but width 64: every matrix is the wrong shape.
-  std::string wider = kSmall;
+  std::string wider = kOneRank;
   wider.replace(wider.find("--width 32"), 10, "--width 64");
   const std::string V = std::to_string(dpt::read_safetensors(weights).metadata.at("vocabulary").size());
   // Names a tensor, the shape it has and the shape the model wants.
@@ -139,7 +139,7 @@ TEST_CASE("ch14 refuses --load-weights of another shape in one sentence, exit 1 
 
 TEST_CASE("ch14 refuses --load-weights trained on another vocabulary in one sentence, exit 1 or 2") {
   const std::string weights = dpt_test::temp_path("ch14_vocab.safetensors");
-  run_ok(kSmall + " --steps 0 --save-weights " + weights);
+  run_ok(kOneRank + " --steps 0 --save-weights " + weights);
   const std::string vocabulary = dpt::read_safetensors(weights).metadata.at("vocabulary");
   // A text with as many distinct characters, none of them the synthetic text's:
   // the tensors' shapes all match, only the vocabulary tells the files apart.
@@ -153,7 +153,7 @@ TEST_CASE("ch14 refuses --load-weights trained on another vocabulary in one sent
     dpt::Rng rng(5);
     for (int i = 0; i < 4000; ++i) out << others[rng.below(others.size())];
   }
-  std::string other_text = kSmall;
+  std::string other_text = kOneRank;
   other_text.replace(other_text.find("--data synthetic"), 16, "--data text:" + text);
   check_refused(other_text + " --steps 1 --load-weights " + weights, weights, {"vocabulary"});
   std::remove(weights.c_str());

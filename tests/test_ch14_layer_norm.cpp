@@ -20,7 +20,7 @@ using namespace dpt;
 using dpt_test::relative_gap;
 
 namespace {
-std::vector<float> normals(int64_t n, uint64_t seed, float mean = 0.0f, float std = 1.0f) {
+std::vector<float> row_normals(int64_t n, uint64_t seed, float mean = 0.0f, float std = 1.0f) {
   Rng rng(seed);
   std::vector<float> v(static_cast<std::size_t>(n));
   for (float& x : v) x = mean + std * rng.normal();
@@ -65,8 +65,8 @@ std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.en
 
 TEST_CASE("layer_norm_backward: dx, dweight and dbias equal central differences of the forward", "[ch14]") {
   const int64_t R = 5, C = 7;
-  const std::vector<float> x = normals(R * C, 1, 2.0f, 3.0f), w = normals(C, 2, 1.0f, 0.5f), b = normals(C, 3),
-                           dout = normals(R * C, 4);
+  const std::vector<float> x = row_normals(R * C, 1, 2.0f, 3.0f), w = row_normals(C, 2, 1.0f, 0.5f), b = row_normals(C, 3),
+                           dout = row_normals(R * C, 4);
   const Grads g = grads_of(true, {R, C}, x, w, b, dout);
   std::vector<double> p[3] = {widen(x), widen(w), widen(b)};
   const std::vector<float>* got[3] = {&g.dx, &g.dweight, &g.dbias};
@@ -88,8 +88,8 @@ TEST_CASE("layer_norm_backward: dx, dweight and dbias equal central differences 
 
 TEST_CASE("layer_norm_backward: equals the core's dpt::layer_norm backward on (B, T, C) activations", "[ch14]") {
   const int64_t B = 3, T = 4, C = 16;
-  const std::vector<float> x = normals(B * T * C, 5, -1.0f, 0.7f), w = normals(C, 6, 1.0f, 0.3f), b = normals(C, 7),
-                           dout = normals(B * T * C, 8);
+  const std::vector<float> x = row_normals(B * T * C, 5, -1.0f, 0.7f), w = row_normals(C, 6, 1.0f, 0.3f), b = row_normals(C, 7),
+                           dout = row_normals(B * T * C, 8);
   const Grads mine = grads_of(true, {B, T, C}, x, w, b, dout), core = grads_of(false, {B, T, C}, x, w, b, dout);
   CHECK(relative_gap(mine.dx, widen(core.dx)) <= 1e-5);  // two float computations: a few roundings apart
   CHECK(relative_gap(mine.dweight, widen(core.dweight)) <= 1e-5);
@@ -101,8 +101,8 @@ TEST_CASE("layer_norm_backward: with weight 1, each row of dx sums to 0 and is o
   // y does not change when x moves along (1, …, 1) (the mean absorbs it) or
   // along x̂ (rstd absorbs it): dx has no component along either.
   const int64_t R = 6, C = 10;
-  const std::vector<float> x = normals(R * C, 9, 4.0f, 2.0f), ones(std::size_t(C), 1.0f), zeros(std::size_t(C), 0.0f),
-                           dout = normals(R * C, 10);
+  const std::vector<float> x = row_normals(R * C, 9, 4.0f, 2.0f), ones(std::size_t(C), 1.0f), zeros(std::size_t(C), 0.0f),
+                           dout = row_normals(R * C, 10);
   const Grads g = grads_of(true, {R, C}, x, ones, zeros, dout);
   for (int64_t r = 0; r < R; ++r) {
     double m = 0, var = 0, sum = 0, along = 0, size = 0;
@@ -121,8 +121,8 @@ TEST_CASE("layer_norm_backward: with weight 1, each row of dx sums to 0 and is o
 TEST_CASE("layer_norm_backward: dweight and dbias collect every row's share (R equal rows give R times one row's)",
           "[ch14]") {
   const int64_t R = 4, C = 5;
-  const std::vector<float> row = normals(C, 11, 1.0f, 2.0f), w = normals(C, 12, 1.0f, 0.5f), b = normals(C, 13),
-                           drow = normals(C, 14);
+  const std::vector<float> row = row_normals(C, 11, 1.0f, 2.0f), w = row_normals(C, 12, 1.0f, 0.5f), b = row_normals(C, 13),
+                           drow = row_normals(C, 14);
   std::vector<float> x, dout;
   for (int64_t r = 0; r < R; ++r) x.insert(x.end(), row.begin(), row.end()), dout.insert(dout.end(), drow.begin(), drow.end());
   const Grads one = grads_of(true, {1, C}, row, w, b, drow), all = grads_of(true, {R, C}, x, w, b, dout);

@@ -13,18 +13,14 @@
 #include "dpt/checkpoint.h"
 #include "dpt/nn.h"
 #include <nlohmann/json.hpp>
+#include "support/folder.h"  // read_file, write_file
 #include "support/run_program.h"
 
 using namespace dpt;
 
 namespace {
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using dpt_test::read_file;
+using dpt_test::write_file;
 // A file written by hand, byte by byte, from the format's spec: the oracle
 // for the reader that shares no code with the writer.
 std::string handmade_file() {

@@ -9,6 +9,7 @@
 
 #include "dpt/data.h"
 #include "dpt/options.h"
+#include "support/folder.h"  // read_file, write_file
 #include "support/run_program.h"
 
 using namespace dpt;
@@ -22,17 +23,14 @@ std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8
   out.append(values.begin(), values.end());
   return out;
 }
-void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+using dpt_test::read_file;
+using dpt_test::write_file;
 // Compresses `bytes` into a gzip file with zlib's own writer (not dpt's reader).
 void write_gzip(const std::string& path, const std::string& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
   REQUIRE(gzwrite(f, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
   REQUIRE(gzclose(f) == Z_OK);
-}
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 std::vector<uint8_t> pseudo_random_bytes(std::size_t n, uint32_t seed) {
   std::vector<uint8_t> out(n);

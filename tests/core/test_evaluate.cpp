@@ -11,6 +11,7 @@
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/options.h"
+#include "support/folder.h"  // read_file, write_file
 #include "support/run_program.h"
 
 using namespace dpt;
@@ -63,7 +64,7 @@ std::string idx_bytes(const std::vector<uint32_t>& dims, uint8_t fill) {
   }
   return out + std::string(count, char(fill));
 }
-void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+using dpt_test::write_file;
 }  // namespace
 
 // ----------------------------------------------------------------------------

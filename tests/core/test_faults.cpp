@@ -29,6 +29,7 @@
 #include "dpt/output_file.h"
 #include "dpt/report.h"
 #include "dpt/sharded_checkpoint.h"
+#include "support/folder.h"  // read_file, write_file
 #include "support/run_program.h"
 #include "support/shard_oracle.h"
 
@@ -51,7 +52,6 @@ std::string launch_flag_error(const std::string& flag, const std::string& value)
   return "";
 }
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 namespace fs = std::filesystem;
 
@@ -61,11 +61,8 @@ std::string fresh_dir(const std::string& name) {
   fs::create_directories(dir);
   return dir;
 }
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+using dpt_test::read_file;
+using dpt_test::write_file;
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
@@ -143,7 +140,7 @@ TEST_CASE("simulated link: a simulated wait longer than the timeout is a timeout
                                   else ctx.comm.recv(v.data(), int64_t(v.size()), 0);
                                 }),
                     contains_text("on the simulated link, more than the --comm-timeout of 1.0 s"));
-  double took = seconds_since(start);
+  double took = dpt::seconds_since(start);
   INFO("the run took " << took << " s; a simulated wait must not outlast --comm-timeout (1 s)");
   CHECK(took < 10);
 }
@@ -240,8 +237,8 @@ TEST_CASE("checkpoint: a shard larger than index.json recorded is refused before
   CHECK_THROWS_WITH(dpt::load_checkpoint_shard(dir, 1, 2),
                     contains_text("is 1073741824 bytes, more than a shard of 2 floats can hold (index.json recorded") &&
                         contains_text("not read"));
-  INFO("refusing took " << seconds_since(start) << " s; reading 1 GiB first takes several");
-  CHECK(seconds_since(start) < 1.0);
+  INFO("refusing took " << dpt::seconds_since(start) << " s; reading 1 GiB first takes several");
+  CHECK(dpt::seconds_since(start) < 1.0);
   fs::remove_all(dir);
 }
 

@@ -14,7 +14,7 @@
 using namespace dpt;
 
 namespace {
-Options small_options() {
+Options agreement_options() {
   Options o;
   o.model = "6-4-3";
   o.samples = 40;
@@ -42,7 +42,7 @@ Dataset data_for(const Options& o) { return load_dataset(o); }
 }  // namespace
 
 TEST_CASE("ranks with the same flags and data pass the agreement check", "[agree]") {
-  Options o = small_options();
+  Options o = agreement_options();
   auto messages = agree(3, [&](int) { return o; }, [&](int) { return data_for(o); });
   CHECK(messages == std::vector<std::string>(3, ""));
 }
@@ -62,7 +62,7 @@ TEST_CASE("a rank with another flag stops every rank with one line naming the ra
       {[](Options& o) { o.optimizer = "adam"; }, "rank 2 was started with --optimizer adam, rank 0 with --optimizer sgd"},
       {[](Options& o) { o.no_shuffle = true; }, "rank 2 was started with --no-shuffle, rank 0 without it"},
   };
-  Options o = small_options();
+  Options o = agreement_options();
   for (const auto& c : cases) {
     auto options_of = [&](int rank) {
       Options mine = o;
@@ -79,7 +79,7 @@ TEST_CASE("a rank with another flag stops every rank with one line naming the ra
 }
 
 TEST_CASE("when several ranks differ, the lowest one is named", "[agree]") {
-  Options o = small_options();
+  Options o = agreement_options();
   auto messages = agree(
       4,
       [&](int rank) {
@@ -92,7 +92,7 @@ TEST_CASE("when several ranks differ, the lowest one is named", "[agree]") {
 }
 
 TEST_CASE("a rank holding other data (same flags) is named, down to one label", "[agree]") {
-  Options o = small_options();
+  Options o = agreement_options();
   Dataset reference = data_for(o);
   auto one_label_off = [&](int rank) {
     Dataset d = data_for(o);

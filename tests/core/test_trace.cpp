@@ -14,17 +14,14 @@
 
 #include "dpt/launch.h"
 #include "dpt/trace.h"
+#include "support/run_program.h"  // temp_path
 
 using dpt::Context;
 using nlohmann::json;
 
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("dpt_test_" + std::to_string(getpid()) + "_" + name))
-      .string();
-}
+using dpt_test::temp_path;
 
 json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -14,6 +14,9 @@ namespace dpt_test {
 /// Rank `rank`'s value in every element: 8^rank (rank < 8).
 inline float contribution(int rank) { return float(1 << (3 * rank)); }
 
+/// The same at every element index: the fill a ch08 collective test hands its runner.
+inline float contribution_everywhere(int rank, int64_t) { return contribution(rank); }
+
 /// The sum with every one of `world` ranks counted once.
 inline float all_once(int world) {
   float sum = 0;
