@@ -2,9 +2,10 @@
 // known: scorers written here whose logits per position are chosen, so the
 // distribution of the next token is exact. Laws: the prompt is kept and
 // count tokens follow, the model is never asked for more than its context,
-// only the last position's scores decide, frequencies of seeded draws match
-// softmax(logits / temperature) within a binomial bound, a temperature near 0
-// picks the most likely token.
+// each new token follows the model's prediction for that token (not for
+// another), frequencies of seeded draws match the tempered distribution
+// P ∝ p^(1/τ) within a binomial bound, a temperature near 0 takes the most
+// likely token.
 #include "support/catch.h"
 
 #include <algorithm>
@@ -71,7 +72,7 @@ TEST_CASE("generate: a prompt longer than the context works, and the model never
   }
 }
 
-TEST_CASE("generate: temperature near 0 picks the last position's most likely token", "[ch14]") {
+TEST_CASE("generate: temperature near 0 takes the model's most likely next token", "[ch14]") {
   // The most likely successor of t is t + 1 (base[1] is the largest): the
   // sequence counts up from the prompt's last token, whatever came before it.
   RotatingScorer model{{0.0f, 2.0f, 1.0f, -1.0f, 1.5f}, 4};
@@ -85,7 +86,9 @@ TEST_CASE("generate: temperature near 0 picks the last position's most likely to
   }
 }
 
-TEST_CASE("generate: the draws follow softmax(logits / temperature) (seeded, within 4.5 binomial deviations)", "[ch14]") {
+TEST_CASE("generate: the draws follow the model's tempered distribution P ~ p^(1/temperature) (seeded, within 4.5 "
+          "binomial deviations)",
+          "[ch14]") {
   const std::vector<float> base = {0.0f, 2.0f, 1.0f, -1.0f, 0.5f, 1.2f};
   const int64_t V = int64_t(base.size()), n = 6000;
   for (float temperature : {0.5f, 1.0f, 2.0f}) {
@@ -99,15 +102,15 @@ TEST_CASE("generate: the draws follow softmax(logits / temperature) (seeded, wit
     for (int64_t d = 0; d < V; ++d) {
       const double q = p[std::size_t(d)], sigma = std::sqrt(q * (1 - q) / double(n));
       INFO("temperature " << temperature << ": a step of +" << d << " seen " << seen[std::size_t(d)] << " of the time; "
-                          << "softmax(logits / temperature) says " << q << " (σ = " << sigma << ")");
+                          << "the model's distribution at this temperature says " << q << " (σ = " << sigma << ")");
       CHECK(std::fabs(seen[std::size_t(d)] - q) <= 4.5 * sigma);
     }
   }
 }
 
-TEST_CASE("generate: only the last position's scores decide the next token", "[ch14]") {
-  // Position 0 always says "0", every later position says "3": a sampler that
-  // reads any row but the last writes a 0 somewhere.
+TEST_CASE("generate: each new token follows the model's prediction for that token, not for an earlier one", "[ch14]") {
+  // The prediction after the first token always says "0", every later one
+  // says "3": a sampler that draws from another prediction writes a 0.
   auto model = [](const std::vector<int64_t>& tokens) {
     std::vector<float> logits(tokens.size() * 4, -20.0f);
     for (std::size_t i = 0; i < tokens.size(); ++i) logits[i * 4 + (i == 0 ? 0 : 3)] = 20.0f;
@@ -116,6 +119,8 @@ TEST_CASE("generate: only the last position's scores decide the next token", "[c
   Rng rng(5);
   const std::vector<int64_t> out = ch14::generate(model, 6, {1, 2}, 10, 1.0f, rng);
   REQUIRE(out.size() == 12);
+  INFO(10 - std::count(out.begin() + 2, out.end(), 3) << " of 10 new tokens were drawn from the prediction for "
+                                                           "another token than the one being generated");
   CHECK(std::count(out.begin() + 2, out.end(), 3) == 10);
 }
 
