@@ -176,8 +176,9 @@ void check_layer_norm(Verdicts& v) {
 namespace {
 // ---- generate, on a scorer whose answers are known: row i's scores are
 // kBase rotated to start at tokens[i], so the token after t is t + d (mod V)
-// with probability softmax(kBase / temperature)[d]. It refuses more than
-// kContext tokens, as a GPT does.
+// with probability softmax(kBase / temperature)[d]. It answers more than
+// kContext tokens (a GPT refuses them) and remembers the longest request,
+// so a window not cropped fails the verdict about the context alone.
 constexpr int64_t kV = 5, kContext = 4;
 const std::vector<float> kBase = {0.0f, 2.0f, 1.0f, -1.0f, 0.5f};
 
@@ -185,8 +186,7 @@ struct KnownScorer {
   int64_t longest = 0;  // the most tokens it was asked for
   Tensor operator()(const std::vector<int64_t>& tokens) {
     longest = std::max(longest, int64_t(tokens.size()));
-    DPT_CHECK(!tokens.empty() && int64_t(tokens.size()) <= kContext,
-              "the test model was asked for " << tokens.size() << " tokens; its context is " << kContext);
+    DPT_CHECK(!tokens.empty(), "the test model was asked for no tokens");
     std::vector<float> logits(tokens.size() * kV);
     for (std::size_t i = 0; i < tokens.size(); ++i)
       for (int64_t d = 0; d < kV; ++d) logits[i * kV + std::size_t(((tokens[i] % kV) + kV + d) % kV)] = kBase[std::size_t(d)];
