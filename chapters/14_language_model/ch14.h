@@ -40,11 +40,11 @@ namespace dpt::ch14 {
 ///    after i leaves y[g, i] unchanged;
 ///  - matched: position i's weights depend on its own query and the keys it
 ///    reads, through the match ⟨q[g, i], k[g, j]⟩ alone: their log-odds,
-///    ln(w_ij / w_ij') for any j, j' ≤ i, is a fixed multiple of the
-///    difference of the two matches; that multiple makes the scores (the
-///    log-weights up to one constant per i) have variance 1 when the entries
-///    of q and k are independent with mean 0 and variance 1, whatever D is
-///    (why that matters: \ref ch14_attention);
+///    ln(w_ij / w_ij') for any j, j' ≤ i, is a fixed positive multiple of
+///    the difference of the two matches (a better match, more weight); the
+///    one multiple that makes the scores (the log-weights, up to a constant
+///    per i) have variance 1 when the entries of q and k are independent
+///    with mean 0 and variance 1, whatever D is (why: \ref ch14_attention);
 ///  - differentiable: backward of a loss of y delivers d loss / d q, k, v.
 /// (Hole: exercises/14_language_model/attention.cpp.)
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
