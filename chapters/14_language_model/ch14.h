@@ -27,20 +27,24 @@ namespace dpt::ch14 {
 // ----------------------------------------------------------------------------
 // attention
 
-/// Causal scaled dot-product attention, every head of every sequence at once.
+/// Causal self-attention, every head of every sequence at once.
 ///
 /// On entry: q, k and v are (G, T, D) on one device (G = batch × heads; for
 /// head g, row i of q is position i's query, row j of k and v position j's
 /// key and value). Any of them may require grad.
 ///
-/// Postconditions: returns y (G, T, D) where, for every g and i, y[g, i] is
-/// a weighted average of the value rows v[g, j] (weights ≥ 0 summing to 1):
-///  - only positions j ≤ i carry weight (position i reads nothing later:
-///    changing q, k or v at positions > i leaves y[g, i] unchanged);
-///  - the weights are the softmax, over those j, of the scores
-///    s · ⟨q[g, i], k[g, j]⟩, with the one constant s > 0 that makes each
-///    score's variance 1 when the entries of q and k are independent with
-///    mean 0 and variance 1 (why that matters: \ref ch14_attention);
+/// Postconditions: returns y (G, T, D); for every g and i, y[g, i] is a
+/// convex combination Σ_j w_ij · v[g, j] of the value rows (w_ij ≥ 0,
+/// Σ_j w_ij = 1), and the weights obey three laws:
+///  - causal: w_ij = 0 for every j > i, so changing q, k or v at positions
+///    after i leaves y[g, i] unchanged;
+///  - matched: position i's weights depend on its own query and the keys it
+///    reads, through the match ⟨q[g, i], k[g, j]⟩ alone: their log-odds,
+///    ln(w_ij / w_ij') for any j, j' ≤ i, is a fixed positive multiple of
+///    the difference of the two matches (a better match, more weight); the
+///    one multiple that makes the scores (the log-weights, up to a constant
+///    per i) have variance 1 when the entries of q and k are independent
+///    with mean 0 and variance 1, whatever D is (why: \ref ch14_attention);
 ///  - differentiable: backward of a loss of y delivers d loss / d q, k, v.
 /// (Hole: exercises/14_language_model/attention.cpp.)
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
@@ -96,15 +100,16 @@ using NextTokenScores = std::function<Tensor(const std::vector<int64_t>& tokens)
 /// Text from a model, one token at a time.
 ///
 /// On entry: `prompt` not empty, each token in [0, V); `context` ≥ 1 is the
-/// most tokens `model` accepts; count ≥ 0; temperature > 0 (else dpt::Error).
+/// most tokens `model` accepts; count ≥ 0; temperature τ > 0 (else dpt::Error).
 ///
-/// Postconditions: returns `prompt` followed by `count` new tokens. Each new
-/// token is drawn, using `rng`, from the model's distribution for the token
-/// that follows everything before it, as far as the model can see it (the
-/// last `context` tokens), with its log-probabilities divided by
-/// `temperature`: 1 samples the model as trained, below 1 sharpens towards
-/// its most likely token, above 1 flattens towards uniform. `model` is never
-/// asked for more than `context` tokens, however long the prompt.
+/// Postconditions: returns `prompt`, unchanged, followed by `count` new
+/// tokens. Given every token before it, each new token is distributed as
+/// the model's prediction of it, tempered: P(v) ∝ p(v)^(1/τ), p the
+/// probabilities the model gives that token after seeing as much as it can
+/// of what precedes it. τ = 1 samples the model as trained, τ → 0 gives its
+/// most likely token, τ → ∞ the uniform distribution. `model` is never asked
+/// for more than `context` tokens, however long the prompt; the only
+/// randomness is `rng`'s, so one seed gives one text.
 /// (Hole: exercises/14_language_model/sample.cpp.)
 std::vector<int64_t> generate(const NextTokenScores& model, int64_t context, const std::vector<int64_t>& prompt,
                               int64_t count, float temperature, Rng& rng);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "corpus.h"
 #include "dpt/holes.h"
@@ -15,13 +16,15 @@
 
 /// What the lecture may run after the probes.
 struct HoleStatus {
-  bool attention = false;   ///< causal_attention written and ran (the model can forward)
-  bool layer_norm = false;  ///< layer_norm_backward written and ran (the model can train)
-  bool generate = false;    ///< generate written and ran (the model can write)
+  bool attention = false;   ///< causal_attention written (the model can forward)
+  bool layer_norm = false;  ///< layer_norm_backward written (the model can train)
+  bool generate = false;    ///< generate written (the model can write)
+  std::vector<std::string> failed;  ///< the written holes with a ✘ among their checks, in order
 };
 
 /// Runs each hole on this rank alone, recording an unwritten one in `holes`;
-/// adds the verdicts of the written ones to `verdicts`. Every rank gets the
+/// adds the verdicts of the written ones to `verdicts` and names in `failed`
+/// those with a ✘ (a hole that throws is one: "… runs" ✘, saying what it threw). Every rank gets the
 /// same answer (no randomness beyond fixed seeds), so every rank skips the same parts.
 HoleStatus check_holes(dpt::Holes& holes, dpt::Verdicts& verdicts);
 

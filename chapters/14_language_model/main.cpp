@@ -23,6 +23,7 @@
 // ch14::layer_norm_backward and ch14::generate, each checked on small inputs
 // before training. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -72,9 +73,21 @@ void lecture(ModelChapterRun& run, Ch14Flags f) {
   Verdicts scratch;  // every rank probes (each skips the same parts); rank 0's verdicts count
   const HoleStatus w = check_holes(holes, ctx.is_root() ? run.verdicts : scratch);
   say.section("2b. Your holes on small inputs: attention, LayerNorm's backward, generate");
-  say.say(str("  causal_attention: ", w.attention ? "ran" : "not yet", "; layer_norm_backward: ",
-              w.layer_norm ? "ran" : "not yet", "; generate: ", w.generate ? "ran" : "not yet",
-              " (their verdicts are at the end)"));
+  auto state = [&w](const char* hole, bool written) {
+    if (!written) return str("  ", hole, ": not written yet");
+    const bool bad = std::find(w.failed.begin(), w.failed.end(), hole) != w.failed.end();
+    return str("  ", hole, bad ? ": ✘ failed its checks" : ": passed its checks");
+  };
+  say.say(str(state("causal_attention", w.attention), "\n", state("layer_norm_backward", w.layer_norm), "\n",
+              state("generate", w.generate), "\n  (the verdicts, each naming the law it checks, are at the end)"));
+  if (!w.failed.empty()) {  // training would take minutes and cannot repair a hole that failed its checks
+    std::string names;
+    for (const std::string& h : w.failed) names += (names.empty() ? "" : ", ") + h;
+    say.say(str("  3.-5. skipped: ", names, w.failed.size() > 1 ? " failed their checks" : " failed its checks",
+                " (✘ below); training would take minutes and cannot pass them: fix it, then run again"));
+    if (ctx.is_root()) holes.judge(run.verdicts);
+    return;
+  }
   if (!w.attention || !w.layer_norm) {  // the model cannot forward (attention) or train (LayerNorm) yet
     say.say("  3.-5. skipped: training needs causal_attention and layer_norm_backward");
     if (ctx.is_root()) holes.judge(run.verdicts);
@@ -108,6 +121,7 @@ void lecture(ModelChapterRun& run, Ch14Flags f) {
       std::cout << decode(text, ch14::generate(scores, f.shape.context, start, f.sample, 1.0f, sampler))
                 << "\n";
     } catch (const Error& e) {
+      std::cout << "  (no sample: generate threw on the trained model: " << e.what() << ")\n";
       run.verdicts.holds("generate wrote the sample from the trained model", false, std::string("threw: ") + e.what());
     }
   } else if (ctx.is_root() && f.sample > 0) {

@@ -4,13 +4,12 @@
 // docs/ch14_language_model.md (§ Hints).
 //
 // Pointers:
-//   - batched_matmul(a, ta, b, tb, alpha) (dpt/ops.h): G products at once,
-//     alpha · op(a) · op(b), op(x) = xᵀ of each (T, D) matrix when its flag
-//     is set.
-//   - softmax(x, causal) (dpt/ops.h): over the last axis; causal masks the
-//     entries (i, j) with j > i of each (T, T) matrix.
-//   - Every op in ops.h is differentiable: built from them, your function's
-//     backward comes from autograd (gpt.cpp's gpt_attention calls it).
+//   - dpt/ops.h, section "a transformer's ops", has differentiable pieces
+//     that work on all G heads at once; which ones, in what order and with
+//     which arguments follow from the contract's laws.
+//   - Built from ops.h's ops, your function's backward comes from autograd
+//     (gpt.cpp's gpt_attention calls it). Loops of your own would need a
+//     backward of their own.
 #include "ch14.h"
 
 #include "dpt/check.h"

@@ -1,5 +1,5 @@
-// exercises/14_language_model/sample.cpp — hole: the sampling loop that
-// makes the trained model write. The contract is dpt::ch14::generate in
+// exercises/14_language_model/sample.cpp — hole: generation, what makes
+// the trained model write. The contract is dpt::ch14::generate in
 // chapters/14_language_model/ch14.h; hints in tiers are in
 // docs/ch14_language_model.md (§ Hints).
 //
