@@ -18,7 +18,7 @@
 ///     }
 ///
 /// Its record of each step (which bucket launched when, the rings' times) is
-/// the engine's, kept apart from your holes; add_schedule_verdicts judges it.
+/// the engine's, kept apart from your holes; schedule_verdicts.h judges it.
 /// The destructor removes the hooks; rings still queued when a step throws
 /// keep what they use alive.
 #pragma once
@@ -32,7 +32,6 @@
 #include "bucketed_training.h"
 #include "ch05.h"
 #include "dpt/launch.h"
-#include "dpt/verdict.h"
 
 namespace dpt::ch05 {
 
@@ -73,11 +72,5 @@ class BucketedSync {
   BucketPlan plan_;
   std::chrono::steady_clock::time_point backward_start_, backward_end_;
 };
-
-/// Collective: the schedule the sync recorded (`steps`, every step of every
-/// rank, on `layout`), judged on rank 0: layout order, launch order, launches
-/// before ready, buckets held back (or, under --no-overlap, launched early).
-void add_schedule_verdicts(Context& ctx, const std::vector<Bucket>& layout, const std::vector<BucketStep>& steps,
-                           bool overlap, Verdicts& v);
 
 }  // namespace dpt::ch05

@@ -2,7 +2,7 @@
 /// @brief Chapter 05's checks (provided, not a hole): your holes tried off the
 /// training path (layouts against ch05.h's caps, mark_ready with shuffled
 /// hooks, wait_and_unpack with a bucket that never launched), and the verdicts
-/// on them and on training. The schedule's verdicts: bucketed_sync.h.
+/// on them and on training. The schedule's verdicts: schedule_verdicts.h.
 #pragma once
 
 #include <cstdint>

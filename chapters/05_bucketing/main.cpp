@@ -38,7 +38,6 @@
 #include <iostream>
 #include <memory>
 
-#include "bucketed_sync.h"
 #include "bucketed_training.h"
 #include "ch05.h"
 #include "ch05_flags.h"
@@ -46,6 +45,7 @@
 #include "dpt/data_parallel.h"
 #include "dpt/lecture.h"
 #include "dpt/timing.h"
+#include "schedule_verdicts.h"
 #include "sync_batch_norm.h"  // chapter 03's SyncBatchNorm, for --batchnorm sync
 
 using namespace dpt;
@@ -91,7 +91,7 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
   lec.step_check_batch = o.batch * ctx.world * f.accumulate;  // one step's samples, all micro-batches
   BucketedRun run = train_bucketed(ctx, o, lec.data, replica, plan, "ch05 train", &lec.recorder);
   double spread = replica_spread(ctx, replica);
-  add_schedule_verdicts(ctx, run.layout, run.steps, f.overlap, lec.verdicts);  // bucketed_sync.cpp
+  add_schedule_verdicts(ctx, run.layout, run.steps, f.overlap, lec.verdicts);  // schedule_verdicts.cpp
   if (ctx.is_root() && !o.quiet) print_steps(run);
 
   // ---- 3. Which bucket size?
