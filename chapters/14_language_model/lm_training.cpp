@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <string>
 
 #include "ch05_flags.h"
 #include "dpt/autograd.h"
