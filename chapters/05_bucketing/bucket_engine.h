@@ -1,6 +1,6 @@
 /// @file bucket_engine.h
-/// @brief Chapter 05's engine (provided, not a hole; private to the chapter's
-/// loop): everything one rank's step touches from two threads. The rank thread
+/// @brief Chapter 05's engine (provided, not a hole; private to
+/// bucketed_sync.h, through which chapter 05's loop and chapter 14 use it): everything one rank's step touches from two threads. The rank thread
 /// runs backward, whose grad-ready hooks call on_ready → your mark_ready →
 /// launch (pack bucket b, queue its ring); the rank's progress thread runs
 /// all_reduce_bucket (chapter 04's ring over the bucket). Beside that it keeps
@@ -9,7 +9,8 @@
 ///
 /// bucket_engine.cpp: the hooks, the launch and the ring job;
 /// step_record.cpp: the record read back as times and counts (and, on a GPU,
-/// the CUDA-event clock); bucketed_training.cpp: the loop that drives it.
+/// the CUDA-event clock); bucketed_sync.cpp: set up on a parameter list and
+/// driven through a step.
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,8 @@
 // bucketed_training.cpp — chapter 05's loop: forward, backward with buckets
-// launched from the grad-ready hooks, wait + unpack, optimizer step. What
-// happens inside the hooks and on the progress thread is the engine's
-// (bucket_engine.cpp); what the step's record says, the step record's
+// launched from the grad-ready hooks, wait + unpack, optimizer step. The
+// buckets' set-up, backward and the wait are the sync's (bucketed_sync.h, which
+// chapter 14 drives too); what happens inside the hooks and on the progress
+// thread is the engine's (bucket_engine.cpp); what the step's record says, the step record's
 // (step_record.cpp). The loss is read after the optimizer step, where the
 // host would wait for the GPU anyway (the next batch's upload), not between
 // forward and backward.
@@ -12,6 +13,7 @@
 #include <memory>
 
 #include "bucket_engine.h"
+#include "bucketed_sync.h"
 #include "dpt/check.h"
 #include "dpt/data_parallel.h"
 #include "dpt/ops.h"
@@ -27,36 +29,34 @@ std::vector<int64_t> parameter_bytes(const MLP& model) {
   return bytes;
 }
 
-std::string describe_layout(const std::vector<Bucket>& layout, const MLP& model) {
-  auto named = model.named_parameters();
+std::string describe_layout(const std::vector<Bucket>& layout, const std::vector<std::string>& names) {
   Table table("bucket layout (filled in reverse parameters() order)", {"bucket", "parameters", "bytes"});
   for (std::size_t b = 0; b < layout.size(); ++b) {
-    std::string names;
-    for (int p : layout[b].params) names += (names.empty() ? "" : ", ") + named[std::size_t(p)].name;
-    table.add_row({std::to_string(b), names, format_bytes(double(layout[b].bytes))});
+    std::string listed;
+    for (int p : layout[b].params) listed += (listed.empty() ? "" : ", ") + names[std::size_t(p)];
+    table.add_row({std::to_string(b), listed, format_bytes(double(layout[b].bytes))});
   }
   return table.str();
+}
+
+std::string describe_layout(const std::vector<Bucket>& layout, const MLP& model) {
+  std::vector<std::string> names;
+  for (const NamedTensor& p : model.named_parameters()) names.push_back(p.name);
+  return describe_layout(layout, names);
 }
 
 BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, MLP& replica, const BucketPlan& plan,
                            const std::string& label, StepRecorder* recorder) {
   DPT_CHECK(plan.accumulate >= 1, "--accumulate must be >= 1, got " << plan.accumulate);
-  auto engine = std::make_shared<BucketEngine>(ctx);
-  BucketEngine& e = *engine;
-  e.params = replica.parameters();
-  e.overlap = plan.overlap;
+  std::vector<std::string> names;
+  for (const NamedTensor& p : replica.named_parameters()) names.push_back(p.name);
+  std::vector<Tensor> params = replica.parameters();
+  BucketedSync sync(ctx, params, names, plan);  // your buckets, hooked on every parameter until it goes
   BucketedRun run;
-  run.layout = assign_buckets(parameter_bytes(replica), plan.cap_bytes, plan.first_cap_bytes);
-  e.state = make_bucket_state(run.layout, ctx.device, [&e](int b) { e.launch(b); });
-  std::size_t nb = run.layout.size();
-  e.use_gpu(ctx.device.kind() == DeviceKind::Cuda ? ctx.device.index() : -1, nb);
-  run.gpu_clock = e.gpu >= 0;
-  e.launched.resize(nb), e.comm_start.resize(nb), e.comm_end.resize(nb);
-  for (const NamedTensor& p : replica.named_parameters()) e.names.push_back(p.name);
-  for (std::size_t p = 0; p < e.params.size(); ++p)
-    e.params[p].add_grad_ready_hook([&e, p](Tensor&) { e.on_ready(int(p)); });
+  run.layout = sync.layout();
+  run.gpu_clock = sync.gpu_clock();
 
-  auto optimizer = make_optimizer(o.optimizer, e.params, o.lr);
+  auto optimizer = make_optimizer(o.optimizer, params, o.lr);
   const int64_t K = plan.accumulate, micro = o.batch * ctx.world;  // samples per micro-batch, all ranks
   BatchSampler sampler(data.size(), micro * K, !o.no_shuffle, o.seed);  // same draw on every rank
   MetricsWriter metrics(ctx.is_root() ? o.metrics : "");
@@ -65,86 +65,54 @@ BucketedRun train_bucketed(Context& ctx, const Options& o, const Dataset& data, 
   ctx.comm.traffic().clear();  // threads share one log: cleared between barriers
   ctx.comm.barrier();
   auto start = Clock::now();
-  try {
-    for (int64_t step = 0; step < o.steps; ++step) {
-      auto step_start = Clock::now();
-      ctx.comm.traffic().set_step(step);
-      e.reset();
-      e.step = step;
-      optimizer->zero_grad();
-      if (e.clock) {
-        e.mark_compute(e.clock->anchor);
-        if (ctx.trace.enabled()) {  // the trace's GPU spans are placed from here (see step_record.cpp)
-          e.clock->anchor.synchronize();
-          e.anchor_reached = Clock::now();
-        }
-      }
-      std::vector<int64_t> global = sampler.indices(step);
-      float loss_sum = 0;
-      std::vector<Tensor> gpu_losses;  // on a GPU: each micro-batch's loss, read after the optimizer step
-      Clock::time_point bw_start, bw_end;
-      for (int64_t k = 0; k < K; ++k) {
-        std::vector<int64_t> slice(global.begin() + k * micro, global.begin() + (k + 1) * micro);
-        Batch batch = gather_batch(data, strided_shard(slice, ctx.rank, ctx.world), ctx.device);
-        Tensor loss;
-        {
-          auto span = ctx.trace.span("forward", "compute");
-          loss = softmax_cross_entropy(replica.forward(batch.x), batch.y);
-        }
-        if (e.clock)
-          gpu_losses.push_back(loss.clone());  // a device copy, queued: reading it now would stall the GPU's queue
-        else
-          loss_sum += loss.item();
-        e.syncing = k == K - 1;  // DDP's no_sync for the others
-        if (e.syncing && plan.find_unused)  // what backward will not reach is ready now, with a zero gradient
-          for (int p : find_unused_parameters(loss, e.params)) e.on_ready(p, true);
-        bw_start = Clock::now();
-        if (e.clock) e.mark_compute(e.clock->backward_start);
-        {
-          auto span = ctx.trace.span(e.syncing ? "backward (buckets launch)" : "backward (no sync)", "compute",
-                                     {{"step", double(step)}});
-          (K == 1 ? loss : scale(loss, 1.0f / float(K))).backward();
-        }
-        bw_end = Clock::now();
-        if (e.clock) e.mark_compute(e.clock->backward_end);
-      }
-      for (int p : e.deferred) mark_ready(e.state, p);  // --no-overlap: now, in the hooks' order
+  for (int64_t step = 0; step < o.steps; ++step) {
+    auto step_start = Clock::now();
+    ctx.comm.traffic().set_step(step);
+    optimizer->zero_grad();
+    sync.begin_step(step);
+    std::vector<int64_t> global = sampler.indices(step);
+    float loss_sum = 0;
+    std::vector<Tensor> gpu_losses;  // on a GPU: each micro-batch's loss, read after the optimizer step
+    for (int64_t k = 0; k < K; ++k) {
+      std::vector<int64_t> slice(global.begin() + k * micro, global.begin() + (k + 1) * micro);
+      Batch batch = gather_batch(data, strided_shard(slice, ctx.rank, ctx.world), ctx.device);
+      Tensor loss;
       {
-        auto span = ctx.trace.span("wait + unpack", "comm");
-        std::vector<Tensor> grads;
-        for (Tensor& p : e.params) grads.push_back(p.grad());
-        wait_and_unpack(e.state, grads, e.names);
+        auto span = ctx.trace.span("forward", "compute");
+        loss = softmax_cross_entropy(replica.forward(batch.x), batch.y);
       }
-      if (recorder) recorder->record(step, o.steps, e.params);  // outside the timed spans
-      {
-        auto span = ctx.trace.span("optimizer", "compute");
-        optimizer->step();
-      }
-      // On a GPU the first item() waits for the step's kernels; the same float sum as the host's.
-      for (const Tensor& l : gpu_losses) loss_sum += l.item();
-      float global_loss = loss_sum / float(K);
-      ctx.comm.all_reduce(&global_loss, 1, ReduceOp::Avg);
-      run.losses.push_back(global_loss);
-      BucketStep s = e.summarise(bw_start, bw_end);
-      s.step_s = seconds_between(step_start, Clock::now());
-      run.steps.push_back(s);
-      if (e.clock && ctx.trace.enabled())
-        ctx.trace.instant("GPU clock (CUDA events)", "compute",
-                          {{"step", double(step)}, {"backward_ms", s.backward_s * 1e3}, {"comm_ms", s.comm_s * 1e3},
-                           {"hidden_ms", s.hidden_s * 1e3}});
-      metrics.write(step, {{"loss", global_loss}, {"backward_s", s.backward_s}, {"comm_s", s.comm_s},
-                           {"hidden_s", s.hidden_s}, {"step_s", s.step_s}});
-      bar.update(step + 1, "loss " + fixed(global_loss, 4));
-      if (!std::isfinite(global_loss)) {  // the same value on every rank: all stop here
-        run.diverged_step = step;
-        break;
-      }
+      if (run.gpu_clock)
+        gpu_losses.push_back(loss.clone());  // a device copy, queued: reading it now would stall the GPU's queue
+      else
+        loss_sum += loss.item();
+      sync.backward(K == 1 ? loss : scale(loss, 1.0f / float(K)), /*syncing=*/k == K - 1);  // DDP's no_sync before
     }
-  } catch (...) {
-    for (Tensor& p : e.params) p.clear_grad_ready_hooks();
-    throw;  // queued all-reduces hold `engine`: they may finish or fail after this
+    sync.finish();
+    if (recorder) recorder->record(step, o.steps, params);  // outside the timed spans
+    {
+      auto span = ctx.trace.span("optimizer", "compute");
+      optimizer->step();
+    }
+    // On a GPU the first item() waits for the step's kernels; the same float sum as the host's.
+    for (const Tensor& l : gpu_losses) loss_sum += l.item();
+    float global_loss = loss_sum / float(K);
+    ctx.comm.all_reduce(&global_loss, 1, ReduceOp::Avg);
+    run.losses.push_back(global_loss);
+    BucketStep s = sync.summarise();
+    s.step_s = seconds_between(step_start, Clock::now());
+    run.steps.push_back(s);
+    if (run.gpu_clock && ctx.trace.enabled())
+      ctx.trace.instant("GPU clock (CUDA events)", "compute",
+                        {{"step", double(step)}, {"backward_ms", s.backward_s * 1e3}, {"comm_ms", s.comm_s * 1e3},
+                         {"hidden_ms", s.hidden_s * 1e3}});
+    metrics.write(step, {{"loss", global_loss}, {"backward_s", s.backward_s}, {"comm_s", s.comm_s},
+                         {"hidden_s", s.hidden_s}, {"step_s", s.step_s}});
+    bar.update(step + 1, "loss " + fixed(global_loss, 4));
+    if (!std::isfinite(global_loss)) {  // the same value on every rank: all stop here
+      run.diverged_step = step;
+      break;
+    }
   }
-  for (Tensor& p : e.params) p.clear_grad_ready_hooks();
   bar.finish();
   run.seconds = seconds_between(start, Clock::now());
   run.traffic = ctx.comm.gather_traffic();

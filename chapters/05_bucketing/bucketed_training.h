@@ -79,7 +79,10 @@ std::vector<int64_t> parameter_bytes(const MLP& model);
 BucketedRun train_bucketed(Context& ctx, const Options& options, const Dataset& data, MLP& replica,
                            const BucketPlan& plan, const std::string& label, StepRecorder* recorder = nullptr);
 
-/// Prints the layout: bucket → parameter names, bytes (rank 0 calls it).
+/// The layout as a table: bucket → parameter names (`names[i]` for
+/// parameter i), bytes (rank 0 prints it).
+std::string describe_layout(const std::vector<Bucket>& layout, const std::vector<std::string>& names);
+/// The same, named by `model`'s named_parameters().
 std::string describe_layout(const std::vector<Bucket>& layout, const MLP& model);
 
 }  // namespace dpt::ch05

@@ -19,7 +19,9 @@ constexpr double kMaxBucketMb = 1e6;
 // 10^8 micro-batches ran out of memory before any step.
 constexpr int64_t kMaxSamplesPerRankStep = int64_t(1) << 20;
 
-CLI::Validator mebibytes() {
+}  // namespace
+
+CLI::Validator bucket_mebibytes() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
         char* end = nullptr;
@@ -30,8 +32,6 @@ CLI::Validator mebibytes() {
       "MIB");
 }
 
-}  // namespace
-
 int64_t mib_to_bytes(double mb) { return int64_t(std::llround(mb * 1024 * 1024)); }
 
 BucketPlan plan_of(const Ch05Flags& f) {
@@ -41,10 +41,10 @@ BucketPlan plan_of(const Ch05Flags& f) {
 
 void add_ch05_flags(CLI::App& app, Ch05Flags& flags, const Options& options) {
   app.add_option("--bucket-mb", flags.bucket_mb, "Bucket cap in MiB (0: one all-reduce per parameter)")
-      ->check(mebibytes())
+      ->check(bucket_mebibytes())
       ->capture_default_str();
   app.add_option("--first-bucket-mb", flags.first_bucket_mb, "Cap of bucket 0 in MiB (DDP: 1); default: --bucket-mb")
-      ->check(mebibytes());
+      ->check(bucket_mebibytes());
   app.add_flag("--overlap,!--no-overlap", flags.overlap, "Launch buckets during backward (or all after it)")
       ->capture_default_str();
   app.add_option("--accumulate", flags.accumulate,

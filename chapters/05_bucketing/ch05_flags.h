@@ -34,6 +34,10 @@ struct Ch05Flags {
 /// once every flag is parsed.
 void add_ch05_flags(CLI::App& app, Ch05Flags& flags, const Options& options);
 
+/// A bucket cap in MiB: finite, from 0 to a million (refused with a sentence
+/// otherwise). Chapter 14's --bucket-mb uses it too.
+CLI::Validator bucket_mebibytes();
+
 /// MiB → bytes, rounded.
 int64_t mib_to_bytes(double mb);
 

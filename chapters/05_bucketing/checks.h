@@ -1,8 +1,8 @@
 /// @file checks.h
 /// @brief Chapter 05's checks (provided, not a hole): your holes tried off the
 /// training path (layouts against ch05.h's caps, mark_ready with shuffled
-/// hooks, wait_and_unpack with a bucket that never launched), the training
-/// run's schedule, and the verdicts on all of it.
+/// hooks, wait_and_unpack with a bucket that never launched), and the verdicts
+/// on them and on training. The schedule's verdicts: schedule_verdicts.h.
 #pragma once
 
 #include <cstdint>
@@ -44,11 +44,6 @@ struct HoleChecks {
 /// assign_buckets on a layout whose buckets reach their caps exactly.
 HoleChecks check_holes(const std::vector<Bucket>& layout, const MLP& model, const BucketPlan& plan, Device& device,
                        uint64_t seed);
-
-/// Collective: the schedule the loop recorded (every step of every rank),
-/// judged on rank 0: layout order, launch order, launches before ready,
-/// buckets held back (or, under --no-overlap, launched early).
-void add_schedule_verdicts(Context& ctx, const BucketedRun& run, bool overlap, Verdicts& v);
 
 /// Rank 0: the verdicts on section 1's checks and on training (ring traffic
 /// of S = `gradient_bytes` in buckets, finite loss, identical replicas).

@@ -45,6 +45,7 @@
 #include "dpt/data_parallel.h"
 #include "dpt/lecture.h"
 #include "dpt/timing.h"
+#include "schedule_verdicts.h"
 #include "sync_batch_norm.h"  // chapter 03's SyncBatchNorm, for --batchnorm sync
 
 using namespace dpt;
@@ -90,7 +91,7 @@ void lecture(Lecture& lec, const Ch05Flags& f) {
   lec.step_check_batch = o.batch * ctx.world * f.accumulate;  // one step's samples, all micro-batches
   BucketedRun run = train_bucketed(ctx, o, lec.data, replica, plan, "ch05 train", &lec.recorder);
   double spread = replica_spread(ctx, replica);
-  add_schedule_verdicts(ctx, run, f.overlap, lec.verdicts);
+  add_schedule_verdicts(ctx, run.layout, run.steps, f.overlap, lec.verdicts);  // schedule_verdicts.cpp
   if (ctx.is_root() && !o.quiet) print_steps(run);
 
   // ---- 3. Which bucket size?

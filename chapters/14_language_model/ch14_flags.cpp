@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ch05_flags.h"
 #include "dpt/options.h"
 #include "dpt/text_corpus.h"
 
@@ -31,6 +32,12 @@ void add_ch14_flags(CLI::App& app, Ch14Flags& f) {
       ->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
   app.add_option("--weight-decay", f.weight_decay, "AdamW's decoupled weight decay λ")
       ->check(dpt::number_from(0, 1))->capture_default_str();
+  app.add_option("--sync", f.sync,
+                 "How replicas average gradients: buckets (your ring from chapter 04, your buckets from 05, "
+                 "all-reduced during backward) | library (the library's all-reduce, after backward)")
+      ->check(CLI::IsMember({"buckets", "library"}))->capture_default_str();
+  app.add_option("--bucket-mb", f.bucket_mb, "--sync buckets: each bucket's cap in MiB (0: one all-reduce per tensor)")
+      ->check(dpt::ch05::bucket_mebibytes())->capture_default_str();
   app.add_option("--seed", f.seed, "Seeds the initial weights, the shuffling and the sample")->capture_default_str();
   app.add_flag("--no-shuffle", f.no_shuffle, "Take windows in order: step s, window g starts at ((s·G + g)·T) mod (N − T − 1)");
   app.add_option("--eval-every", f.eval_every, "Held-out loss every N steps (and after the last)")

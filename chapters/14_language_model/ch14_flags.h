@@ -18,6 +18,8 @@ struct Ch14Flags {
   float lr = 1e-3f;           ///< learning rate
   std::string optimizer = "adamw";  ///< sgd | adamw
   float weight_decay = 0.01f;       ///< AdamW's λ (PyTorch's default)
+  std::string sync = "buckets";  ///< buckets (chapter 05's, during backward) | library (one all-reduce after it)
+  double bucket_mb = 1;          ///< --bucket-mb: each bucket's cap under --sync buckets
   uint64_t seed = 42;         ///< initial weights, shuffling, sampling
   bool no_shuffle = false;    ///< windows in order (the cross-checks' batches)
   int64_t eval_every = 50;    ///< held-out loss every N steps (and at the end)

@@ -7,6 +7,7 @@
 
 #include "dpt/autograd.h"
 #include "dpt/comm.h"
+#include "schedule_verdicts.h"
 
 using dpt::Tensor;
 
@@ -63,6 +64,8 @@ void add_run_verdicts(dpt::Context& ctx, dpt::Verdicts& verdicts, const Gpt& rep
   for (std::size_t i = 0; i < mine.size(); ++i) spread = std::max(spread, std::fabs(mine[i] - root[i]));
   std::vector<float> worst{spread};
   ctx.comm.all_reduce(worst.data(), 1, dpt::ReduceOp::Max);
+  if (!run.layout.empty())  // --sync buckets: chapter 05's verdicts on the schedule it recorded (collective)
+    dpt::ch05::add_schedule_verdicts(ctx, run.layout, run.bucket_steps, /*overlap=*/true, verdicts);
   if (!ctx.is_root()) return;
   if (ctx.world == 1) {
     verdicts.cannot_fail("replicas hold the same weights after the last step", dpt::on_one_rank(4));

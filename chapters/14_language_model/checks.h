@@ -19,7 +19,8 @@ double unigram_entropy(const TextData& text);
 void add_model_verdicts(dpt::Verdicts& verdicts, const Gpt& model, double first_loss);
 
 /// The run's verdicts: each checked step's averaged gradient against one
-/// device's on the global batch, replicas equal at the end (collective: every
+/// device's on the global batch, replicas equal at the end, under --sync
+/// buckets chapter 05's verdicts on the buckets' schedule (collective: every
 /// rank calls it), the held-out loss against the unigram entropy.
 void add_run_verdicts(dpt::Context& ctx, dpt::Verdicts& verdicts, const Gpt& replica, const LmRun& run,
                       const TextData& text, const Ch14Flags& f);

@@ -18,10 +18,12 @@
 //     build/reference/bin/ch14_language_model                       # 4 ranks, a short run and a sample
 //     build/reference/bin/ch14_language_model --ranks 1 --steps 2000 --plot ch14.svg
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch14_language_model --comm mpi
+//     build/reference/bin/ch14_language_model --sync library          # the library's all-reduce instead
 //
 // Your holes (chapters/14_language_model/ch14.h): ch14::causal_attention,
 // ch14::layer_norm_backward and ch14::generate, each checked on small inputs
-// before training. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 a bad flag.
+// before training; your ring (chapter 04) and buckets (chapter 05) average the
+// gradients. Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -98,7 +100,17 @@ void lecture(ModelChapterRun& run, Ch14Flags f) {
   // 3. Training, data parallel: D replicas, B sequences each, one averaged gradient.
   say.section(str("3. Training on ", ctx.world, " ranks: ", f.steps, " steps of ", ctx.world, " × ", f.batch,
                   " sequences of ", f.shape.context, " characters (", f.optimizer, ", lr ", f.lr, ")"));
-  LmRun result = train_language_model(ctx, model, text, f, run.verify, say);
+  say.say(f.sync == "buckets" ? "Gradients averaged during backward: your buckets from chapter 05 (cap " +
+                                    fixed(f.bucket_mb, 2) + " MiB) on your ring from chapter 04."
+                              : std::string("Gradients averaged after backward by the library's all-reduce (--sync library)."));
+  LmRun result;
+  if (f.sync == "buckets" &&  // your ring or buckets not written yet: the step-0 stub stopped it before any update
+      !holes.run(ctx.comm, [&] { result = train_language_model(ctx, model, text, f, run.verify, say); })) {
+    say.say("  not yet (" + holes.last() + "): the library's all-reduce averages instead");
+    f.sync = "library";
+  }
+  if (f.sync == "library") result = train_language_model(ctx, model, text, f, run.verify, say);
+  if (!result.layout.empty()) say.say(describe_buckets(model, result));
   Table curve("ch14: loss (nats per character)", {"step", "train", "held out", "bits per character"});
   for (const EvalPoint& p : result.held_out)
     curve.add_row({std::to_string(p.step), fixed(result.train_loss[std::size_t(p.step - 1)], 4), fixed(p.loss, 4),

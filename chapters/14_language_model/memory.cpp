@@ -16,6 +16,10 @@ dpt::Table memory_table(const Gpt& model, const Ch14Flags& f, const LmRun& run) 
   t.add_row({"gradients", dpt::format_bytes(4 * psi), "4·Ψ"});
   t.add_row({"optimizer state (" + f.optimizer + ")", dpt::format_bytes(4 * states * psi),
              states > 0 ? "4·2Ψ (m and v)" : "none"});
+  double bucket_bytes = 0;  // chapter 05 copies each gradient into its bucket (DDP makes the gradients views instead)
+  for (const dpt::ch05::Bucket& b : run.layout) bucket_bytes += double(b.bytes);
+  if (!run.layout.empty())
+    t.add_row({"gradient buckets (--sync buckets)", dpt::format_bytes(bucket_bytes), "4·Ψ: the gradients, packed again"});
   t.add_row({"activations kept for backward (measured)", dpt::format_bytes(held), "grows with B·T and B·H·T²"});
   t.add_row({"  of which attention probabilities", dpt::format_bytes(probs),
              "4·L·B·H·T² (" + (held > 0 ? dpt::fixed(100 * probs / held, 1) : std::string("-")) + " %)"});
