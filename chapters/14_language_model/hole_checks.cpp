@@ -91,7 +91,7 @@ void check_attention_laws(Verdicts& v, const std::vector<float>& q, const std::v
   }
   const double variance = w.size() == onehot.size() ? (squares / G - (sum / G) * (sum / G)) / 2 : std::nan("");
   v.at_most("causal_attention: the scores of unit-variance q and k have variance 1 (4000 heads, D = 16: |variance − 1|)",
-            std::fabs(variance - 1.0), 0.15, "4000 heads estimate it within ~3 %; a scale off by √2 is off by 0.5 or more");
+            std::fabs(variance - 1.0), 0.15, "4000 heads estimate it within ~3 %");
 }
 
 void check_attention(Verdicts& v) {

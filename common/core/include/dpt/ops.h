@@ -67,8 +67,8 @@ Tensor embedding(const Tensor& table, const std::vector<int64_t>& tokens);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
 /// GELU, GPT-2's tanh form (PyTorch's gelu(approximate="tanh")), elementwise.
 Tensor gelu(const Tensor& x);
-/// Softmax over the last axis. causal: x is (…, T, T), attention scores of
-/// query i against key j, and j > i is masked (probability exactly 0).
+/// Softmax over the last axis. causal: x is (…, T, T) and entry (i, j) with
+/// j > i is masked (probability exactly 0): row i spreads over columns 0 … i.
 Tensor softmax(const Tensor& x, bool causal = false);
 /// x (A, B, C, D) → (A, C, B, D), a copy: (batch, time, heads, head size) to
 /// (batch, heads, time, head size) and back.
