@@ -1,4 +1,4 @@
-// synthetic_text.cpp — a seeded second-order rule over eight letters (see synthetic_text.h).
+// synthetic_text.cpp — a seeded rule over eight letters, two back (see synthetic_text.h).
 #include "dpt/synthetic_text.h"
 
 #include <cmath>
@@ -35,7 +35,7 @@ std::string make_synthetic_text(int64_t characters, uint64_t seed) {
     } else {
       int eighth = int(rng.below(8)), j = 0;  // J = j with probability kEighths[j]/8
       for (int below = kEighths[0]; eighth >= below; below += kEighths[++j]) {}
-      x = (last + before + step[j]) % kLetters;
+      x = (before + step[j]) % kLetters;
     }
     text[std::size_t(t)] = kSyntheticAlphabet[x];
     before = last;
