@@ -91,8 +91,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   say.say(str("rank r sits at t = r mod ", TP, ", d = floor(r / ", TP, "): the tp ranks of a model are neighbours, since\n"
               "they exchange activations in every block; the dp ranks holding the same share average its gradient\n"
               "once per step. Every rank's groups were checked", f.check_groups ? ":" : " (--check-groups prints them)."));
-  if (f.check_groups)
-    for (const std::string& line : members) say.say("  " + line);
+  if (f.check_groups)  // asked for: printed under --quiet too
+    for (const std::string& line : members) std::cout << "  " << line << "\n";
 
   // --------------------------------------------------------------------------
   // 3. The model, split: rank t holds heads [t·H/tp, (t+1)·H/tp) and a block of each MLP.
@@ -132,8 +132,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   // 4. Training: each TP group one model on its B windows, the DP groups average the shares' gradients.
   say.section(str("4. Training: ", f.lm.steps, " steps of ", DP, " x ", f.lm.batch, " sequences of ", s.context,
                   " characters (", f.lm.optimizer, ", lr ", f.lm.lr, ")"));
-  TpRun result;
-  if (!holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, groups, *model, text, f.lm, run.verify, say); })) {
+  TpRun result;  // --steps 0: nothing to train, the files are still written
+  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, groups, *model, text, f.lm, run.verify, say); })) {
     say.say("  skipped: not written yet (" + holes.last() + ")");
     if (ctx.is_root()) holes.judge(v);
     return;
@@ -144,15 +144,15 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
 
   // --------------------------------------------------------------------------
   // 5. What the TP group exchanged: two all-reduces per block each way.
-  say.section("5. What the TP group exchanged per step (its traffic log)");
+  if (f.lm.steps > 0) say.section("5. What the TP group exchanged per step (its traffic log)");
   Table moved("ch15: TP all-reduces per step, this rank", {"pass", "calls", "floats each", "Megatron's count"});
   const double floats = double(f.lm.batch * s.context * s.width);
   for (const auto& [pass, m] : {std::pair<const char*, AllReduces>{"forward", result.forward},
                                 std::pair<const char*, AllReduces>{"backward", result.backward}})
     moved.add_row({pass, fmt(m.calls, 4), m.calls > 0 ? fmt(m.bytes / 4 / m.calls, 6) : "-",
                    str(2 * s.layers, " of B·T·C = ", fmt(floats, 6))});
-  if (say.enabled()) moved.print(std::cout);
-  say.say("forward: g after attention's c_proj and after the MLP's c_proj; backward: f's, in front of c_attn and\n"
+  if (say.enabled() && f.lm.steps > 0) moved.print(std::cout);
+  if (f.lm.steps > 0) say.say("forward: g after attention's c_proj and after the MLP's c_proj; backward: f's, in front of c_attn and\n"
           "c_fc, each the gradient of the whole residual stream. Nothing else crosses the TP group.");
   if (f.lm.steps > 0) add_traffic_verdicts(v, result, s, f.lm.batch, TP);
 
@@ -172,7 +172,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, " on ", ctx.world, " ranks")});
   run.summary.add_row({"parameters", str(full.num_parameters(), " (", model->parameters().size(), " tensors per rank)")});
   if (!result.held_out.empty()) run.summary.add_row({"held-out loss", fixed(result.held_out.back().loss, 4) + " nats"});
-  run.summary.add_row({"steps per second", fixed(double(f.lm.steps) / std::max(1e-9, result.seconds), 2)});
+  if (f.lm.steps > 0) run.summary.add_row({"steps per second", fixed(double(f.lm.steps) / result.seconds, 2)});
 }
 
 int main(int argc, char** argv) {
