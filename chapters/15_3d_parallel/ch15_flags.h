@@ -19,7 +19,8 @@ struct Ch15Flags {
 
 /// The layout the flags give on `world` ranks.
 struct Ch15Layout {
-  int tp = 1, dp = 1;   ///< sizes, tp · dp = world when `problem` is ""
+  int tp = 1;           ///< ranks that split each block
+  int dp = 1;           ///< model replicas; tp · dp = world when `problem` is ""
   std::string problem;  ///< "" or the sentence why the layout does not fit (the flag named)
 };
 

@@ -34,10 +34,13 @@ std::string tp_shape_problem(const GptShape& shape, int tp);
 
 /// One block as rank t holds it.
 struct TpBlock {
-  Tensor ln_1_weight, ln_1_bias;     ///< (C), replicated
+  Tensor ln_1_weight;                ///< (C), replicated
+  Tensor ln_1_bias;                  ///< (C), replicated
   AttentionSlices attn;              ///< rank t's heads (ch15.h)
-  Tensor ln_2_weight, ln_2_bias;     ///< (C), replicated
-  Tensor fc_weight, fc_bias;         ///< (4C/tp, C), (4C/tp): rows [t·4C/tp, (t+1)·4C/tp) of c_fc
+  Tensor ln_2_weight;                ///< (C), replicated
+  Tensor ln_2_bias;                  ///< (C), replicated
+  Tensor fc_weight;                  ///< (4C/tp, C): rows [t·4C/tp, (t+1)·4C/tp) of mlp.c_fc
+  Tensor fc_bias;                    ///< (4C/tp): the same entries of its bias
   Tensor mlp_proj_weight;            ///< (C, 4C/tp): the matching columns of mlp.c_proj
   Tensor mlp_proj_bias;              ///< (C), replicated
 };

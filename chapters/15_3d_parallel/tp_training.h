@@ -29,7 +29,8 @@ struct TpRun {
   std::vector<double> train_loss;      ///< per step, the mean over the dp models of each model's loss
   std::vector<EvalPoint> held_out;     ///< every --eval-every steps and after the last (rank 0)
   std::vector<CheckedStep> checked;    ///< first and last step under --verify (rank 0): full weights, averaged gradient
-  AllReduces forward, backward;        ///< per step, in the TP group, measured from its traffic log
+  AllReduces forward;                  ///< per step, in the TP group during forward (its traffic log)
+  AllReduces backward;                 ///< per step, in the TP group during backward
   double seconds = 0;                  ///< wall time of the steps
 };
 
