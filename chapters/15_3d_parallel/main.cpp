@@ -79,7 +79,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   const ::TextData text = load_text(f.lm.data, f.lm.shape.context, f.lm.seed);
   check_same_text(ctx.comm, text);
   f.lm.shape.vocab = text.vocab();
-  say.section("1. The text: " + text.description + str(", ", text.vocab(), " distinct characters"));
+  say.section("1. The text: " + text.description);
 
   // --------------------------------------------------------------------------
   // 2. The grid: tp ranks share a model (neighbours: on a cluster, one node), dp models side by side.

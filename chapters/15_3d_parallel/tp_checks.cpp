@@ -62,9 +62,10 @@ double replicas_spread(Context& ctx, const TensorParallelGpt& model) {
 }
 
 namespace {
-// Chapter 14's unsplit model on one device: the gradient of step `c.step`'s G windows from c's weights.
+// Chapter 14's unsplit model on one device: the gradient of step `c.step`'s G
+// windows from c's weights; `names` gets each flat entry's parameter name.
 std::vector<float> one_device_gradient(const GptShape& shape, const CheckedStep& c, const ::TextData& text,
-                                       const Ch14Flags& f, int64_t G) {
+                                       const Ch14Flags& f, int64_t G, std::vector<std::string>& names) {
   Rng unused(0);
   Gpt one(shape, Device::host(), unused);
   set_flat_values(one, c.weights_before);
@@ -72,9 +73,10 @@ std::vector<float> one_device_gradient(const GptShape& shape, const CheckedStep&
   TokenBatch all = window_batch(text.train, sampler.starts(c.step), shape.context);
   one.loss(all.inputs, all.targets, G).backward();
   std::vector<float> out;
-  for (const Tensor& p : one.parameters()) {
-    const std::vector<float> g = p.grad().to_vector();
+  for (const NamedTensor& p : one.named_parameters()) {
+    const std::vector<float> g = p.tensor.grad().to_vector();
     out.insert(out.end(), g.begin(), g.end());
+    names.insert(names.end(), g.size(), p.name);
   }
   return out;
 }
@@ -82,16 +84,20 @@ std::vector<float> one_device_gradient(const GptShape& shape, const CheckedStep&
 
 void add_step_verdicts(Verdicts& v, const TpRun& run, const ::TextData& text, const Ch14Flags& f, int dp) {
   for (const CheckedStep& c : run.checked) {
-    const std::vector<float> expected = one_device_gradient(f.shape, c, text, f, f.batch * dp);
+    std::vector<std::string> names;
+    const std::vector<float> expected = one_device_gradient(f.shape, c, text, f, f.batch * dp, names);
     double diff = expected.size() == c.averaged_gradient.size() ? 0 : NAN, scale = 0;
+    std::size_t worst = 0;
     for (std::size_t i = 0; i < expected.size() && !std::isnan(diff); ++i) {
-      diff = std::max(diff, double(std::fabs(expected[i] - c.averaged_gradient[i])));
+      const double d = std::fabs(double(expected[i]) - double(c.averaged_gradient[i]));
+      if (!(d <= diff)) diff = d, worst = i;  // a NaN entry is the worst too
       scale = std::max(scale, double(std::fabs(expected[i])));
     }
+    const std::string where = std::isnan(diff) || diff / scale > 1e-4 ? "; furthest off: " + names[worst] : "";
     v.at_most(str("step ", c.step, ": the shares' gradients, gathered and averaged = one device's on the global batch "
                   "(max |Δ| / max |g|)"),
               diff / scale, 1e-4,
-              "the same sums in another order: ~1e-6 relative; a share counted twice or lost is off by tenths");
+              "the same sums in another order: ~1e-6 relative; a share counted twice or lost is off by tenths" + where);
   }
 }
 
