@@ -50,6 +50,9 @@ TEST_CASE("chapter: ch15 on tp 2 x dp 2 and tp 4 rank threads passes every verdi
     CHECK(run.exit_code == 0);
     CHECK(run.output.find(std::string("step 0: ") + kStepCheck) != std::string::npos);
     CHECK(run.output.find("attention_slices: rank t's shares") != std::string::npos);
+    CHECK(run.output.find("\u2714 parameters per rank = ") != std::string::npos);
+    if (std::string(layout).find("--dp 2") != std::string::npos)
+      CHECK(run.output.find("\u2714 DP all-reduce bytes per step = 4 x parameters per rank") != std::string::npos);
     CHECK(run.output.find("\u2718") == std::string::npos);
   }
 }

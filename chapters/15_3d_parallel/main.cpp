@@ -158,6 +158,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
 
   // --------------------------------------------------------------------------
   // 6. The same model as one device's (tp_checks.cpp), and chapter 14's files.
+  add_size_verdicts(ctx, v, *model, result, TP, DP, f.lm.steps > 0);  // collective
   const double spread = replicas_spread(ctx, *model);
   const std::vector<float> values = model->gather(false);  // the whole model on every rank of each TP group
   if (!ctx.is_root()) return;
@@ -170,7 +171,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   holes.judge(v);
   write_and_sample(f, values, text, result, say);
   run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, " on ", ctx.world, " ranks")});
-  run.summary.add_row({"parameters", str(full.num_parameters(), " (", model->parameters().size(), " tensors per rank)")});
+  run.summary.add_row({"parameters", str(parameters_per_rank(s, TP), " per rank of ", full.num_parameters())});
+  if (DP > 1) run.summary.add_row({"DP bytes per step per rank", format_bytes(result.dp_bytes_per_step)});
   if (!result.held_out.empty()) run.summary.add_row({"held-out loss", fixed(result.held_out.back().loss, 4) + " nats"});
   if (f.lm.steps > 0) run.summary.add_row({"steps per second", fixed(double(f.lm.steps) / result.seconds, 2)});
 }

@@ -101,6 +101,24 @@ void add_step_verdicts(Verdicts& v, const TpRun& run, const ::TextData& text, co
   }
 }
 
+void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const TpRun& run, int tp, int dp,
+                       bool trained) {
+  int64_t mine = 0;
+  for (const Tensor& p : model.parameters()) mine += p.numel();
+  const int64_t formula = parameters_per_rank(model.shape(), tp);
+  const double gap = world_max(ctx, double(mine - formula));
+  if (!ctx.is_root()) return;
+  v.at_most(str("parameters per rank = (12·L·C² + 7·L·C)/tp + 6·L·C + 2·V·C + T·C + 2·C = ", formula,
+                " (whole model ", parameters_per_rank(model.shape(), 1), ")"),
+            gap, 0, "counted tensor by tensor on every rank: exact");
+  if (!trained) return;
+  if (dp == 1)
+    v.cannot_fail("DP all-reduce bytes per step = 4 x parameters per rank", "with --dp 1 (try --dp 2)");
+  else
+    v.near("DP all-reduce bytes per step = 4 x parameters per rank", run.dp_bytes_per_step, 4.0 * double(formula), 0,
+           "each DP group averages its share's gradients once per step, from its traffic log");
+}
+
 void add_traffic_verdicts(Verdicts& v, const TpRun& run, const GptShape& shape, int64_t batch, int tp) {
   const double L = double(shape.layers), floats = double(batch * shape.context * shape.width);
   for (const auto& [pass, measured] : {std::pair<const char*, AllReduces>{"forward", run.forward},

@@ -37,6 +37,13 @@ double replicas_spread(Context& ctx, const TensorParallelGpt& model);
 /// that step's dp·B windows, from the same weights (chapter 14's check).
 void add_step_verdicts(Verdicts& v, const TpRun& run, const ::TextData& text, const Ch14Flags& f, int dp);
 
+/// Collective over the world: every rank's parameter count against
+/// parameters_per_rank (exact), and, with dp > 1, rank 0's DP all-reduce
+/// payload per step against 4 bytes × that count (each DP group averages
+/// its share's gradients, nothing else).
+void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const TpRun& run, int tp, int dp,
+                       bool trained);
+
 /// Rank 0: forward and backward, the TP group's all-reduces per step
 /// against 2 per block each way, each of B·T·C floats (the formula, not
 /// the run). With tp = 1 they cannot fail.

@@ -15,6 +15,11 @@ std::string tp_shape_problem(const GptShape& shape, int tp) {
          " heads (--heads): each rank computes an equal share of whole heads";
 }
 
+int64_t parameters_per_rank(const GptShape& s, int tp) {
+  const int64_t C = s.width, L = s.layers;
+  return (12 * L * C * C + 7 * L * C) / tp + 6 * L * C + 2 * s.vocab * C + s.context * C + 2 * C;
+}
+
 namespace {
 Tensor leaf(const Tensor& host, Device& device) { return host.to(device).set_requires_grad(true); }
 

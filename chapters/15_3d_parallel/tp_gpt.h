@@ -32,6 +32,12 @@ namespace dpt::ch15 {
 /// width and the MLP's 4C), else the sentence why not, naming --tp.
 std::string tp_shape_problem(const GptShape& shape, int tp);
 
+/// Parameters one rank of `tp` holds, by the formula: the blocks' split
+/// tensors (12·L·C² + 7·L·C) ÷ tp, plus what every rank holds whole: 6·L·C
+/// in the blocks (two LayerNorms, the two c_proj biases), 2·V·C + T·C + 2·C
+/// (embeddings, head, ln_f). With tp = 1, chapter 14's gpt_parameter_count.
+int64_t parameters_per_rank(const GptShape& shape, int tp);
+
 /// One block as rank t holds it.
 struct TpBlock {
   Tensor ln_1_weight;                ///< (C), replicated

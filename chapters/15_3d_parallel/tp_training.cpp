@@ -62,7 +62,9 @@ TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParall
     if (Communicator* dp = groups.dp()) {  // dp models on dp slices of the batch: average each share's gradient
       std::vector<Tensor> grads;
       for (const Tensor& p : params) grads.push_back(p.grad());
+      const AllReduces dp_before = all_reduces_so_far(*dp);
       average_over_ranks(*dp, grads);
+      run.dp_bytes_per_step += all_reduces_so_far(*dp).bytes - dp_before.bytes;
       dp->all_reduce(&global_loss, 1, ReduceOp::Avg);
     }
     if (checked) run.checked.back().averaged_gradient = model.gather(true);
@@ -78,6 +80,7 @@ TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParall
   bar.finish();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double steps = double(std::max<int64_t>(1, f.steps));
+  run.dp_bytes_per_step /= steps;
   run.forward.calls /= steps, run.forward.bytes /= steps, run.backward.calls /= steps, run.backward.bytes /= steps;
   if (!ctx.is_root()) run.checked.clear();
   return run;

@@ -31,6 +31,7 @@ struct TpRun {
   std::vector<CheckedStep> checked;    ///< first and last step under --verify (rank 0): full weights, averaged gradient
   AllReduces forward;                  ///< per step, in the TP group during forward (its traffic log)
   AllReduces backward;                 ///< per step, in the TP group during backward
+  double dp_bytes_per_step = 0;        ///< all-reduce payload of the gradients' average in the DP group, per step
   double seconds = 0;                  ///< wall time of the steps
 };
 
