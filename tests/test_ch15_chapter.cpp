@@ -24,8 +24,8 @@ const char* const kStepCheck = "the shares' gradients, gathered and averaged = o
 
 // mpirun under the asan preset: Open MPI keeps allocations until exit (as test_ch12_chapter.cpp says).
 dpt_test::ProgramResult run_mpi(int np, const std::string& args) {
-  return dpt_test::run_command("ASAN_OPTIONS=detect_leaks=0 " + dpt_test::launcher() + " -np " + std::to_string(np) +
-                               " --oversubscribe " + dpt_test::program_path(kProgram) + " " + args);
+  return dpt_test::run_command("ASAN_OPTIONS=detect_leaks=0 " + dpt_test::launcher() + " -np " + std::to_string(np) + " " +
+                               dpt_test::program_path(kProgram) + " " + args);
 }
 
 // max |a − b| over every tensor of two weights files with the same names.

@@ -34,8 +34,9 @@ struct AttentionSlices {
   /// The same entries of c_attn.bias (3C), in the same order.
   Tensor qkv_bias;
   /// The entries of c_proj.weight (C, C) that the outputs y of the heads
-  /// rank t owns are multiplied by, and only those, shaped as a weight
-  /// (out, in) that `linear` applies to those outputs.
+  /// rank t owns are multiplied by, and only those, in the full tensor's
+  /// order, shaped as a weight (out, in) that `linear` applies to those
+  /// outputs.
   Tensor proj_weight;
   /// c_proj.bias (C), whole on every rank.
   Tensor proj_bias;
