@@ -25,7 +25,8 @@
 namespace dpt::ch15 {
 
 /// Rank t's share of one block's attention parameters (nanoGPT's
-/// attn.c_attn and attn.c_proj), each a leaf of the graph on one device.
+/// attn.c_attn and attn.c_proj), each a leaf of the graph that requires
+/// grad (the optimizer steps it), on one device.
 struct AttentionSlices {
   /// The rows of c_attn.weight (3C, C) that compute the queries, keys and
   /// values of the heads rank t owns: its queries' rows, then its keys',
