@@ -1,0 +1,83 @@
+/// @file ch15.h
+/// @brief Chapter 15's hole, specified once: a transformer block's
+/// attention split over a tensor-parallel group by heads — which of its
+/// entries a rank owns, and the forward that joins the ranks' shares.
+///
+/// Fill it in `exercises/15_3d_parallel/`; tiered hints are in
+/// \ref ch15_hints. `ctest --preset student -L ch15` checks it against one
+/// device's attention (chapter 14's gpt_attention) written without a split;
+/// `ch15_3d_parallel` prints ✔/✘ verdicts for it.
+///
+/// Words used below, as chapter 12's: a *group* is the `tp` ranks that share
+/// one model (group.rank() is t); a tensor is *replicated* when every rank of
+/// the group holds the same values. GPT's words as chapter 14's (gpt.h): C
+/// the width, H the heads, D = C / H each head's size; head h reads and
+/// writes features [h·D, (h+1)·D) of q, k, v and of the attention's output
+/// y (before c_proj). Rank t *owns* the heads [t·H/tp, (t+1)·H/tp).
+#pragma once
+
+#include <cstdint>
+
+#include "dpt/comm.h"
+#include "dpt/tensor.h"
+#include "gpt.h"
+
+namespace dpt::ch15 {
+
+/// Rank t's share of one block's attention parameters (nanoGPT's
+/// attn.c_attn and attn.c_proj), each a leaf of the graph that requires
+/// grad (the optimizer steps it), on one device.
+struct AttentionSlices {
+  /// The rows of c_attn.weight (3C, C) that compute the queries, keys and
+  /// values of the heads rank t owns: its queries' rows, then its keys',
+  /// then its values', each in the full tensor's row order.
+  Tensor qkv_weight;
+  /// The same entries of c_attn.bias (3C), in the same order.
+  Tensor qkv_bias;
+  /// The entries of c_proj.weight (C, C) that the outputs y of the heads
+  /// rank t owns are multiplied by, and only those, in the full tensor's
+  /// order, shaped as a weight (out, in) that `linear` applies to those
+  /// outputs.
+  Tensor proj_weight;
+  /// c_proj.bias (C), whole on every rank.
+  Tensor proj_bias;
+};
+
+/// Rank `t`'s share of `block`'s attention.
+///
+/// On entry: `block` is the full block on the host (gpt.h's shapes);
+/// 0 ≤ t < tp; tp divides shape.heads (else dpt::Error saying so).
+///
+/// Postconditions: AttentionSlices as documented above, on `device`,
+/// copies (the block is left alone). Over the tp ranks every entry of
+/// c_attn's weight and bias and of c_proj's weight is owned by exactly one
+/// rank; a head's q, k and v rows and the c_proj entries its output meets
+/// are owned by the same rank.
+/// (Hole: exercises/15_3d_parallel/tp_attention.cpp.)
+AttentionSlices attention_slices(const GptBlock& block, const GptShape& shape, int t, int tp, Device& device);
+
+/// One block's causal self-attention (chapter 14's gpt_attention: c_attn,
+/// causal attention per head, c_proj), computed by the group together,
+/// each rank on the heads it owns.
+///
+/// On entry: x (B·T, C) is replicated over `group` (ln_1 already applied;
+/// `batch` = B sequences of T tokens); `mine` is attention_slices() for
+/// group.rank() of group.size(), leaves that require grad.
+///
+/// Postconditions:
+///  - returns (B·T, C), the block's attention output before the residual
+///    add, the same on every rank and equal to what one device holding the
+///    whole block computes (gpt_attention);
+///  - after backward of the model's loss, each of `mine`'s tensors holds
+///    rank t's share of the full parameter's gradient (c_proj.bias: the
+///    whole gradient, on every rank), and x's gradient is the whole model's,
+///    the same on every rank — as one device would compute them;
+///  - the ranks talk only through chapter 12's two operators
+///    (ch12::copy_to_tp_region, ch12::reduce_from_tp_region; its parallel
+///    layers use them too): one all-reduce of B·T·C floats in forward and
+///    one in backward, no more.
+/// (Hole: exercises/15_3d_parallel/tp_attention.cpp.)
+Tensor tp_attention(Communicator& group, const Tensor& x, const AttentionSlices& mine, const GptShape& shape,
+                    int64_t batch);
+
+}  // namespace dpt::ch15

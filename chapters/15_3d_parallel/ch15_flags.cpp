@@ -1,0 +1,50 @@
+// ch15_flags.cpp — chapter 15's flags and the layout check (ch15_flags.h).
+#include "ch15_flags.h"
+
+#include <CLI/CLI.hpp>
+
+#include "dpt/grid.h"
+#include "dpt/launch.h"
+#include "dpt/options.h"
+#include "tp_gpt.h"
+
+/// A bare run's ranks: tp 2 × dp 2, so both axes' verdicts can fail.
+constexpr int kBareRanks = 4;
+
+Ch15Layout ch15_layout(const Ch15Flags& f, int world) {
+  // Neither flag: tp 2 where the world is even (TP is the lesson), else 1.
+  const int tp_flag = f.tp > 0 ? f.tp : f.dp > 0 ? 0 : world % 2 == 0 ? 2 : 1;
+  Ch15Layout out;
+  if (tp_flag > 0 && f.dp > 0)
+    out.problem = dpt::grid_problem({{"tp", tp_flag, "--tp"}, {"dp", f.dp, "--dp"}}, world);
+  else if (tp_flag > 0 && world % tp_flag != 0)
+    out.problem = "--tp " + std::to_string(tp_flag) + " does not divide the " + dpt::ranks_phrase(world);
+  else if (f.dp > 0 && world % f.dp != 0)
+    out.problem = "--dp " + std::to_string(f.dp) + " does not divide the " + dpt::ranks_phrase(world);
+  if (!out.problem.empty()) return out;
+  out.tp = tp_flag > 0 ? tp_flag : world / f.dp;
+  out.dp = world / out.tp;
+  out.problem = dpt::ch15::tp_shape_problem(f.lm.shape, out.tp);
+  return out;
+}
+
+void add_ch15_flags(CLI::App& app, Ch15Flags& f) {
+  // Seconds, not minutes, for a bare run on a 2-core machine: chapter 14's
+  // model at half its depth and width, a shorter context, a few steps.
+  f.lm.shape.layers = 2, f.lm.shape.heads = 4, f.lm.shape.width = 64, f.lm.shape.context = 32;
+  f.lm.batch = 4, f.lm.steps = 30, f.lm.eval_every = 15, f.lm.eval_batches = 2, f.lm.sample = 0;
+  add_ch14_flags(app, f.lm);
+  app.add_option("--tp", f.tp, "Ranks that split each block (tensor parallel; default 2 on an even world, else 1)")
+      ->check(dpt::integer_in(1, dpt::kMaxRanks));
+  app.add_option("--dp", f.dp, "Copies of the split model, data parallel (default: ranks / --tp)")
+      ->check(dpt::integer_in(1, dpt::kMaxRanks));
+  app.add_flag("--check-groups", f.check_groups, "Print every rank's coordinates and TP and DP groups (always checked)");
+  app.final_callback([&f, &app] {  // once --ranks and the sizes are known: exit 2 with a sentence
+    const std::string comm = app.get_option("--comm")->as<std::string>();
+    const CLI::Option* ranks = app.get_option("--ranks");
+    const int world = comm != "threads" ? dpt::detect_process_environment().world
+                                        : ranks->count() ? ranks->as<int>() : kBareRanks;
+    const Ch15Layout l = ch15_layout(f, world);
+    if (!l.problem.empty()) throw CLI::ValidationError(l.problem);
+  });
+}

@@ -1,0 +1,33 @@
+/// @file ch15_flags.h
+/// @brief Chapter 15's flags: chapter 14's (the model, the data, training,
+/// what to write) with smaller defaults, and the layout: --tp, --dp,
+/// --check-groups.
+#pragma once
+
+#include <string>
+
+#include "ch14_flags.h"
+#include "dpt/cli_fwd.h"
+
+/// The values of ch15's flags.
+struct Ch15Flags {
+  Ch14Flags lm;               ///< chapter 14's flags; --batch is per model (per DP replica)
+  int tp = 0;                 ///< ranks that split each block (0: 2 on an even world, else 1)
+  int dp = 0;                 ///< model replicas (0: ranks / tp)
+  bool check_groups = false;  ///< print every rank's coordinates and groups
+};
+
+/// The layout the flags give on `world` ranks.
+struct Ch15Layout {
+  int tp = 1;           ///< ranks that split each block
+  int dp = 1;           ///< model replicas; tp · dp = world when `problem` is ""
+  std::string problem;  ///< "" or the sentence why the layout does not fit (the flag named)
+};
+
+/// tp and dp from --tp/--dp on `world` ranks, checked against the ranks and
+/// the model (tp must divide the heads).
+Ch15Layout ch15_layout(const Ch15Flags& f, int world);
+
+/// Registers the flags on `app`, writing into `flags`; the layout is
+/// checked once --ranks is known (one sentence, exit 2).
+void add_ch15_flags(CLI::App& app, Ch15Flags& flags);

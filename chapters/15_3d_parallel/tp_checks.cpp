@@ -1,0 +1,138 @@
+// tp_checks.cpp — chapter 15's verdicts (tp_checks.h).
+#include "tp_checks.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dpt/autograd.h"
+#include "dpt/report.h"
+#include "dpt/text_windows.h"
+#include "lm_training.h"
+
+namespace dpt::ch15 {
+
+namespace {
+double world_max(Context& ctx, double x) {
+  float v = std::isnan(x) ? INFINITY : float(std::fabs(x));  // a NaN must win the Max on every rank: inf does
+  ctx.comm.all_reduce(&v, 1, ReduceOp::Max);
+  return v;
+}
+
+// max |slice − full[i, j]| over a slice whose row r is full row row_of(r), columns [c0, c0 + n).
+template <class RowOf>
+double block_gap(const Tensor& slice, const Tensor& full, int64_t rows, int64_t c0, int64_t n, RowOf row_of) {
+  const Shape want = full.dim() == 1 ? Shape{rows} : Shape{rows, n};
+  if (slice.shape() != want) return NAN;
+  const std::vector<float> got = slice.to_vector();
+  const int64_t N = full.dim() == 1 ? 1 : full.size(1);
+  double gap = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < (full.dim() == 1 ? 1 : n); ++j)
+      gap = std::max(gap, double(std::fabs(got[std::size_t(r * (full.dim() == 1 ? 1 : n) + j)] -
+                                          full.data()[row_of(r) * N + c0 + j])));
+  return gap;
+}
+}  // namespace
+
+double attention_slices_gap(Context& ctx, Communicator& tp_group, const TensorParallelGpt& model, const Gpt& full) {
+  const int t = tp_group.rank(), tp = tp_group.size();
+  const int64_t C = full.shape().width, k = C / tp;
+  auto qkv_row = [&](int64_t r) { return r / k * C + t * k + r % k; };  // q, k, v blocks: rank t's k rows of each
+  auto same_row = [](int64_t r) { return r; };
+  double gap = 0;
+  for (std::size_t l = 0; l < full.blocks.size(); ++l) {
+    const AttentionSlices& s = model.blocks()[l].attn;
+    const GptBlock& b = full.blocks[l];
+    for (double g : {block_gap(s.qkv_weight, b.attn_weight, 3 * k, 0, C, qkv_row),
+                     block_gap(s.qkv_bias, b.attn_bias, 3 * k, 0, 1, qkv_row),
+                     block_gap(s.proj_weight, b.attn_proj_weight, C, t * k, k, same_row),
+                     block_gap(s.proj_bias, b.attn_proj_bias, C, 0, 1, same_row)})
+      gap = std::isnan(g) || std::isnan(gap) ? NAN : std::max(gap, g);
+  }
+  return world_max(ctx, gap);
+}
+
+double replicas_spread(Context& ctx, const TensorParallelGpt& model) {
+  const std::vector<float> mine = model.gather(false);
+  std::vector<float> root = mine;
+  ctx.comm.broadcast(root.data(), int64_t(root.size()), 0);
+  double spread = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) spread = std::max(spread, double(std::fabs(mine[i] - root[i])));
+  return world_max(ctx, spread);
+}
+
+namespace {
+// Chapter 14's unsplit model on one device: the gradient of step `c.step`'s G
+// windows from c's weights; `names` gets each flat entry's parameter name.
+std::vector<float> one_device_gradient(const GptShape& shape, const CheckedStep& c, const ::TextData& text,
+                                       const Ch14Flags& f, int64_t G, std::vector<std::string>& names) {
+  Rng unused(0);
+  Gpt one(shape, Device::host(), unused);
+  set_flat_values(one, c.weights_before);
+  const WindowSampler sampler(int64_t(text.train.size()), shape.context, G, !f.no_shuffle, f.seed);
+  TokenBatch all = window_batch(text.train, sampler.starts(c.step), shape.context);
+  one.loss(all.inputs, all.targets, G).backward();
+  std::vector<float> out;
+  for (const NamedTensor& p : one.named_parameters()) {
+    const std::vector<float> g = p.tensor.grad().to_vector();
+    out.insert(out.end(), g.begin(), g.end());
+    names.insert(names.end(), g.size(), p.name);
+  }
+  return out;
+}
+}  // namespace
+
+void add_step_verdicts(Verdicts& v, const TpRun& run, const ::TextData& text, const Ch14Flags& f, int dp) {
+  for (const CheckedStep& c : run.checked) {
+    std::vector<std::string> names;
+    const std::vector<float> expected = one_device_gradient(f.shape, c, text, f, f.batch * dp, names);
+    double diff = expected.size() == c.averaged_gradient.size() ? 0 : NAN, scale = 0;
+    std::size_t worst = 0;
+    for (std::size_t i = 0; i < expected.size() && !std::isnan(diff); ++i) {
+      const double d = std::fabs(double(expected[i]) - double(c.averaged_gradient[i]));
+      if (!(d <= diff)) diff = d, worst = i;  // a NaN entry is the worst too
+      scale = std::max(scale, double(std::fabs(expected[i])));
+    }
+    const std::string where = std::isnan(diff) || diff / scale > 1e-4 ? "; furthest off: " + names[worst] : "";
+    v.at_most(str("step ", c.step, ": the shares' gradients, gathered and averaged = one device's on the global batch "
+                  "(max |Δ| / max |g|)"),
+              diff / scale, 1e-4,
+              "the same sums in another order: ~1e-6 relative; a share counted twice or lost is off by tenths" + where);
+  }
+}
+
+void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const TpRun& run, int tp, int dp,
+                       bool trained) {
+  int64_t mine = 0;
+  for (const Tensor& p : model.parameters()) mine += p.numel();
+  const int64_t formula = parameters_per_rank(model.shape(), tp);
+  const double gap = world_max(ctx, double(mine - formula));
+  if (!ctx.is_root()) return;
+  v.at_most(str("parameters per rank = (12·L·C² + 7·L·C)/tp + 6·L·C + 2·V·C + T·C + 2·C = ", formula,
+                " (whole model ", parameters_per_rank(model.shape(), 1), ")"),
+            gap, 0, "counted tensor by tensor on every rank: exact");
+  if (!trained) return;
+  if (dp == 1)
+    v.cannot_fail("DP all-reduce bytes per step = 4 x parameters per rank", "with --dp 1 (try --dp 2)");
+  else
+    v.near("DP all-reduce bytes per step = 4 x parameters per rank", run.dp_bytes_per_step, 4.0 * double(formula), 0,
+           "each DP group averages its share's gradients once per step, from its traffic log");
+}
+
+void add_traffic_verdicts(Verdicts& v, const TpRun& run, const GptShape& shape, int64_t batch, int tp) {
+  const double L = double(shape.layers), floats = double(batch * shape.context * shape.width);
+  for (const auto& [pass, measured] : {std::pair<const char*, AllReduces>{"forward", run.forward},
+                                       std::pair<const char*, AllReduces>{"backward", run.backward}}) {
+    const std::string calls = str(pass, ": TP all-reduces per step = 2 per block x L = ", fmt(2 * L, 3));
+    const std::string size = str(pass, ": floats per TP all-reduce = B·T·C = ", fmt(floats, 6));
+    if (tp == 1) {
+      v.cannot_fail(calls, "with --tp 1 (try --tp 2)");
+      continue;
+    }
+    v.near(calls, measured.calls, 2 * L, 0, "counted in the TP group's traffic log, per step");
+    v.near(size, measured.calls > 0 ? measured.bytes / 4 / measured.calls : 0, floats, 0,
+           "the residual stream's activations (forward) or their gradient (backward), from the log's bytes / 4 / calls");
+  }
+}
+
+}  // namespace dpt::ch15

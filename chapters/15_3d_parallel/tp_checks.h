@@ -1,0 +1,52 @@
+/// @file tp_checks.h
+/// @brief Chapter 15's verdicts beside the lecture: the attention slices
+/// against the block they were cut from, each checked step's gradient
+/// against one device's on the global batch (chapter 14's step check on the
+/// gathered model), the replicas alike, and the TP group's all-reduces
+/// against Megatron's count.
+///
+/// No oracle here calls the hole: the slices are judged by this file's own
+/// indexing of the full block, the gradients by chapter 14's unsplit model
+/// on one device.
+#pragma once
+
+#include <string>
+
+#include "ch14_flags.h"
+#include "corpus.h"
+#include "dpt/launch.h"
+#include "dpt/verdict.h"
+#include "gpt.h"
+#include "tp_gpt.h"
+#include "tp_training.h"
+
+namespace dpt::ch15 {
+
+/// Collective over the world: the largest |share entry − full entry| over
+/// every rank's attention slices (attention_slices) against `full`, indexed
+/// here (rank t's heads: rows t·C/tp… of each of c_attn's q, k, v blocks,
+/// columns t·C/tp… of c_proj); NaN (→ +inf) when a slice has the wrong shape.
+double attention_slices_gap(Context& ctx, Communicator& tp_group, const TensorParallelGpt& model, const Gpt& full);
+
+/// Collective over the world: the largest |w − w on world rank 0| over every
+/// parameter of every rank's gathered model (the dp replicas, and the
+/// replicated tensors within each TP group, must stay alike).
+double replicas_spread(Context& ctx, const TensorParallelGpt& model);
+
+/// Rank 0: each checked step's averaged gradient against one device's on
+/// that step's dp·B windows, from the same weights (chapter 14's check).
+void add_step_verdicts(Verdicts& v, const TpRun& run, const ::TextData& text, const Ch14Flags& f, int dp);
+
+/// Collective over the world: every rank's parameter count against
+/// parameters_per_rank (exact), and, with dp > 1, rank 0's DP all-reduce
+/// payload per step against 4 bytes × that count (each DP group averages
+/// its share's gradients, nothing else).
+void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const TpRun& run, int tp, int dp,
+                       bool trained);
+
+/// Rank 0: forward and backward, the TP group's all-reduces per step
+/// against 2 per block each way, each of B·T·C floats (the formula, not
+/// the run). With tp = 1 they cannot fail.
+void add_traffic_verdicts(Verdicts& v, const TpRun& run, const GptShape& shape, int64_t batch, int tp);
+
+}  // namespace dpt::ch15

@@ -1,0 +1,154 @@
+// tp_gpt.cpp — the split GPT: shares cut from the full model, the forward,
+// and the shares put back together (tp_gpt.h).
+#include "tp_gpt.h"
+
+#include "ch12.h"
+#include "ch14.h"
+#include "dpt/check.h"
+#include "dpt/ops.h"
+
+namespace dpt::ch15 {
+
+std::string tp_shape_problem(const GptShape& shape, int tp) {
+  if (shape.heads % tp == 0) return "";
+  return "--tp " + std::to_string(tp) + " does not divide the " + std::to_string(shape.heads) +
+         " heads (--heads): each rank computes an equal share of whole heads";
+}
+
+int64_t parameters_per_rank(const GptShape& s, int tp) {
+  const int64_t C = s.width, L = s.layers;
+  return (12 * L * C * C + 7 * L * C) / tp + 6 * L * C + 2 * s.vocab * C + s.context * C + 2 * C;
+}
+
+namespace {
+Tensor leaf(const Tensor& host, Device& device) { return host.to(device).set_requires_grad(true); }
+
+// Rows [begin, begin + count) of a (R, N) or (R) host tensor, on `device`.
+Tensor row_block(const Tensor& full, int64_t begin, int64_t count, Device& device) {
+  return leaf(full.rows(begin, begin + count).clone(), device);
+}
+
+// Columns [begin, begin + count) of a (R, N) host tensor, on `device`.
+Tensor column_block(const Tensor& full, int64_t begin, int64_t count, Device& device) {
+  const int64_t R = full.size(0), N = full.size(1);
+  std::vector<float> out(std::size_t(R * count));
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < count; ++j) out[std::size_t(i * count + j)] = full.data()[i * N + begin + j];
+  return leaf(Tensor::from_vector({R, count}, out, Device::host()), device);
+}
+
+// Every rank's share, as stored, on every rank: block t is rank t's.
+std::vector<float> all_shares(Communicator& group, const Tensor& share) {
+  const std::vector<float> mine = share.to_vector();
+  std::vector<float> all(mine.size() * std::size_t(group.size()));
+  group.all_gather(mine.data(), all.data(), int64_t(mine.size()));
+  return all;
+}
+
+// Shares of rows: each rank's share is `parts` equal sections, section p
+// being rows [p·R/parts + t·r, p·R/parts + (t+1)·r) of the full tensor
+// (c_attn: parts 3, its q, k and v rows; c_fc: parts 1). `width` is the
+// row length (1 for a bias).
+void put_rows(const std::vector<float>& all, int ranks, int64_t parts, int64_t width, std::vector<float>& out) {
+  const int64_t share = int64_t(all.size()) / ranks, r = share / width / parts, R = r * parts * ranks;
+  const std::size_t base = out.size();
+  out.resize(base + std::size_t(R * width));
+  for (int t = 0; t < ranks; ++t)
+    for (int64_t p = 0; p < parts; ++p)
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < width; ++j)
+          out[base + std::size_t(((p * R / parts) + t * r + i) * width + j)] = all[std::size_t(t * share + (p * r + i) * width + j)];
+}
+
+// Shares of columns: rank t's share is (R, k), columns [t·k, (t+1)·k).
+void put_columns(const std::vector<float>& all, int ranks, int64_t rows, std::vector<float>& out) {
+  const int64_t k = int64_t(all.size()) / ranks / rows, N = k * ranks;
+  const std::size_t base = out.size();
+  out.resize(base + std::size_t(rows * N));
+  for (int t = 0; t < ranks; ++t)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < k; ++j) out[base + std::size_t(i * N + t * k + j)] = all[std::size_t((t * rows + i) * k + j)];
+}
+}  // namespace
+
+TensorParallelGpt::TensorParallelGpt(Communicator& group, const Gpt& full, Device& device)
+    : group_(group), shape_(full.shape()) {
+  const std::string problem = tp_shape_problem(shape_, group.size());
+  DPT_CHECK(problem.empty(), problem);
+  const int t = group.rank(), tp = group.size();
+  const int64_t C = shape_.width, h = 4 * C / tp;  // rank t's MLP features [t·h, (t+1)·h)
+  wte_ = leaf(full.wte, device), wpe_ = leaf(full.wpe, device);
+  for (const GptBlock& b : full.blocks) {
+    TpBlock mine;
+    mine.ln_1_weight = leaf(b.ln_1_weight, device), mine.ln_1_bias = leaf(b.ln_1_bias, device);
+    mine.attn = attention_slices(b, shape_, t, tp, device);  // your hole
+    mine.ln_2_weight = leaf(b.ln_2_weight, device), mine.ln_2_bias = leaf(b.ln_2_bias, device);
+    mine.fc_weight = row_block(b.fc_weight, t * h, h, device);
+    mine.fc_bias = row_block(b.fc_bias, t * h, h, device);
+    mine.mlp_proj_weight = column_block(b.mlp_proj_weight, t * h, h, device);
+    mine.mlp_proj_bias = leaf(b.mlp_proj_bias, device);
+    blocks_.push_back(mine);
+  }
+  ln_f_weight_ = leaf(full.ln_f_weight, device), ln_f_bias_ = leaf(full.ln_f_bias, device);
+  lm_head_weight_ = leaf(full.lm_head_weight, device);
+}
+
+Tensor TensorParallelGpt::loss(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets,
+                               int64_t batch) const {
+  const int64_t n = int64_t(inputs.size()), time = n / batch;
+  DPT_CHECK(batch > 0 && n % batch == 0 && time <= shape_.context && targets.size() == inputs.size(),
+            "tensor-parallel GPT: " << n << " tokens do not make " << batch << " sequences of at most "
+                                    << shape_.context << " with as many targets");
+  std::vector<int64_t> positions(inputs.size());
+  for (int64_t i = 0; i < n; ++i) positions[std::size_t(i)] = i % time;
+  Tensor x = add(embedding(wte_, inputs), embedding(wpe_, positions));  // (B·T, C), whole on every rank
+  for (const TpBlock& b : blocks_) {
+    x = add(x, tp_attention(group_, ch14::layer_norm(x, b.ln_1_weight, b.ln_1_bias), b.attn, shape_, batch));
+    Tensor h = ch14::layer_norm(x, b.ln_2_weight, b.ln_2_bias);
+    h = gelu(ch12::column_parallel_linear(group_, h, b.fc_weight, b.fc_bias));  // (B·T, 4C/tp): split
+    x = add(x, ch12::row_parallel_linear(group_, h, b.mlp_proj_weight, b.mlp_proj_bias));
+  }
+  x = ch14::layer_norm(x, ln_f_weight_, ln_f_bias_);
+  return softmax_cross_entropy(linear(x, lm_head_weight_, Tensor()), targets);
+}
+
+std::vector<Tensor> TensorParallelGpt::parameters() const {
+  std::vector<Tensor> out{wte_, wpe_};
+  for (const TpBlock& b : blocks_)
+    out.insert(out.end(), {b.ln_1_weight, b.ln_1_bias, b.attn.qkv_weight, b.attn.qkv_bias, b.attn.proj_weight,
+                           b.attn.proj_bias, b.ln_2_weight, b.ln_2_bias, b.fc_weight, b.fc_bias, b.mlp_proj_weight,
+                           b.mlp_proj_bias});
+  out.insert(out.end(), {ln_f_weight_, ln_f_bias_, lm_head_weight_});
+  return out;
+}
+
+std::vector<float> TensorParallelGpt::gather(bool grads) const {
+  const int tp = group_.size();
+  const int64_t C = shape_.width;
+  auto of = [grads](const Tensor& p) {
+    DPT_CHECK(!grads || p.grad().defined(), "a parameter of shape " << shape_str(p.shape())
+                                                << " has no gradient after backward: the loss depends on it");
+    return grads ? p.grad() : p;
+  };
+  std::vector<float> out;
+  auto whole = [&](const Tensor& p) {  // replicated: this rank's copy
+    const std::vector<float> v = of(p).to_vector();
+    out.insert(out.end(), v.begin(), v.end());
+  };
+  whole(wte_), whole(wpe_);
+  for (const TpBlock& b : blocks_) {
+    whole(b.ln_1_weight), whole(b.ln_1_bias);
+    put_rows(all_shares(group_, of(b.attn.qkv_weight)), tp, 3, C, out);
+    put_rows(all_shares(group_, of(b.attn.qkv_bias)), tp, 3, 1, out);
+    put_columns(all_shares(group_, of(b.attn.proj_weight)), tp, C, out);
+    whole(b.attn.proj_bias), whole(b.ln_2_weight), whole(b.ln_2_bias);
+    put_rows(all_shares(group_, of(b.fc_weight)), tp, 1, C, out);
+    put_rows(all_shares(group_, of(b.fc_bias)), tp, 1, 1, out);
+    put_columns(all_shares(group_, of(b.mlp_proj_weight)), tp, C, out);
+    whole(b.mlp_proj_bias);
+  }
+  whole(ln_f_weight_), whole(ln_f_bias_), whole(lm_head_weight_);
+  return out;
+}
+
+}  // namespace dpt::ch15

@@ -1,0 +1,80 @@
+/// @file tp_gpt.h
+/// @brief Chapter 14's GPT with every block split over a tensor-parallel
+/// group, Megatron's way: rank t holds the heads [t·H/tp, (t+1)·H/tp) of
+/// each attention (the hole, ch15.h) and the block [t·4C/tp, (t+1)·4C/tp) of
+/// each MLP's hidden features (c_fc column-parallel, c_proj row-parallel:
+/// chapter 12's pair).
+///
+///     x ─ ln_1 ─ f ─ c_attn(heads of t) ─ attention ─ c_proj(cols of t) ─ g ─ + ─ ln_2 ─ f ─ c_fc(rows of t) ─ gelu ─ c_proj(cols of t) ─ g ─ +
+///
+/// Replicated on every rank of the group: the embeddings (wte, wpe), the
+/// LayerNorms, the residual stream, ln_f and lm_head. The residual stream
+/// is whole on every rank between the f/g pairs, so LayerNorm and the
+/// residual adds need nothing from the other ranks; the head over a
+/// vocabulary of ~65 characters is a sliver of the model (split, its
+/// softmax would need a third exchange: Megatron's vocabulary-parallel
+/// cross-entropy, for vocabularies of 50 000).
+///
+/// Left out: sequence parallelism (next increment), pipeline stages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ch15.h"
+#include "dpt/comm.h"
+#include "gpt.h"
+
+namespace dpt::ch15 {
+
+/// "" when `tp` ranks can split `shape` (tp divides the heads, hence the
+/// width and the MLP's 4C), else the sentence why not, naming --tp.
+std::string tp_shape_problem(const GptShape& shape, int tp);
+
+/// Parameters one rank of `tp` holds, by the formula: the blocks' split
+/// tensors (12·L·C² + 7·L·C) ÷ tp, plus what every rank holds whole: 6·L·C
+/// in the blocks (two LayerNorms, the two c_proj biases), 2·V·C + T·C + 2·C
+/// (embeddings, head, ln_f). With tp = 1, chapter 14's gpt_parameter_count.
+int64_t parameters_per_rank(const GptShape& shape, int tp);
+
+/// One block as rank t holds it.
+struct TpBlock {
+  Tensor ln_1_weight;                ///< (C), replicated
+  Tensor ln_1_bias;                  ///< (C), replicated
+  AttentionSlices attn;              ///< rank t's heads (ch15.h)
+  Tensor ln_2_weight;                ///< (C), replicated
+  Tensor ln_2_bias;                  ///< (C), replicated
+  Tensor fc_weight;                  ///< (4C/tp, C): rows [t·4C/tp, (t+1)·4C/tp) of mlp.c_fc
+  Tensor fc_bias;                    ///< (4C/tp): the same entries of its bias
+  Tensor mlp_proj_weight;            ///< (C, 4C/tp): the matching columns of mlp.c_proj
+  Tensor mlp_proj_bias;              ///< (C), replicated
+};
+
+/// This rank's share of a GPT, and the forward that joins the shares.
+class TensorParallelGpt {
+ public:
+  /// group.rank()'s share of `full` (on the host) on `device`.
+  TensorParallelGpt(Communicator& group, const Gpt& full, Device& device);
+  /// Mean cross-entropy over B·T tokens (chapter 14's Gpt::loss), the same
+  /// on every rank of the group. Collective over the group.
+  Tensor loss(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets, int64_t batch) const;
+  /// This rank's tensors, in the full model's named_parameters() order.
+  std::vector<Tensor> parameters() const;
+  /// Collective over the group: the full model's values (or, `grads`,
+  /// their gradients) flattened in named_parameters() order, on every rank.
+  /// Shares are put back by this file's own indexing (not the hole's).
+  std::vector<float> gather(bool grads) const;
+  /// This rank's blocks.
+  const std::vector<TpBlock>& blocks() const { return blocks_; }
+  /// The full model's sizes.
+  const GptShape& shape() const { return shape_; }
+
+ private:
+  Communicator& group_;
+  GptShape shape_;
+  Tensor wte_, wpe_, ln_f_weight_, ln_f_bias_, lm_head_weight_;
+  std::vector<TpBlock> blocks_;
+};
+
+}  // namespace dpt::ch15

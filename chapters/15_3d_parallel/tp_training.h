@@ -1,0 +1,45 @@
+/// @file tp_training.h
+/// @brief Chapter 15's training run on a tp × dp grid: every rank of a TP
+/// group computes one model's step on the same B windows, the DP groups
+/// average each share's gradient over the dp models, the optimizer steps the
+/// shares. What it measured, for the lecture's tables and verdicts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ch14_flags.h"
+#include "corpus.h"
+#include "dpt/launch.h"
+#include "dpt/report.h"
+#include "groups.h"
+#include "lm_training.h"
+#include "tp_gpt.h"
+
+namespace dpt::ch15 {
+
+/// All-reduces one rank passed in its TP group.
+struct AllReduces {
+  double calls = 0;  ///< all_reduce calls
+  double bytes = 0;  ///< their payload (bytes this rank contributed)
+};
+
+/// What a run measured on the calling rank (rank 0's copy is reported).
+struct TpRun {
+  std::vector<double> train_loss;      ///< per step, the mean over the dp models of each model's loss
+  std::vector<EvalPoint> held_out;     ///< every --eval-every steps and after the last (rank 0)
+  std::vector<CheckedStep> checked;    ///< first and last step under --verify (rank 0): full weights, averaged gradient
+  AllReduces forward;                  ///< per step, in the TP group during forward (its traffic log)
+  AllReduces backward;                 ///< per step, in the TP group during backward
+  double dp_bytes_per_step = 0;        ///< all-reduce payload of the gradients' average in the DP group, per step
+  double seconds = 0;                  ///< wall time of the steps
+};
+
+/// Collective over the world: trains `model` for f.steps on the grid of
+/// `groups`. Model d (its DP coordinate) takes windows [d·B, (d+1)·B) of
+/// each step's global batch of dp·B (chapter 14's sampler); the held-out
+/// loss is the gathered model's on rank 0.
+TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParallelGpt& model, const ::TextData& text,
+                                const Ch14Flags& f, bool verify, const Narrator& say);
+
+}  // namespace dpt::ch15
