@@ -13,7 +13,7 @@
 # shellcheck shell=bash disable=SC2034  # the variables are read where this is sourced
 tour_chapters=(ch01_sgd ch02_batching ch03_naive_dp ch04_ring_allreduce ch05_bucketing ch06_averaging
                ch07_zero ch08_collectives ch09_parameter_server ch10_compression ch11_mixed_precision
-               ch12_tensor_parallel ch13_pipeline_parallel ch14_language_model)
+               ch12_tensor_parallel ch13_pipeline_parallel ch14_language_model ch15_3d_parallel)
 declare -A tour_ranks=(
   [ch03_naive_dp]="--ranks 4"
   [ch04_ring_allreduce]="--ranks 4"
@@ -26,6 +26,7 @@ declare -A tour_ranks=(
   [ch12_tensor_parallel]="--ranks 4 --tp 2 --dp 2"                      # 2 models, each split over 2 ranks
   [ch13_pipeline_parallel]="--ranks 4 --gantt build/ch13_pipeline.svg"   # the Gantt chart of both schedules
   [ch14_language_model]="--ranks 4 --plot build/ch14_loss.svg"           # the loss curve; 150 steps and a sample
+  [ch15_3d_parallel]="--ranks 4 --tp 2 --dp 2"                          # the GPT's blocks split over 2 ranks, 2 copies
 )
 declare -A tour_text=(
   [ch14_language_model]=1   # the King James Bible where installed (--data auto), else synthetic text
