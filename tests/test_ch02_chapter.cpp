@@ -85,6 +85,11 @@ TEST_CASE("chapter: ch02_batching refuses the lesson's flags beside --batch-swee
       {"--batch-sweep --eval-samples 0", "--eval-samples: --batch-sweep scores its target on the held-out set"},
       {"--batch-sweep --target-accuracy 1.5", "--target-accuracy"},
       {"--target-accuracy 0.5", "--target-accuracy: only used by --batch-sweep"},
+      {"--sweep-optimizers sgd,lars", "--sweep-optimizers: only used by --batch-sweep"},
+      {"--batch-sweep --sweep-optimizers sgd", "--sweep-optimizers: expects two or more names"},
+      {"--batch-sweep --sweep-optimizers sgd,adam", "--sweep-optimizers: 'adam' has no learning-rate grid"},
+      {"--batch-sweep --sweep-optimizers sgd,lars --optimizer lamb", "--optimizer: not used beside --sweep-optimizers"},
+      {"--batch-sweep --sweep-optimizers sgd,lars --sweep-plot x.svg", "--sweep-plot: plots one optimizer's sweep"},
   };
   for (const auto& [args, says] : cases) {
     auto run = dpt_test::run_program("ch02_batching", std::string("--data synthetic ") + args);
@@ -92,4 +97,20 @@ TEST_CASE("chapter: ch02_batching refuses the lesson's flags beside --batch-swee
     CHECK(run.exit_code == 2);
     CHECK_THAT(run.output, contains_text(says));
   }
+}
+
+TEST_CASE("chapter: ch02_batching --sweep-optimizers on tiny settings prints each sweep, the side-by-side table and "
+          "the comparison's verdicts", "[ch02]") {
+  auto run = dpt_test::run_program("ch02_batching", "--quiet --batch-sweep --data synthetic --model 16-32-4 --samples 1024 "
+                                                    "--sweep-max-batch 64 --target-accuracy 0.7 --sweep-optimizers sgd,lamb");
+  INFO(run.output);
+  // Whether lamb's knee moved on this toy problem is the run's to say: exit 0 with every verdict a ✔, or 3 with a ✘.
+  const bool failed = run.output.find("\u2718") != std::string::npos;
+  CHECK(run.exit_code == (failed ? dpt::kVerdictFailed : 0));
+  for (const char* line : {"steps to the target against the global batch, sgd",
+                           "steps to the target against the global batch, lamb", "sgd steps", "lamb linear",
+                           "sgd: below the critical batch", "lamb: the linear rule with warm-up",
+                           "lamb's tuned run reaches the target at every batch past sgd", "lamb's critical batch / sgd's",
+                           "the tuned sgd run at B ="})
+    CHECK_THAT(run.output, contains_text(line));
 }

@@ -13,6 +13,7 @@
 #include "dpt/ops.h"
 #include "dpt/optim.h"
 #include "dpt/output_file.h"
+#include "sweep_compare.h"
 #include "sweep_plot.h"
 
 namespace dpt::ch02 {
@@ -99,12 +100,12 @@ Dataset eval_subset(const Dataset& held_out) {
 
 // The two tables: every rate tried at every batch, then the curve; and the knee.
 void print_tables(const SweepResult& sweep, const std::vector<Search>& searches, const std::vector<float>& grid,
-                  double target, const Narrator& say) {
+                  double target, const std::string& optimizer, const Narrator& say) {
   std::vector<std::string> headers = {"B"};
   for (float lr : grid) headers.push_back("lr " + fmt(lr, 3));
   Table runs("steps to " + fixed(100 * target, 1) + "% at each rate tried (div: diverged; >N: stopped at N; -: not tried)",
              headers);
-  Table table("steps to the target against the global batch",
+  Table table("steps to the target against the global batch, " + optimizer,
               {"B", "tuned lr", "steps", "samples", "linear lr", "linear steps", "linear samples"});
   for (std::size_t i = 0; i < sweep.points.size(); ++i) {
     const SweepPoint& p = sweep.points[i];
@@ -126,8 +127,9 @@ void print_tables(const SweepResult& sweep, const std::vector<Search>& searches,
 
 }  // namespace
 
-SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags) {
-  const Options& o = lec.o;
+SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags, const std::string& optimizer) {
+  Options o = lec.o;
+  if (!optimizer.empty()) o.optimizer = optimizer;
   const Narrator& say = lec.say;
   const auto start_time = std::chrono::steady_clock::now();
   const Dataset eval = eval_subset(lec.held_out().data);
@@ -170,7 +172,7 @@ SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags) {
   sweep.knee = critical_batch(sweep.points);
   sweep.seconds = seconds_since(start_time);
 
-  print_tables(sweep, searches, grid, flags.target, say);
+  print_tables(sweep, searches, grid, flags.target, o.optimizer, say);
   if (!flags.plot.empty())
     write_output_file(flags.plot, sweep_svg(sweep, "ch02: steps to " + fixed(100 * flags.target, 1) + "% held-out accuracy, " +
                                                        o.optimizer + ", MLP " + o.model));
@@ -181,11 +183,14 @@ SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags) {
     const double distance = std::abs(std::log2(double(sweep.points[i].batch) / sweep.knee.critical_batch));
     if (searches[i].best_model && (keep < 0 || distance < keep_distance)) keep = int(i), keep_distance = distance;
   }
-  if (keep >= 0) {
+  // Beside --sweep-optimizers, the first (plain) optimizer's run is the one kept.
+  const bool keeps = flags.optimizers.empty() || parse_sweep_optimizers(flags.optimizers).front() == o.optimizer;
+  if (keep >= 0 && keeps) {
     lec.keep(*searches[keep].best_model);
-    lec.summary.add_row({"the model scored below", "the tuned run at B = " + std::to_string(sweep.points[keep].batch)});
+    lec.summary.add_row({"the model scored below", "the tuned " + o.optimizer + " run at B = " +
+                                                       std::to_string(sweep.points[keep].batch)});
   }
-  add_sweep_verdicts(lec.verdicts, sweep);
+  add_sweep_verdicts(lec.verdicts, sweep, optimizer.empty() ? "" : optimizer + ": ");
   return sweep;
 }
 

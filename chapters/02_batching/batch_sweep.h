@@ -31,6 +31,7 @@ struct SweepFlags {
   int64_t max_steps = 3000;        ///< --sweep-max-steps: no run goes past it
   int64_t warmup_samples = 16384;  ///< --warmup-samples: the linear rule's ramp, in samples
   std::string plot;                ///< --sweep-plot: the log-log SVG
+  std::string optimizers;          ///< --sweep-optimizers: e.g. "sgd,lars,lamb", swept in turn (sweep_compare.h)
 };
 
 /// The smallest batch of the sweep.
@@ -130,13 +131,16 @@ struct SweepResult {
   double seconds = 0;              ///< wall time of the whole sweep
 };
 
-/// Runs the sweep on `lec`'s data and the first kSweepEvalSamples of its
-/// held-out set, prints its tables, writes --sweep-plot, keeps the tuned run
-/// nearest the critical batch as the lecture's model, and adds the verdicts.
-SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags);
+/// Runs the sweep of `optimizer` (--optimizer when empty) on `lec`'s data and
+/// the first kSweepEvalSamples of its held-out set, prints its tables, writes
+/// --sweep-plot, keeps the tuned run nearest the critical batch as the
+/// lecture's model, and adds the verdicts (their lines start "optimizer: "
+/// when `optimizer` is given).
+SweepResult run_batch_sweep(Lecture& lec, const SweepFlags& flags, const std::string& optimizer = "");
 
 /// The verdicts on a sweep: below the critical batch, steps × batch within
-/// a factor of E_min; the linear rule reaching the target wherever it did not diverge.
-void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep);
+/// a factor of E_min; the linear rule reaching the target wherever it did not
+/// diverge. Each line starts with `label` ("" or e.g. "lars: ").
+void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep, const std::string& label = "");
 
 }  // namespace dpt::ch02

@@ -19,6 +19,7 @@
 //     build/reference/bin/ch02_batching                 # B = --batch 32
 //     build/reference/bin/ch02_batching --batch 8 --steps 200 --no-shuffle
 //     build/reference/bin/ch02_batching --batch-sweep --samples 60000 --sweep-plot sweep.svg
+//     build/reference/bin/ch02_batching --batch-sweep --samples 60000 --sweep-optimizers sgd,lars,lamb
 //
 // Your holes: dpt::ch02::per_sample_gradients and accumulated_gradient (ch02.h).
 #include <CLI/CLI.hpp>
@@ -27,6 +28,7 @@
 #include <iostream>
 
 #include "batch_sweep.h"
+#include "sweep_compare.h"
 #include "ch02.h"
 #include "checks.h"
 #include "dpt/lecture.h"
@@ -70,7 +72,10 @@ void lecture(Lecture& lec, const SweepFlags& sweep) {
   say.say(str("data: ", data.size(), " samples; model: MLP ", o.model, "; B = --batch ", batch_size));
   if (sweep.enabled) {  // instead of sections 2-4: batch_sweep.h
     say.section("2. Steps to a target against the global batch");
-    run_batch_sweep(lec, sweep);
+    if (sweep.optimizers.empty())
+      run_batch_sweep(lec, sweep);
+    else
+      run_optimizer_comparison(lec, sweep);  // --sweep-optimizers: each in turn, then side by side
     return;
   }
   if (o.steps == 0) return;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "batch_sweep.h"
+#include "sweep_compare.h"
 
 namespace dpt::ch02 {
 
@@ -62,10 +63,12 @@ void add_sweep_flags(CLI::App& app, Options& options, SweepFlags& flags) {
   app.add_option("--warmup-samples", flags.warmup_samples, "Samples over which the linear rule ramps its rate up")
       ->check(integer_in(0, int64_t(1) << 30))->capture_default_str();
   add_output(app, "--sweep-plot", flags.plot, "SVG: steps to the target against the batch (log-log)");
+  app.add_option("--sweep-optimizers", flags.optimizers,
+                 "Sweep these in turn and compare them side by side, the first as the plain one, e.g. sgd,lars,lamb");
   app.final_callback([&app, &options, &flags] {  // once every flag is known
     if (!flags.enabled) {
       for (const char* flag : {"--sweep-max-batch", "--target-accuracy", "--sweep-max-steps", "--warmup-samples",
-                               "--sweep-plot"})
+                               "--sweep-plot", "--sweep-optimizers"})
         refuse(app, flag, "only used by --batch-sweep");
       return;
     }
@@ -77,9 +80,14 @@ void add_sweep_flags(CLI::App& app, Options& options, SweepFlags& flags) {
     if (flags.max_batch > options.samples)
       throw CLI::ValidationError("--sweep-max-batch", std::to_string(flags.max_batch) + " is more than --samples " +
                                                           std::to_string(options.samples) + ": a batch is drawn from them");
-    if (learning_rate_grid(options.optimizer).empty())
+    if (app.count("--sweep-optimizers") > 0) {
+      refuse(app, "--optimizer", "not used beside --sweep-optimizers: list the optimizers there");
+      refuse(app, "--sweep-plot", "plots one optimizer's sweep: give --optimizer NAME instead of --sweep-optimizers");
+      parse_sweep_optimizers(flags.optimizers);  // refuses a name with no grid, a repeat, fewer than two
+    } else if (learning_rate_grid(options.optimizer).empty()) {
       throw CLI::ValidationError("--optimizer", "--batch-sweep has a learning-rate grid for " + sweep_optimizers() +
                                                     ", not " + options.optimizer);
+    }
     if (options.eval_samples == 0)
       throw CLI::ValidationError("--eval-samples", "--batch-sweep scores its target on the held-out set: give at least 1");
   });
@@ -135,12 +143,12 @@ Knee critical_batch(const std::vector<SweepPoint>& points) {
   return knee;
 }
 
-void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep) {
+void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep, const std::string& label) {
   const Knee& knee = sweep.knee;
   int reached = 0;
   for (const SweepPoint& p : sweep.points) reached += p.tuned_steps > 0;
   if (knee.critical_batch <= 0) {
-    v.holds("a critical batch read off the tuned curve", false,
+    v.holds(label + "a critical batch read off the tuned curve", false,
             str(reached, " batch(es) reached the target; it takes 2 (lower --target-accuracy or raise --sweep-max-steps)"));
   } else {
     // Every batch up to the critical one, reached or not: one that was not counts as infinitely many samples.
@@ -154,7 +162,7 @@ void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep) {
       worst = std::max(worst, ratio);
       seen += (seen.empty() ? "B = " : ", ") + std::to_string(p.batch) + ": " + fmt(ratio, 3);
     }
-    const std::string what = "below the critical batch (B <= " + fmt(knee.critical_batch, 4) +
+    const std::string what = label + "below the critical batch (B <= " + fmt(knee.critical_batch, 4) +
                              "), largest steps x B / fewest samples E_min";
     if (below < 2)
       v.cannot_fail(what, "with " + std::to_string(below) + " batch below it (a lower --target-accuracy moves it up)");
@@ -171,7 +179,7 @@ void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep) {
       stalled += (stalled.empty() ? "" : ", ") + std::to_string(p.batch) + " (" + fixed(100 * p.linear_end.accuracy, 1) +
                  "% after " + std::to_string(p.linear_end.steps_taken) + " steps, loss " + fmt(p.linear_end.last_loss, 3) + ")";
   }
-  v.holds("the linear rule with warm-up reaches the target wherever it does not diverge (within " +
+  v.holds(label + "the linear rule with warm-up reaches the target wherever it does not diverge (within " +
               std::to_string(kLinearStepsAllowance) + "x the tuned steps)",
           sweep.reference_lr > 0 && stalled.empty(),
           sweep.reference_lr <= 0 ? "the smallest batch reached the target at no rate of the grid: no rule to scale"

@@ -54,6 +54,7 @@ void lecture(Lecture& lec) {
   if (ctx.is_root()) master.emplace(build_model(o, Device::host()));
   MLP replica = make_replica_apart(ctx, o);  // this rank's model on its device, from a seed of its own
   ch03::replicate_master(ctx.comm, master ? &*master : nullptr, replica);
+  broadcast_running_statistics(ctx.comm, master ? &*master : nullptr, replica);  // batch norm's buffers, not weights
   lec.keep(replica);
   const double start_spread = replica_spread(ctx, replica);  // collective: 0 when every replica is the master
   const double gradient_bytes = double(replica.num_parameters()) * sizeof(float);  // S

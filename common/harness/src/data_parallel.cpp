@@ -60,7 +60,26 @@ MLP make_replica(Context& ctx, const Options& o) {
     copy_parameters(master, replica);
   }
   for (Tensor& p : replica.parameters()) ctx.comm.broadcast(p, 0);  // master → every replica
+  broadcast_running_statistics(ctx.comm, nullptr, replica);         // rank 0's came with copy_parameters
   return replica;
+}
+
+void broadcast_running_statistics(Communicator& comm, const MLP* master, MLP& replica) {
+  if (comm.rank() == 0 && master != nullptr) {
+    DPT_CHECK(master->norms().size() == replica.norms().size(),
+              "broadcast_running_statistics: the master has " << master->norms().size() << " batch norms, the replica "
+                                                              << replica.norms().size());
+    for (std::size_t i = 0; i < replica.norms().size(); ++i) {
+      BatchNormRunning to = replica.norms()[i].running;  // handles: the copy lands in the replica's tensors
+      to.mean.copy_from(master->norms()[i].running.mean);
+      to.var.copy_from(master->norms()[i].running.var);
+    }
+  }
+  for (const BatchNorm1d& norm : replica.norms()) {
+    BatchNormRunning running = norm.running;
+    comm.broadcast(running.mean, 0);
+    comm.broadcast(running.var, 0);
+  }
 }
 
 // ----------------------------------------------------------------------------
@@ -262,6 +281,14 @@ void add_ring_traffic_verdicts(Verdicts& v, const TrafficLog& traffic, double by
 
 double replica_spread(Context& ctx, const MLP& replica) {
   std::vector<float> mine = flatten(replica.parameters()), root = mine;
+  ctx.comm.broadcast(root.data(), int64_t(root.size()), 0);
+  return max_over_ranks(ctx.comm, max_abs_difference(mine, root));
+}
+
+double running_statistics_spread(Context& ctx, const MLP& replica) {
+  std::vector<Tensor> buffers;
+  for (const BatchNorm1d& norm : replica.norms()) buffers.push_back(norm.running.mean), buffers.push_back(norm.running.var);
+  std::vector<float> mine = flatten(buffers), root = mine;
   ctx.comm.broadcast(root.data(), int64_t(root.size()), 0);
   return max_over_ranks(ctx.comm, max_abs_difference(mine, root));
 }

@@ -34,6 +34,9 @@ const StepCheck& Lecture::step_check() {
 }
 
 int Lecture::finish() {
+  // Collective, before rank 0 goes on alone: batch norm's buffers across ranks.
+  const bool norms_across_ranks = ctx_ != nullptr && kept_ && !kept_->norms().empty() && o.steps > 0;
+  const double running_spread = norms_across_ranks ? running_statistics_spread(*ctx_, *kept_) : 0;
   if (!is_root()) return 0;
   if (kept_) save_outputs(o, *kept_, data);
   if (o.steps == 0) {
@@ -48,9 +51,20 @@ int Lecture::finish() {
     else
       add_step_check_verdicts(verdicts, step_check(), step_check_cause, step_check_judges_start);
   }
+  if (norms_across_ranks) add_running_statistics_verdict(verdicts, o.batchnorm, running_spread);
   if (!summary.empty()) summary.print(std::cout);
   verdicts.print(std::cout);
   return verdicts.exit_code();
+}
+
+void add_running_statistics_verdict(Verdicts& v, const std::string& batchnorm, double spread) {
+  const std::string what = "batch norm's running mean and var, every rank's vs rank 0's: max |difference|";
+  if (batchnorm == "sync")
+    v.at_most(what, spread, 0,
+              "each rank updates them from the same global moments, from rank 0's start (a loaded file's included)");
+  else
+    v.report(what, spread, "expected with --batchnorm local: each rank averages its own shard's moments (rank 0's are "
+                           "the ones saved and scored)");
 }
 
 namespace {

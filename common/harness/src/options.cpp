@@ -105,6 +105,26 @@ void check_sizes(const Options& o) {
     throw CLI::ValidationError("--batchnorm", o.batchnorm + " needs --batch 2 or more: training-mode batch norm "
                                                             "takes a variance over each rank's rows");
 }
+
+// A --load-weights file made with batch norm loaded into a model without it,
+// or the reverse: one line naming which (exit 2), before any rank loads it. A
+// file that cannot be read is left to the load, which names what is wrong.
+void check_weights_batch_norm(const Options& o) {
+  if (o.load_weights.empty()) return;
+  std::string first_norm;
+  try {
+    for (const auto& [name, tensor] : read_safetensors(o.load_weights).tensors)
+      if (name.rfind("bn", 0) == 0 && first_norm.empty()) first_norm = name;
+  } catch (const Error&) {
+    return;
+  }
+  if (o.batchnorm == "none" && !first_norm.empty())
+    throw CLI::ValidationError("--load-weights", "'" + o.load_weights + "' holds batch-norm parameters (" + first_norm +
+                                                     "): made with --batchnorm? this run's model has none");
+  if (o.batchnorm != "none" && first_norm.empty())
+    throw CLI::ValidationError("--load-weights", "'" + o.load_weights + "' holds no batch-norm parameters: made without "
+                                                 "--batchnorm? this run's model (--batchnorm " + o.batchnorm + ") has them");
+}
 }  // namespace
 
 CLI::Validator integer_in(uint64_t minimum, uint64_t maximum) {
@@ -207,6 +227,7 @@ void add_common_flags(CLI::App& app, Options& o) {
   app.parse_complete_callback([&o] {
     o.data = data_source(o);  // every rank, report and check sees what auto chose
     check_sizes(o);
+    check_weights_batch_norm(o);
   });
 }
 

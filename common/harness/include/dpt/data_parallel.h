@@ -80,10 +80,19 @@ struct DataParallelRun {
 };
 
 /// Rank 0 builds the master copy on its host (the model the flags ask for:
-/// seeded, or --load-weights) and broadcasts it to every rank's replica on
+/// seeded, or --load-weights) and broadcasts it (weights and batch norm's
+/// running statistics) to every rank's replica on
 /// ctx.device. Each replica is first initialised from a seed of its own, so
 /// replicas start identical only because of the broadcast. Collective.
 MLP make_replica(Context& ctx, const Options& options);
+
+/// Makes every rank's batch-norm running statistics (running mean and var)
+/// rank 0's: on rank 0, `master`'s are first copied into `replica` (when
+/// `master` is given); then rank 0 broadcasts them. They are buffers, not
+/// weights: no gradient or optimizer touches them, so a copy of the weights
+/// alone leaves a loaded model's statistics on rank 0 only. Collective;
+/// nothing to do without batch norm.
+void broadcast_running_statistics(Communicator& comm, const MLP* master, MLP& replica);
 
 /// This rank's replica before any master copy reached it: the flags'
 /// architecture on ctx.device, initialised from a seed of its own
@@ -140,6 +149,10 @@ double max_weight_difference(const MLP& a, const MLP& b);
 /// Collective: the largest |w_r − w_0| over ranks r and parameters, the same
 /// on every rank (0 when all replicas are bit-identical; NaN if any is NaN).
 double replica_spread(Context& ctx, const MLP& replica);
+
+/// Collective: replica_spread's measure over batch norm's running mean and
+/// var instead of the parameters (0 without batch norm).
+double running_statistics_spread(Context& ctx, const MLP& replica);
 
 /// Tolerance of "data-parallel weights = single-device weights", argued: the
 /// data-parallel run sums the same products in another order (per-shard means,

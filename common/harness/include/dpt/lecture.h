@@ -119,6 +119,11 @@ class Lecture {
   std::optional<StepCheck> step_check_;
 };
 
+/// The verdict on batch norm's running statistics across ranks (`spread`:
+/// running_statistics_spread): equal with --batchnorm sync, a reported
+/// number with local (each rank's own moments).
+void add_running_statistics_verdict(Verdicts& v, const std::string& batchnorm, double spread);
+
 /// A distributed chapter's main(): flags, launch, the lecture on every rank,
 /// the end on rank 0; returns the exit code. `add_flags` registers the
 /// chapter's own flags (their variables must outlive the call).
