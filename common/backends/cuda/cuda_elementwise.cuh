@@ -127,13 +127,14 @@ inline int64_t column_sum_partials(int64_t rows, int64_t cols) {
   return chunks == 1 ? 0 : chunks * cols;
 }
 
-/// out (cols) = per-column sums of terms that `first_pass` makes on the fly,
-/// in launch_column_sums' chunks and order (cuda_launches.cuh): first_pass is
-/// called as (out or partials, args..., rows, cols, rows_per_chunk), a
-/// column_sums_kernel that computes its terms, ending in finish_column_tile;
-/// with more than one chunk, column_sums_kernel then sums the partials.
-/// `partials` holds column_sum_partials(rows, cols) floats. cols ≥ 1; rows = 0
-/// writes zeros. The caller checks that column_tiles(cols) fits a grid.
+/// out (cols) = per-column sums of terms that `first_pass` makes on the fly:
+/// first_pass is called as (out or partials, args..., rows, cols,
+/// rows_per_chunk), a column_sums_kernel that computes its terms, ending in
+/// finish_column_tile. Two passes: chunk partials (chunks, cols), then
+/// column_sums_kernel sums each column's partials in chunk order; one pass
+/// when there is one chunk. `partials` holds column_sum_partials(rows, cols)
+/// floats. cols ≥ 1; rows = 0 writes zeros (an empty sum). The caller checks
+/// that column_tiles(cols) fits a grid.
 template <typename Launch, typename... Params, typename... Args>
 void launch_column_sums_of(Launch& launch, void (*first_pass)(Params...), float* out, int64_t rows, int64_t cols,
                            float* partials, Args... args) {
@@ -147,6 +148,13 @@ void launch_column_sums_of(Launch& launch, void (*first_pass)(Params...), float*
   int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   launch(first_pass, dim3(tiles, unsigned(chunks)), block, partials, args..., rows, cols, rows_per_chunk);
   launch(column_sums_kernel, dim3(tiles, 1), block, out, static_cast<const float*>(partials), chunks, cols, chunks);
+}
+
+/// sum_rows: dbias[c] = Σ_r dy[r, c], column_sums_kernel's own terms in
+/// launch_column_sums_of's passes; cols = 0 writes nothing, as the CPU.
+template <typename Launch>
+void launch_column_sums(Launch& launch, float* dbias, const float* dy, int64_t rows, int64_t cols, float* partials) {
+  if (cols > 0) launch_column_sums_of(launch, column_sums_kernel, dbias, rows, cols, partials, dy);
 }
 
 // dlogits (rows, classes) = (probs − onehot(labels)) · (*dloss) / rows.

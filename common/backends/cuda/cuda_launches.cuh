@@ -50,29 +50,6 @@ void launch_elementwise(Launch& launch, void (*kernel)(Params...), int64_t n, Ar
 }
 
 // ----------------------------------------------------------------------------
-// sum_rows: dbias[c] = Σ_r dy[r, c]
-
-/// Two passes of column_sums_kernel: chunk partials (chunks, cols), then each
-/// column's partials summed in chunk order; one pass when there is one chunk.
-/// rows = 0 writes zeros (an empty sum), cols = 0 writes nothing: as the CPU.
-/// `partials` holds column_sum_partials(rows, cols) floats. The caller checks
-/// that column_tiles(cols) fits a grid.
-template <typename Launch>
-void launch_column_sums(Launch& launch, float* dbias, const float* dy, int64_t rows, int64_t cols, float* partials) {
-  if (cols <= 0) return;
-  dim3 block(kColumnTile, kRowLanes);
-  auto tiles = unsigned(column_tiles(cols));
-  int64_t chunks = column_chunks(rows);
-  if (chunks == 1) {
-    launch(column_sums_kernel, dim3(tiles, 1), block, dbias, dy, rows, cols, rows);
-    return;
-  }
-  int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-  launch(column_sums_kernel, dim3(tiles, unsigned(chunks)), block, partials, dy, rows, cols, rows_per_chunk);
-  launch(column_sums_kernel, dim3(tiles, 1), block, dbias, static_cast<const float*>(partials), chunks, cols, chunks);
-}
-
-// ----------------------------------------------------------------------------
 // reductions: a first pass of blocks_for(n, kMaxPartials) blocks, each writing
 // one partial, then one block over the partials
 
@@ -164,7 +141,7 @@ class LaunchedKernels : public Kernels {
   void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
     elementwise(add_bias_kernel, rows * cols, y, bias, rows, cols);
   }
-  /// launch_column_sums: one pass, or two through the chunk partials.
+  /// launch_column_sums (cuda_elementwise.cuh): one pass, or two through the chunk partials.
   void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
     if (cols <= 0) return;
     column_pass("sum_rows", rows, cols,
