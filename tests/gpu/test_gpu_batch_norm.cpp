@@ -89,3 +89,11 @@ TEST_CASE("batch_norm on cuda:0 refuses one row in training, as on the host, and
   CHECK(relative_diff(batch_norm_inference(x.gpu, w.gpu, b.gpu, running),
                       batch_norm_inference(x.cpu, w.cpu, b.cpu, on_cpu)) <= kTolerance);
 }
+
+TEST_CASE("batch_norm on cuda:0 refuses running statistics left on the host, naming both devices", "[gpu]") {
+  DPT_REQUIRE_GPU();
+  Twin x = twin({4, 3}, 8), w = twin({3}, 9), b = twin({3}, 10);
+  BatchNormRunning on_cpu{Tensor::zeros({3}, Device::cpu(0)), Tensor::full({3}, 1.0f, Device::cpu(0))};
+  CHECK_THROWS_WITH(batch_norm(x.gpu, w.gpu, b.gpu, 1e-5f, &on_cpu), contains_text("cuda:0") && contains_text("cpu:0"));
+  CHECK_THROWS_WITH(batch_norm_inference(x.gpu, w.gpu, b.gpu, on_cpu), contains_text("running statistics on cpu:0"));
+}
