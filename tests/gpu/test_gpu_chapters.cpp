@@ -101,6 +101,17 @@ TEST_CASE("ch03 to ch06 with 2 rank threads on cuda pass their verdicts and end 
   check_cuda_matches_cpu("ch06_averaging", "--ranks 2 --steps 20");
 }
 
+// Batch norm's CUDA kernels (cuda_batch_norm.cuh) in training: SyncBatchNorm's
+// moments and gradient sums all-reduced between rank threads on one GPU, and
+// per-rank statistics, whose gap the run reports (not a failed verdict).
+TEST_CASE("ch03 and ch05 with --batchnorm sync and local on cuda pass their verdicts and end where cpu ends",
+          "[gpu][chapters]") {
+  DPT_REQUIRE_GPU();
+  check_cuda_matches_cpu("ch03_naive_dp", "--ranks 2 --steps 20 --batchnorm sync");
+  check_cuda_matches_cpu("ch03_naive_dp", "--ranks 2 --steps 20 --batchnorm local");
+  check_cuda_matches_cpu("ch05_bucketing", "--ranks 2 --steps 20 --batchnorm sync");
+}
+
 // Chapter 10's compressors work on host vectors: each rank's gradients (its
 // parameters, for DiLoCo) are flattened from its GPU to the host, compressed
 // and sent there, and written back. Only the settings whose result moves

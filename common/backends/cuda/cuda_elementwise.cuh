@@ -76,14 +76,29 @@ constexpr int kColumnTile = 32;  // columns per block (blockDim.x, a warp)
 constexpr int kRowLanes = 8;     // rows a block reads at once (blockDim.y), a power of two
 static_assert(kColumnTile * kRowLanes == kThreads, "a column-sum block is kThreads threads");
 
+// The tail every column-sum block shares (sum_rows', layer norm's dweight,
+// batch norm's moments and gradient sums): `acc` is this thread's sum of its
+// row lane's terms for column c = blockIdx.x·kColumnTile + threadIdx.x; the
+// block's lanes meet in a fixed tree (lane l < 4 adds lane l+4's sum, l < 2
+// adds l+2's, lane 0 adds lane 1's) and lane 0 writes out[blockIdx.y, c].
+// Every thread of the block must call it (it has barriers).
+__device__ inline void finish_column_tile(float* out, float acc, int64_t c, int64_t cols) {
+  __shared__ float lane_sums[kRowLanes][kColumnTile];
+  lane_sums[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned half = kRowLanes / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half) lane_sums[threadIdx.y][threadIdx.x] += lane_sums[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < cols) out[int64_t(blockIdx.y) * cols + c] = lane_sums[0][threadIdx.x];
+}
+
 // out (gridDim.y, cols): out[k, c] = Σ in[r, c] over chunk k's rows,
 // r ∈ [k·rows_per_chunk, (k+1)·rows_per_chunk) ∩ [0, rows); in is (rows, cols).
 // The order is fixed by (rows, rows_per_chunk) alone: lane l adds rows
-// first+l, first+l+8, … one after the other, then lanes meet in a fixed tree
-// (lane l < 4 adds lane l+4's sum, l < 2 adds l+2's, lane 0 adds lane 1's).
+// first+l, first+l+8, … one after the other, then finish_column_tile's tree.
 // No atomics: same input, same bits.
 __global__ void column_sums_kernel(float* out, const float* in, int64_t rows, int64_t cols, int64_t rows_per_chunk) {
-  __shared__ float lane_sums[kRowLanes][kColumnTile];
   int64_t c = int64_t(blockIdx.x) * kColumnTile + threadIdx.x;
   int64_t first = int64_t(blockIdx.y) * rows_per_chunk;
   int64_t end = rows - first < rows_per_chunk ? rows : first + rows_per_chunk;
@@ -92,13 +107,7 @@ __global__ void column_sums_kernel(float* out, const float* in, int64_t rows, in
 #pragma unroll 8  // independent loads in flight; the adds stay in row order
     for (int64_t r = first + threadIdx.y; r < end; r += kRowLanes) acc += in[r * cols + c];
   }
-  lane_sums[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  for (unsigned half = kRowLanes / 2; half > 0; half /= 2) {
-    if (threadIdx.y < half) lane_sums[threadIdx.y][threadIdx.x] += lane_sums[threadIdx.y + half][threadIdx.x];
-    __syncthreads();
-  }
-  if (threadIdx.y == 0 && c < cols) out[int64_t(blockIdx.y) * cols + c] = lane_sums[0][threadIdx.x];
+  finish_column_tile(out, acc, c, cols);
 }
 
 // Row chunks of a column sum (sum_rows' first pass), from rows alone, so a
@@ -116,6 +125,36 @@ inline int64_t column_tiles(int64_t cols) { return (cols + kColumnTile - 1) / kC
 inline int64_t column_sum_partials(int64_t rows, int64_t cols) {
   int64_t chunks = column_chunks(rows);
   return chunks == 1 ? 0 : chunks * cols;
+}
+
+/// out (cols) = per-column sums of terms that `first_pass` makes on the fly:
+/// first_pass is called as (out or partials, args..., rows, cols,
+/// rows_per_chunk), a column_sums_kernel that computes its terms, ending in
+/// finish_column_tile. Two passes: chunk partials (chunks, cols), then
+/// column_sums_kernel sums each column's partials in chunk order; one pass
+/// when there is one chunk. `partials` holds column_sum_partials(rows, cols)
+/// floats. cols ≥ 1; rows = 0 writes zeros (an empty sum). The caller checks
+/// that column_tiles(cols) fits a grid.
+template <typename Launch, typename... Params, typename... Args>
+void launch_column_sums_of(Launch& launch, void (*first_pass)(Params...), float* out, int64_t rows, int64_t cols,
+                           float* partials, Args... args) {
+  dim3 block(kColumnTile, kRowLanes);
+  auto tiles = unsigned(column_tiles(cols));
+  int64_t chunks = column_chunks(rows);
+  if (chunks == 1) {
+    launch(first_pass, dim3(tiles, 1), block, out, args..., rows, cols, rows);
+    return;
+  }
+  int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  launch(first_pass, dim3(tiles, unsigned(chunks)), block, partials, args..., rows, cols, rows_per_chunk);
+  launch(column_sums_kernel, dim3(tiles, 1), block, out, static_cast<const float*>(partials), chunks, cols, chunks);
+}
+
+/// sum_rows: dbias[c] = Σ_r dy[r, c], column_sums_kernel's own terms in
+/// launch_column_sums_of's passes; cols = 0 writes nothing, as the CPU.
+template <typename Launch>
+void launch_column_sums(Launch& launch, float* dbias, const float* dy, int64_t rows, int64_t cols, float* partials) {
+  if (cols > 0) launch_column_sums_of(launch, column_sums_kernel, dbias, rows, cols, partials, dy);
 }
 
 // dlogits (rows, classes) = (probs − onehot(labels)) · (*dloss) / rows.

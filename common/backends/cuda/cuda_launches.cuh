@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda_batch_norm.cuh"
 #include "cuda_elementwise.cuh"
 #include "cuda_reductions.cuh"
 #include "cuda_transformer.cuh"
@@ -46,29 +47,6 @@ template <typename Launch, typename... Params, typename... Args>
 void launch_elementwise(Launch& launch, void (*kernel)(Params...), int64_t n, Args... args) {
   if (n <= 0) return;
   launch(kernel, dim3(unsigned(blocks_for(n, kElementwiseBlocks))), dim3(kThreads), args...);
-}
-
-// ----------------------------------------------------------------------------
-// sum_rows: dbias[c] = Σ_r dy[r, c]
-
-/// Two passes of column_sums_kernel: chunk partials (chunks, cols), then each
-/// column's partials summed in chunk order; one pass when there is one chunk.
-/// rows = 0 writes zeros (an empty sum), cols = 0 writes nothing: as the CPU.
-/// `partials` holds column_sum_partials(rows, cols) floats. The caller checks
-/// that column_tiles(cols) fits a grid.
-template <typename Launch>
-void launch_column_sums(Launch& launch, float* dbias, const float* dy, int64_t rows, int64_t cols, float* partials) {
-  if (cols <= 0) return;
-  dim3 block(kColumnTile, kRowLanes);
-  auto tiles = unsigned(column_tiles(cols));
-  int64_t chunks = column_chunks(rows);
-  if (chunks == 1) {
-    launch(column_sums_kernel, dim3(tiles, 1), block, dbias, dy, rows, cols, rows);
-    return;
-  }
-  int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-  launch(column_sums_kernel, dim3(tiles, unsigned(chunks)), block, partials, dy, rows, cols, rows_per_chunk);
-  launch(column_sums_kernel, dim3(tiles, 1), block, dbias, static_cast<const float*>(partials), chunks, cols, chunks);
 }
 
 // ----------------------------------------------------------------------------
@@ -163,22 +141,11 @@ class LaunchedKernels : public Kernels {
   void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override {
     elementwise(add_bias_kernel, rows * cols, y, bias, rows, cols);
   }
-  /// launch_column_sums: one pass, or two through the chunk partials.
+  /// launch_column_sums (cuda_elementwise.cuh): one pass, or two through the chunk partials.
   void sum_rows(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
     if (cols <= 0) return;
-    DPT_CHECK(column_tiles(cols) <= 2147483647, "sum_rows on " << host().where() << ": " << cols
-                                                               << " columns exceed a grid's 2147483647 blocks of "
-                                                               << kColumnTile);
-    int64_t scratch = column_sum_partials(rows, cols);
-    if (scratch == 0) {  // one pass: no scratch
-      auto launch = host().launcher();
-      launch_column_sums(launch, dbias, dy, rows, cols, nullptr);
-      return;
-    }
-    auto& s = host().acquire();
-    auto launch = host().launcher();
-    launch_column_sums(launch, dbias, dy, rows, cols, host().column_partials(s, scratch));
-    host().release(s);
+    column_pass("sum_rows", rows, cols,
+                [&](auto& launch, float* partials) { launch_column_sums(launch, dbias, dy, rows, cols, partials); });
   }
 
   // ---- reductions ----
@@ -259,14 +226,9 @@ class LaunchedKernels : public Kernels {
     rowwise(layer_norm_backward_kernel, rows, cols, dx, dout, x, mean, rstd, weight, rows, cols);
     if (dbias) sum_rows(dbias, dout, rows, cols);
     if (!dweight || cols <= 0) return;
-    DPT_CHECK(column_tiles(cols) <= 2147483647, "layer_norm_backward on " << host().where() << ": " << cols
-                                                << " columns exceed a grid's 2147483647 blocks of " << kColumnTile);
-    auto& s = host().acquire();
-    int64_t scratch = column_sum_partials(rows, cols);
-    float* partials = scratch == 0 ? nullptr : host().column_partials(s, scratch);
-    auto launch = host().launcher();
-    launch_layer_norm_weight_sums(launch, dweight, dout, x, mean, rstd, rows, cols, partials);
-    host().release(s);
+    column_pass("layer_norm_backward", rows, cols, [&](auto& launch, float* partials) {
+      launch_layer_norm_weight_sums(launch, dweight, dout, x, mean, rstd, rows, cols, partials);
+    });
   }
   void gelu(float* out, const float* x, int64_t n) override { elementwise(gelu_kernel, n, out, x, n); }
   void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
@@ -284,6 +246,42 @@ class LaunchedKernels : public Kernels {
   void copy_columns(float* out, int64_t out_stride, const float* x, int64_t x_stride, int64_t rows,
                     int64_t cols) override {
     elementwise(copy_columns_kernel, rows * cols, out, out_stride, x, x_stride, rows, cols);
+  }
+
+  // ---- batch normalization (cuda_batch_norm.cuh) ----
+  void batch_moments(float* mean, float* var, const float* x, int64_t rows, int64_t cols) override {
+    if (cols <= 0) return;
+    DPT_CHECK(rows > 0, "batch_moments on " << host().where() << ": x has no rows to take moments over");
+    column_pass("batch_moments", rows, cols, [&](auto& launch, float* partials) {
+      launch_batch_moments(launch, mean, var, x, rows, cols, partials);
+    });
+  }
+  void batch_norm(float* y, float* xhat, float* inv_std, const float* x, const float* mean, const float* var,
+                  const float* weight, const float* bias, int64_t rows, int64_t cols, float eps) override {
+    elementwise(batch_norm_inv_std_kernel, cols, inv_std, var, eps, cols);
+    elementwise(batch_norm_kernel, rows * cols, y, xhat, x, mean, static_cast<const float*>(inv_std), weight, bias,
+                rows, cols);
+  }
+  void batch_norm_running(float* running_mean, float* running_var, const float* mean, const float* var,
+                          float momentum, float unbias, int64_t cols) override {
+    elementwise(batch_norm_running_kernel, cols, running_mean, running_var, mean, var, momentum, unbias, cols);
+  }
+  void batch_norm_gradient_sums(float* sum_dy, float* sum_dy_xhat, const float* dy, const float* xhat, int64_t rows,
+                                int64_t cols) override {
+    if (cols <= 0) return;
+    column_pass("batch_norm_gradient_sums", rows, cols, [&](auto& launch, float* partials) {
+      launch_batch_norm_gradient_sums(launch, sum_dy, sum_dy_xhat, dy, xhat, rows, cols, partials);
+    });
+  }
+  void batch_norm_backward(float* dx, const float* dy, const float* xhat, const float* inv_std, const float* weight,
+                           const float* sum_dy, const float* sum_dy_xhat, int64_t count, int64_t rows,
+                           int64_t cols) override {
+    elementwise(batch_norm_backward_kernel, rows * cols, dx, dy, xhat, inv_std, weight, sum_dy, sum_dy_xhat,
+                float(count), rows, cols);
+  }
+  void batch_norm_inference(float* y, const float* x, const float* mean, const float* var, const float* weight,
+                            const float* bias, int64_t rows, int64_t cols, float eps) override {
+    elementwise(batch_norm_inference_kernel, rows * cols, y, x, mean, var, weight, bias, rows, cols, eps);
   }
 
   // ---- results for the host (read_back waits for the launches) ----
@@ -320,6 +318,26 @@ class LaunchedKernels : public Kernels {
     if (n <= 0) return;
     auto launch = host().launcher();
     launch_elementwise(launch, kernel, n, args...);
+  }
+
+  // f(launch, partials) for a column sum over (rows, cols), cols ≥ 1, with
+  // column_sum_partials(rows, cols) floats of scratch (null when one chunk
+  // needs none); `op` names the call when the columns exceed a grid.
+  template <typename F>
+  void column_pass(const char* op, int64_t rows, int64_t cols, F f) {
+    DPT_CHECK(column_tiles(cols) <= 2147483647, op << " on " << host().where() << ": " << cols
+                                                   << " columns exceed a grid's 2147483647 blocks of " << kColumnTile);
+    int64_t scratch = column_sum_partials(rows, cols);
+    if (scratch == 0) {  // one pass: no scratch
+      auto launch = host().launcher();
+      f(launch, nullptr);
+      return;
+    }
+    auto& s = host().acquire();
+    float* partials = host().column_partials(s, scratch);
+    auto launch = host().launcher();
+    f(launch, partials);
+    host().release(s);
   }
 
   // kernel(args...) one block a row (launch_rows); nothing for an empty matrix.

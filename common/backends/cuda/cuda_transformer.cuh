@@ -149,11 +149,11 @@ __global__ void layer_norm_backward_kernel(float* dx, const float* dout, const f
 }
 
 // The first pass of dweight[c] = Σ_r dout[r, c]·x̂[r, c]: column_sums_kernel's
-// tiles, lanes and fixed tree (cuda_elementwise.cuh), each term made on the fly.
+// tiles, lanes and fixed tree (cuda_elementwise.cuh's finish_column_tile),
+// each term made on the fly.
 __global__ void layer_norm_weight_sums_kernel(float* out, const float* dout, const float* x, const float* mean,
                                               const float* rstd, int64_t rows, int64_t cols,
                                               int64_t rows_per_chunk) {
-  __shared__ float lane_sums[kRowLanes][kColumnTile];
   int64_t c = int64_t(blockIdx.x) * kColumnTile + threadIdx.x;
   int64_t first = int64_t(blockIdx.y) * rows_per_chunk;
   int64_t end = rows - first < rows_per_chunk ? rows : first + rows_per_chunk;
@@ -161,13 +161,7 @@ __global__ void layer_norm_weight_sums_kernel(float* out, const float* dout, con
   if (c < cols)
     for (int64_t r = first + threadIdx.y; r < end; r += kRowLanes)
       acc += dout[r * cols + c] * ((x[r * cols + c] - mean[r]) * rstd[r]);
-  lane_sums[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  for (unsigned half = kRowLanes / 2; half > 0; half /= 2) {
-    if (threadIdx.y < half) lane_sums[threadIdx.y][threadIdx.x] += lane_sums[threadIdx.y + half][threadIdx.x];
-    __syncthreads();
-  }
-  if (threadIdx.y == 0 && c < cols) out[int64_t(blockIdx.y) * cols + c] = lane_sums[0][threadIdx.x];
+  finish_column_tile(out, acc, c, cols);
 }
 
 // out (rows, cols) = softmax of each row of x; with period T > 0, row r sees
@@ -237,17 +231,7 @@ template <typename Launch>
 void launch_layer_norm_weight_sums(Launch& launch, float* dweight, const float* dout, const float* x,
                                    const float* mean, const float* rstd, int64_t rows, int64_t cols,
                                    float* partials) {
-  dim3 block(kColumnTile, kRowLanes);
-  auto tiles = unsigned(column_tiles(cols));
-  int64_t chunks = column_chunks(rows);
-  if (chunks == 1) {
-    launch(layer_norm_weight_sums_kernel, dim3(tiles, 1), block, dweight, dout, x, mean, rstd, rows, cols, rows);
-    return;
-  }
-  int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-  launch(layer_norm_weight_sums_kernel, dim3(tiles, unsigned(chunks)), block, partials, dout, x, mean, rstd, rows,
-         cols, rows_per_chunk);
-  launch(column_sums_kernel, dim3(tiles, 1), block, dweight, static_cast<const float*>(partials), chunks, cols, chunks);
+  launch_column_sums_of(launch, layer_norm_weight_sums_kernel, dweight, rows, cols, partials, dout, x, mean, rstd);
 }
 
 }  // namespace DPT_CUDA_BUILD

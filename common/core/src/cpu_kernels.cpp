@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "cpu_batch_norm_kernels.h"
 #include "cpu_transformer_kernels.h"
 #include "dpt/half_math.h"
 #include "dpt/kernel_math.h"
@@ -207,6 +208,33 @@ class CpuKernels final : public Kernels {
   void copy_columns(float* out, int64_t out_stride, const float* x, int64_t x_stride, int64_t rows,
                     int64_t cols) override {
     cpu::copy_columns(out, out_stride, x, x_stride, rows, cols);
+  }
+
+  // ---- batch normalization (cpu_batch_norm_kernels.cpp) ----
+
+  void batch_moments(float* mean, float* var, const float* x, int64_t rows, int64_t cols) override {
+    cpu::batch_moments(mean, var, x, rows, cols);
+  }
+  void batch_norm(float* y, float* xhat, float* inv_std, const float* x, const float* mean, const float* var,
+                  const float* weight, const float* bias, int64_t rows, int64_t cols, float eps) override {
+    cpu::batch_norm(y, xhat, inv_std, x, mean, var, weight, bias, rows, cols, eps);
+  }
+  void batch_norm_running(float* running_mean, float* running_var, const float* mean, const float* var,
+                          float momentum, float unbias, int64_t cols) override {
+    cpu::batch_norm_running(running_mean, running_var, mean, var, momentum, unbias, cols);
+  }
+  void batch_norm_gradient_sums(float* sum_dy, float* sum_dy_xhat, const float* dy, const float* xhat, int64_t rows,
+                                int64_t cols) override {
+    cpu::batch_norm_gradient_sums(sum_dy, sum_dy_xhat, dy, xhat, rows, cols);
+  }
+  void batch_norm_backward(float* dx, const float* dy, const float* xhat, const float* inv_std, const float* weight,
+                           const float* sum_dy, const float* sum_dy_xhat, int64_t count, int64_t rows,
+                           int64_t cols) override {
+    cpu::batch_norm_backward(dx, dy, xhat, inv_std, weight, sum_dy, sum_dy_xhat, count, rows, cols);
+  }
+  void batch_norm_inference(float* y, const float* x, const float* mean, const float* var, const float* weight,
+                            const float* bias, int64_t rows, int64_t cols, float eps) override {
+    cpu::batch_norm_inference(y, x, mean, var, weight, bias, rows, cols, eps);
   }
 
   // ---- results for the host ----

@@ -99,6 +99,25 @@ DPT_HOST_DEVICE inline float softmax_cross_entropy_grad(float prob, bool is_labe
 }
 
 // ----------------------------------------------------------------------------
+// batch normalization (ops.h's batch_norm): one column's or one element's math
+
+/// A column's scale 1 / √(var + eps).
+DPT_HOST_DEVICE inline float batch_norm_inv_std(float var, float eps) { return 1.0f / ::sqrtf(var + eps); }
+
+/// A running statistic after one batch: (1 − momentum)·running + momentum·batch.
+DPT_HOST_DEVICE inline float running_average(float running, float batch, float momentum) {
+  return (1.0f - momentum) * running + momentum * batch;
+}
+
+/// dx of one element: weight·inv_std·(dy − Σdy/N − x̂·Σ(dy·x̂)/N), N = count,
+/// the rows the statistics are over (every rank's under SyncBatchNorm).
+DPT_HOST_DEVICE inline float batch_norm_dx(float dy, float xhat, float weight, float inv_std, float sum_dy,
+                                           float sum_dy_xhat, float count) {
+  float centred = dy - sum_dy / count - xhat * sum_dy_xhat / count;
+  return weight * inv_std * centred;
+}
+
+// ----------------------------------------------------------------------------
 // NaN-aware maximum of |a − b|
 
 /// |a − b|.

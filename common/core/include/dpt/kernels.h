@@ -197,6 +197,34 @@ class Kernels {
   virtual void copy_columns(float* out, int64_t out_stride, const float* x, int64_t x_stride, int64_t rows,
                             int64_t cols) = 0;
 
+  // ---- batch normalization (ops.h's batch_norm): x (rows, cols), statistics per column ----
+  /// mean (cols) = Σ_rows x / rows and var (cols) = Σ_rows (x − mean)² / rows
+  /// (biased): two passes, so the variance sums non-negative terms and never
+  /// cancels as Σx²/rows − mean² does when |mean| ≫ std. rows ≥ 1.
+  virtual void batch_moments(float* mean, float* var, const float* x, int64_t rows, int64_t cols) = 0;
+  /// inv_std (cols) = 1/√(var + eps) (kernel_math.h's batch_norm_inv_std); then
+  /// xhat = (x − mean)·inv_std and y = xhat·weight + bias, both (rows, cols).
+  virtual void batch_norm(float* y, float* xhat, float* inv_std, const float* x, const float* mean, const float* var,
+                          const float* weight, const float* bias, int64_t rows, int64_t cols, float eps) = 0;
+  /// running_mean and running_var (cols) ← running_average of themselves with
+  /// mean and var·unbias (unbias = N/(N − 1): PyTorch keeps the unbiased variance).
+  virtual void batch_norm_running(float* running_mean, float* running_var, const float* mean, const float* var,
+                                  float momentum, float unbias, int64_t cols) = 0;
+  /// sum_dy (cols) = Σ_rows dy and sum_dy_xhat (cols) = Σ_rows dy ⊙ xhat, dy and
+  /// xhat (rows, cols); rows = 0 writes zeros.
+  virtual void batch_norm_gradient_sums(float* sum_dy, float* sum_dy_xhat, const float* dy, const float* xhat,
+                                        int64_t rows, int64_t cols) = 0;
+  /// dx (rows, cols) = kernel_math.h's batch_norm_dx per element, from the
+  /// column sums over the `count` rows the statistics are over (count ≥ rows).
+  virtual void batch_norm_backward(float* dx, const float* dy, const float* xhat, const float* inv_std,
+                                   const float* weight, const float* sum_dy, const float* sum_dy_xhat, int64_t count,
+                                   int64_t rows, int64_t cols) = 0;
+  /// Evaluation: y (rows, cols) = (x − mean)·batch_norm_inv_std(var, eps)·weight
+  /// + bias, mean and var (cols) the running statistics.
+  virtual void batch_norm_inference(float* y, const float* x, const float* mean, const float* var,
+                                    const float* weight, const float* bias, int64_t rows, int64_t cols,
+                                    float eps) = 0;
+
   // ---- results for the host (these wait for the device) ----
   /// Rows of logits (rows, classes) whose first largest entry is at the label
   /// (labels on the host; one outside [0, classes) never matches).

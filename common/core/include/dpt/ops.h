@@ -78,7 +78,7 @@ Tensor swap_axes_12(const Tensor& x);
 Tensor columns(const Tensor& x, int64_t begin, int64_t count);
 
 // ----------------------------------------------------------------------------
-// batch normalization (batch_norm.cpp; host memory only: on cuda:k it refuses)
+// batch normalization (batch_norm.cpp; kernels.h's batch-norm loops on any device)
 
 /// Per-column statistics of a batch of rows: mean (C), biased variance (C)
 /// (Σ (x − mean)² / count) and the number of rows they are over.
