@@ -18,8 +18,8 @@
 
 namespace {
 const std::string kProgram = "ch15_3d_parallel";
-const std::string kShape = "--data synthetic --layers 2 --heads 4 --width 32 --context 16 --batch 2 --quiet ";
-const std::string kSmall = kShape + "--steps 6 --eval-every 6 --eval-batches 1 ";
+const std::string kShapeFlags = "--data synthetic --layers 2 --heads 4 --width 32 --context 16 --batch 2 --quiet ";
+const std::string kSmall = kShapeFlags + "--steps 6 --eval-every 6 --eval-batches 1 ";
 const char* const kStepCheck = "the shares' gradients, gathered and averaged = one device's on the global batch";
 
 // mpirun under the asan preset: Open MPI keeps allocations until exit (as test_ch12_chapter.cpp says).
@@ -82,7 +82,7 @@ TEST_CASE("chapter: under mpirun -np 4 (tp 2 x dp 2) ch15's gradients equal one 
 }
 
 TEST_CASE("chapter: --check-groups prints every rank's coordinates and TP and DP groups, TP innermost", "[ch15]") {
-  auto run = dpt_test::run_program(kProgram, kShape + "--ranks 4 --steps 0 --check-groups");
+  auto run = dpt_test::run_program(kProgram, kShapeFlags + "--ranks 4 --steps 0 --check-groups");
   INFO(run.output);
   CHECK(run.exit_code == 0);
   for (const char* line : {"rank 0: TP group [0 1] as t=0, DP group [0 2] as d=0",
@@ -112,7 +112,7 @@ TEST_CASE("chapter: ch15 reads and writes chapter 14's weights file whatever the
   // SGD: the update is linear in the gradient, so two runs whose gradients
   // agree to float rounding (~1e-7 relative) stay within ~1e-6 after 6 steps;
   // a share applied twice or lost is off by lr·|g| ~ 1e-3 or more.
-  const std::string train = kShape + "--steps 6 --optimizer sgd --lr 0.5 --sample 0 --eval-batches 0 ";
+  const std::string train = kShapeFlags + "--steps 6 --optimizer sgd --lr 0.5 --sample 0 --eval-batches 0 ";
   auto a = dpt_test::run_program("ch14_language_model", train + "--ranks 2 --save-weights " + ch14);
   INFO(a.output);
   REQUIRE(a.exit_code == 0);
@@ -120,7 +120,7 @@ TEST_CASE("chapter: ch15 reads and writes chapter 14's weights file whatever the
   INFO(b.output);
   REQUIRE(b.exit_code == 0);
   CHECK(weights_gap(ch14, split) <= 1e-5);  // dp 2 on chapter 14 = tp 2 x dp 2 here, from the same seed
-  auto c = dpt_test::run_program(kProgram, kShape + "--ranks 4 --tp 4 --steps 0 --load-weights " + ch14 +
+  auto c = dpt_test::run_program(kProgram, kShapeFlags + "--ranks 4 --tp 4 --steps 0 --load-weights " + ch14 +
                                                " --save-weights " + round);
   INFO(c.output);
   REQUIRE(c.exit_code == 0);

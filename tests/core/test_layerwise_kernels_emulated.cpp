@@ -25,13 +25,14 @@
 #include "dpt/device.h"
 #include "dpt/kernels.h"
 #include "support/catch.h"
+#include "support/l2_norm.h"
 #include "support/emulated_kernels.h"
 
 namespace {
 
 constexpr int64_t kN = 1001;  // one layer: past a 256-thread block, not a multiple of it
-constexpr int kSteps = 3;
-constexpr double kTolerance = 1e-4;
+constexpr int kKernelSteps = 3;
+constexpr double kKernelTolerance = 1e-4;
 
 using Values = std::vector<double>;
 
@@ -39,11 +40,6 @@ std::vector<float> wave(double seed, double scale) {
   std::vector<float> v(static_cast<std::size_t>(kN));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = float(scale * std::cos(seed + 0.9 * double(i)));
   return v;
-}
-double norm(const Values& x) {
-  double s = 0;
-  for (double v : x) s += v * v;
-  return std::sqrt(s);
 }
 // max |(got − start) − (want − start)| / max |want − start|: the update's error.
 double update_error(const std::vector<float>& got, const Values& want, const std::vector<float>& start) {
@@ -65,14 +61,14 @@ TEST_CASE("emulated cuda LARS on a layer, norms then step, follows the trust-rat
     INFO("weights of size " << scale);
     std::vector<float> p = wave(0.3, scale), start = p, v(p.size(), NAN), squares(2, NAN);
     Values w(p.begin(), p.end()), vel(p.size());
-    for (int t = 1; t <= kSteps; ++t) {
+    for (int t = 1; t <= kKernelSteps; ++t) {
       std::vector<float> g = wave(1.7 * t, 0.5);
       k.sum_squares(squares.data(), p.data(), kN);  // optim_layerwise.cpp's order
       k.sum_squares(squares.data() + 1, g.data(), kN);
       k.lars_step(p.data(), v.data(), g.data(), squares.data(), s, t == 1, kN);
       // η‖w‖ / (‖g‖ + λ‖w‖ + ε), 1 at a zero norm; d = ratio·(g + λw); v = d or μv + d; w −= lr·v
       Values gd(g.begin(), g.end());
-      double wn = norm(w), gn = norm(gd);
+      double wn = dpt_test::l2_norm(w), gn = dpt_test::l2_norm(gd);
       double ratio = wn > 0 && gn > 0 ? s.trust_coefficient * wn / (gn + s.weight_decay * wn + s.eps) : 1.0;
       for (std::size_t i = 0; i < w.size(); ++i) {
         double d = ratio * (gd[i] + s.weight_decay * w[i]);
@@ -80,7 +76,7 @@ TEST_CASE("emulated cuda LARS on a layer, norms then step, follows the trust-rat
         w[i] -= s.lr * vel[i];
       }
     }
-    CHECK(update_error(p, w, start) <= kTolerance);
+    CHECK(update_error(p, w, start) <= kKernelTolerance);
   }
 }
 
@@ -93,7 +89,7 @@ TEST_CASE("emulated cuda LAMB on a layer, direction, norms then apply, follows i
     std::vector<float> p = wave(0.5, scale), start = p, m(p.size(), 0.0f), v(p.size(), 0.0f), u(p.size(), NAN);
     std::vector<float> squares(2, NAN);
     Values w(p.begin(), p.end()), mo(p.size(), 0.0), ve(p.size(), 0.0), ud(p.size());
-    for (int t = 1; t <= kSteps; ++t) {
+    for (int t = 1; t <= kKernelSteps; ++t) {
       std::vector<float> g = wave(2.1 * t, 0.5);
       dpt::AdamStep step = dpt::AdamStep{float(lr), float(beta1), float(beta2), float(eps), float(decay), false}.at_step(t);
       k.lamb_direction(u.data(), m.data(), v.data(), p.data(), g.data(), step, kN);  // optim_layerwise.cpp's order
@@ -107,9 +103,9 @@ TEST_CASE("emulated cuda LAMB on a layer, direction, norms then apply, follows i
         double m_hat = mo[i] / (1 - std::pow(beta1, t)), v_hat = ve[i] / (1 - std::pow(beta2, t));
         ud[i] = m_hat / (std::sqrt(v_hat) + eps) + decay * w[i];
       }
-      double wn = norm(w), un = norm(ud), ratio = wn > 0 && un > 0 ? wn / un : 1.0;
+      double wn = dpt_test::l2_norm(w), un = dpt_test::l2_norm(ud), ratio = wn > 0 && un > 0 ? wn / un : 1.0;
       for (std::size_t i = 0; i < w.size(); ++i) w[i] -= lr * ratio * ud[i];
     }
-    CHECK(update_error(p, w, start) <= kTolerance);
+    CHECK(update_error(p, w, start) <= kKernelTolerance);
   }
 }

@@ -17,6 +17,7 @@
 
 #include "dpt/optim_layerwise.h"
 #include "support/catch.h"
+#include "support/l2_norm.h"
 
 using namespace dpt;
 
@@ -44,11 +45,6 @@ std::vector<float> gradient(std::size_t n, int t, double seed, double scale) {
 
 Values as_double(const std::vector<float>& f) { return Values(f.begin(), f.end()); }
 
-double norm(const Values& x) {
-  double s = 0;
-  for (double v : x) s += v * v;
-  return std::sqrt(s);
-}
 
 double max_diff(const Tensor& got, const Values& want) {
   std::vector<float> g = got.to_vector();
@@ -68,7 +64,7 @@ struct LarsRule {
 // vector, whose λ is 0; d = ρ(g + λw); v = d at first, else μv + d; w −= lr·v.
 void lars_oracle(Values& w, Values& v, const Values& g, bool matrix, const LarsRule& r, bool first) {
   double ratio = 1, decay = matrix ? r.weight_decay : 0;
-  double wn = norm(w), gn = norm(g);
+  double wn = dpt_test::l2_norm(w), gn = dpt_test::l2_norm(g);
   if (matrix && wn > 0 && gn > 0) ratio = r.trust * wn / (gn + r.weight_decay * wn + r.eps);
   for (std::size_t i = 0; i < w.size(); ++i) {
     double d = ratio * (g[i] + decay * w[i]);
@@ -92,7 +88,7 @@ void lamb_oracle(Values& w, Values& m, Values& v, const Values& g, bool matrix, 
     double m_hat = m[i] / (1 - std::pow(r.beta1, t)), v_hat = v[i] / (1 - std::pow(r.beta2, t));
     u[i] = m_hat / (std::sqrt(v_hat) + r.eps) + decay * w[i];
   }
-  double wn = norm(w), un = norm(u);
+  double wn = dpt_test::l2_norm(w), un = dpt_test::l2_norm(u);
   double ratio = matrix && wn > 0 && un > 0 ? wn / un : 1;
   for (std::size_t i = 0; i < w.size(); ++i) w[i] -= r.lr * ratio * u[i];
 }
@@ -154,7 +150,7 @@ TEST_CASE("LARS moves a layer by lr * eta of its norm whatever the gradient's sc
     Values step = as_double(weight.to_vector());
     for (std::size_t i = 0; i < step.size(); ++i) step[i] -= before[i];
     INFO("gradient scale " << scale);
-    CHECK(std::fabs(norm(step) / (10.0 * 1e-3 * norm(before)) - 1.0) <= 1e-4);
+    CHECK(std::fabs(dpt_test::l2_norm(step) / (10.0 * 1e-3 * dpt_test::l2_norm(before)) - 1.0) <= 1e-4);
   }
 }
 
