@@ -64,6 +64,14 @@ std::string svg(const LineChart& chart) {
       << "<text x=\"320\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" << escaped(chart.title) << "</text>\n"
       << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << width << "\" height=\"" << height
       << "\" fill=\"none\" stroke=\"#888\"/>\n";
+  for (const ChartBand& b : chart.bands) {  // under everything else
+    const double edge = std::clamp(usable(b.x_hi, x.log) ? x.at(b.x_hi) : left, left, left + width);
+    out << "<rect class=\"band\" data-x-hi=\"" << b.x_hi << "\" x=\"" << left << "\" y=\"" << top << "\" width=\""
+        << edge - left << "\" height=\"" << height << "\" fill=\"" << b.colour << "\"/>\n"
+        << "<line x1=\"" << edge << "\" x2=\"" << edge << "\" y1=\"" << top << "\" y2=\"" << top + height
+        << "\" stroke=\"" << b.edge << "\"/>\n<text x=\"" << edge + 4 << "\" y=\"" << top + height - 8 << "\" fill=\""
+        << b.edge << "\">" << escaped(b.label) << "</text>\n";
+  }
   for (double t : x.ticks())
     out << "<text x=\"" << x.at(t) << "\" y=\"" << top + height + 16 << "\" text-anchor=\"middle\">" << t << "</text>\n";
   for (double t : y.ticks())
@@ -84,7 +92,8 @@ std::string svg(const LineChart& chart) {
     if (s.markers)
       for (auto [px, py] : s.points)
         if (usable(px, x.log) && usable(py, y.log))
-          out << "<circle cx=\"" << x.at(px) << "\" cy=\"" << y.at(py) << "\" r=\"3\" fill=\"" << s.colour << "\"/>\n";
+          out << "<circle class=\"marker\" data-series=\"" << escaped(s.name) << "\" data-x=\"" << px
+              << "\" data-y=\"" << py << "\" cx=\"" << x.at(px) << "\" cy=\"" << y.at(py) << "\" r=\"3\" fill=\"" << s.colour << "\"/>\n";
     out << "<line x1=\"" << left + width - 150 << "\" x2=\"" << left + width - 126 << "\" y1=\"" << legend_y - 4
         << "\" y2=\"" << legend_y - 4 << "\" stroke=\"" << s.colour << "\" stroke-width=\"2\""
         << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "/>\n"
