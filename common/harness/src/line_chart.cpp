@@ -23,12 +23,17 @@ struct Axis {
     double a = log ? std::log10(v) : v, l = log ? std::log10(lo) : lo, h = log ? std::log10(hi) : hi;
     return from + (to - from) * (h > l ? (a - l) / (h - l) : 0.5);
   }
-  // About five round values inside [lo, hi] (powers of ten on a log axis).
+  // About five round values inside [lo, hi] (on a log axis: powers of ten, or 1-2-5 steps).
   std::vector<double> ticks() const {
     std::vector<double> out;
-    if (log) {
-      for (double p = std::floor(std::log10(lo)); p <= std::ceil(std::log10(hi)); ++p)
-        if (double v = std::pow(10.0, p); v >= lo * 0.999 && v <= hi * 1.001) out.push_back(v);
+    if (log) {  // powers of ten; 1, 2, 5 times them where that gives fewer than three
+      for (const std::vector<double>& mantissas : {std::vector<double>{1}, std::vector<double>{1, 2, 5}}) {
+        out.clear();
+        for (double p = std::floor(std::log10(lo)); p <= std::ceil(std::log10(hi)); ++p)
+          for (double m : mantissas)
+            if (double v = m * std::pow(10.0, p); v >= lo * 0.999 && v <= hi * 1.001) out.push_back(v);
+        if (out.size() >= 3) break;
+      }
       return out;
     }
     double raw = (hi - lo) / 5, step = std::pow(10.0, std::floor(std::log10(raw > 0 ? raw : 1)));
