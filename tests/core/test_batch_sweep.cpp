@@ -254,7 +254,7 @@ TEST_CASE("batch sweep: its verdict lets the linear rule diverge, but not stall 
 TEST_CASE("batch sweep: its plot has one marker per reached run, on log-log axes", "[sweep]") {
   std::vector<SweepPoint> points = curve([](double b) { return 1000 * (1 + 256 / b); });
   points[2].tuned_steps = -1;                                            // B = 32: no tuned marker
-  points.back().linear_steps = -1, points.back().linear_diverged = true;  // B = 4096: named in the legend
+  points.back().linear_steps = -1, points.back().linear_diverged = true;  // B = 4096: named in the note
   const std::string svg = dpt::svg(sweep_chart(sweep_of(points), "test"));
   const std::regex marker("<circle class=\"marker\" data-series=\"tuned per batch\" data-x=\"([0-9.e+-]+)\" "
                           "data-y=\"([0-9.e+-]+)\" cx=\"([0-9.e+-]+)\" cy=\"([0-9.e+-]+)\"");
@@ -279,7 +279,7 @@ TEST_CASE("batch sweep: its plot has one marker per reached run, on log-log axes
     CHECK(xy.second - at[8].second ==
           Approx(per_e * std::log(double(points.front().tuned_steps) / double(p.tuned_steps))).margin(1e-3));
   }
-  CHECK(svg.find("linear rule + warm-up (diverged at B = 4096)") != std::string::npos);
+  CHECK(svg.find("The linear rule diverged at B = 4096.") != std::string::npos);
   CHECK(svg.find("perfect scaling E_min/B") != std::string::npos);
   CHECK(svg.find("floor S_min") != std::string::npos);
   // The shaded region ends at the critical batch, between the markers of the batches around it.

@@ -87,6 +87,9 @@ std::string svg(const LineChart& chart) {
       << escaped(chart.x_label) << "</text>\n"
       << "<text x=\"18\" y=\"" << top + height / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 "
       << top + height / 2 << ")\">" << escaped(chart.y_label) << "</text>\n";
+  if (!chart.note.empty())
+    out << "<text class=\"note\" x=\"320\" y=\"" << top + height + 56 << "\" text-anchor=\"middle\" font-size=\"11\" "
+        << "fill=\"#555\">" << escaped(chart.note) << "</text>\n";
   double legend_y = top + 14;
   for (const ChartSeries& s : chart.series) {
     out << "<polyline fill=\"none\" stroke=\"" << s.colour << "\" stroke-width=\"2\""

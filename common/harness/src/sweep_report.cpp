@@ -100,7 +100,7 @@ void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep, const SweepSettin
 }
 
 LineChart sweep_chart(const SweepResult& sweep, const std::string& title) {
-  LineChart chart{title, "global batch B (log)", "steps to the target (log)", {}, true, true, {}};
+  LineChart chart{title, "global batch B (log)", "steps to the target (log)", {}, true, true, {}, {}};
   ChartSeries tuned{"tuned per batch", "#1f77b4", {}, false, true};
   ChartSeries linear{"linear rule + warm-up", "#ff7f0e", {}, true, true};
   std::vector<int64_t> diverged;
@@ -109,16 +109,17 @@ LineChart sweep_chart(const SweepResult& sweep, const std::string& title) {
     if (p.linear_steps > 0) linear.points.push_back({double(p.batch), double(p.linear_steps)});
     if (p.linear_diverged) diverged.push_back(p.batch);
   }
-  if (!diverged.empty()) linear.name += " (diverged at B = " + batches(diverged) + ")";
   chart.series = {tuned, linear};
   const Knee& k = sweep.knee;
   if (k.critical_batch > 0 && !sweep.points.empty()) {  // the two asymptotes and the region between
     const double lo = double(sweep.points.front().batch), hi = double(sweep.points.back().batch);
     chart.series.push_back({"perfect scaling E_min/B", "#888888", {{lo, k.min_samples / lo}, {hi, k.min_samples / hi}}, true});
     chart.series.push_back({"floor S_min", "#bbbbbb", {{lo, k.min_steps}, {hi, k.min_steps}}, true});
-    chart.bands.push_back({k.critical_batch, "critical batch ~ " + std::to_string(std::lround(k.critical_batch)) +
-                                                 " (shaded: doubling the batch halves the steps)"});
+    chart.bands.push_back({k.critical_batch, "critical batch ~ " + std::to_string(std::lround(k.critical_batch))});
+    chart.note = "shaded: doubling the batch halves the steps. ";
   }
+  chart.note += diverged.empty() ? "The linear rule diverged at no batch."
+                                 : "The linear rule diverged at B = " + batches(diverged) + ".";
   return chart;
 }
 

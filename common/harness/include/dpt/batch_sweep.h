@@ -170,10 +170,10 @@ void print_sweep_tables(const SweepResult& sweep, const SweepSettings& settings,
 void add_sweep_verdicts(Verdicts& v, const SweepResult& sweep, const SweepSettings& settings);
 
 /// The log-log chart of the sweep: steps to the target against the batch,
-/// the tuned runs (series "tuned", markers) and the linear rule's (series
-/// "linear rule", markers; those that diverged named in its legend), the
-/// line of perfect scaling through E_min, the floor S_min, and the region up
-/// to the critical batch shaded.
+/// the tuned runs (series "tuned per batch", markers) and the linear rule's
+/// ("linear rule + warm-up", markers; the batches where it diverged in the
+/// chart's note), the line of perfect scaling through E_min, the floor
+/// S_min, and the region up to the critical batch shaded.
 LineChart sweep_chart(const SweepResult& sweep, const std::string& title);
 
 // ----------------------------------------------------------------------------

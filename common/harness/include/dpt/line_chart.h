@@ -42,6 +42,7 @@ struct LineChart {
   bool log_x = false;               ///< logarithmic x axis (every x > 0)
   bool log_y = false;               ///< logarithmic y axis (every y > 0)
   std::vector<ChartBand> bands;     ///< drawn under the series (`<rect class="band" data-x-hi=X …>`)
+  std::string note;                 ///< a line under the x axis's label (what the legend has no room for)
 };
 
 /// The chart as a standalone SVG document (640 × 400).
