@@ -108,10 +108,12 @@ void run_lm_sweep(dpt::ModelChapterRun& run, const Gpt& model, const TextData& t
   };
   const dpt::SweepResult result = dpt::run_batch_sweep(settings, train, run.say);
   dpt::print_sweep_tables(result, settings, run.say);
-  if (!f.plot.empty())
+  if (!f.plot.empty()) {  // a title that fits the chart's 640 px
+    const std::string model = dpt::str("L=", f.shape.layers, " H=", f.shape.heads, " C=", f.shape.width, " T=", f.shape.context);
     dpt::write_output_file(f.plot, dpt::svg(dpt::sweep_chart(result, "ch14: steps to " + settings.target.show(sweep.target) +
-                                                                             " per character held out, " + f.optimizer +
-                                                                             ", " + describe(f.shape) + ", " + text.name)));
+                                                                         " per char held out, " + f.optimizer + ", " +
+                                                                         model + ", " + text.name)));
+  }
   dpt::add_sweep_verdicts(run.verdicts, result, settings);
   run.summary.add_row({"data", text.name});
   run.summary.add_row({"critical batch", dpt::fmt(result.knee.critical_batch, 4) + " sequences of " +
