@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "dpt/nn.h"
+#include "lm_sweep.h"
+#include "lm_training.h"
 #include "support/run_program.h"
 
 namespace {
@@ -72,4 +74,26 @@ TEST_CASE("chapter: ch14 refuses the lesson's flags beside --batch-sweep, the sw
     CHECK(run.exit_code == 2);
     CHECK(run.output.find(says) != std::string::npos);
   }
+}
+
+TEST_CASE("ch14 sweep: a run takes lr_at(step) at each step: a rate of 0 after the first step leaves one step's "
+          "weights", "[ch14]") {
+  Ch14Flags f;
+  f.shape.layers = 1, f.shape.heads = 2, f.shape.width = 16, f.shape.context = 8;
+  const TextData text = load_text("synthetic", f.shape.context, f.seed);
+  f.shape.vocab = text.vocab();
+  dpt::Rng rng(f.seed);
+  const Gpt start(f.shape, dpt::Device::host(), rng);
+  const std::vector<float> initial = flat_values(start);
+  const dpt::SweepTarget never = {0, /*higher_is_better=*/false, "--target-bits", 1, 3, " bits"};
+  auto run = [&](const std::function<float(int64_t)>& lr_at, int64_t steps) {
+    return train_gpt_to_target(text, f, initial, dpt::Device::host(), 4, lr_at, steps, never);
+  };
+  const dpt::TargetRun one = run([](int64_t) { return 0.01f; }, 1);
+  const dpt::TargetRun first_only = run([](int64_t s) { return s == 0 ? 0.01f : 0.0f; }, 3);
+  const dpt::TargetRun three = run([](int64_t) { return 0.01f; }, 3);
+  CHECK(first_only.steps_taken == 3);
+  CHECK_FALSE(first_only.reached());
+  CHECK(first_only.score == one.score);  // AdamW at rate 0 moves nothing, its decay (1 - 0·λ) included
+  CHECK(three.score != one.score);       // and the rate of steps 2 and 3 is what moved these
 }
