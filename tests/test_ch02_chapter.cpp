@@ -62,7 +62,7 @@ TEST_CASE("chapter: ch02_batching --batch-sweep on tiny settings prints its tabl
   std::ifstream in(plot);
   const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* batch : {"8", "16", "32", "64"})  // every batch reached 70 % on this problem: one marker each
-    CHECK_THAT(svg, contains_text(std::string("class=\"tuned\" data-batch=\"") + batch + "\""));
+    CHECK_THAT(svg, contains_text(std::string("data-series=\"tuned per batch\" data-x=\"") + batch + "\""));
   std::remove(plot.c_str());
 }
 

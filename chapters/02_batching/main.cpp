@@ -57,7 +57,7 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t batch_size,
 // the lecture. Flags, data, the held-out score of the batched run and
 // printing the verdicts are the harness's (lecture.h).
 
-void lecture(Lecture& lec, const SweepFlags& sweep) {
+void lecture(Lecture& lec, const MlpSweepFlags& sweep) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   const Dataset& data = lec.data;
@@ -174,7 +174,7 @@ Run train(const Options& o, MLP& model, const Dataset& data, int64_t batch_size,
 }
 
 int main(int argc, char** argv) {
-  SweepFlags sweep;
+  MlpSweepFlags sweep;
   return run_one_device_chapter(
       argc, argv, {"ch02_batching", "per-sample updates vs mini-batches"},
       [&](CLI::App& app, Options& options) { add_sweep_flags(app, options, sweep); },

@@ -115,7 +115,7 @@ void add_comparison_verdicts(Verdicts& v, const std::vector<OptimizerSweep>& swe
   }
 }
 
-void run_optimizer_comparison(Lecture& lec, const SweepFlags& flags) {
+void run_optimizer_comparison(Lecture& lec, const MlpSweepFlags& flags) {
   std::vector<OptimizerSweep> sweeps;
   for (const std::string& name : parse_sweep_optimizers(flags.optimizers)) {
     lec.say.say("--- " + name);

@@ -54,6 +54,6 @@ void add_comparison_verdicts(Verdicts& v, const std::vector<OptimizerSweep>& swe
 /// --sweep-optimizers: run_batch_sweep for each optimizer of the list in turn
 /// (each prints its tables and adds its own verdicts), then the table and the
 /// comparison's verdicts.
-void run_optimizer_comparison(Lecture& lec, const SweepFlags& flags);
+void run_optimizer_comparison(Lecture& lec, const MlpSweepFlags& flags);
 
 }  // namespace dpt::ch02

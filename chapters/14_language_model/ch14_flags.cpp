@@ -52,6 +52,6 @@ void add_ch14_flags(CLI::App& app, Ch14Flags& f) {
   dpt::add_output(app, "--save-weights", f.save_weights, "Write the final weights (safetensors, nanoGPT's names, the vocabulary)");
   dpt::add_output(app, "--save-data", f.save_data, "Write the training split's tokens (safetensors: tokens (N,) int64)");
   dpt::add_output(app, "--metrics", f.metrics, "Write per-step metrics (JSONL)");
-  dpt::add_output(app, "--plot", f.plot, "SVG: train and held-out loss against steps");
+  dpt::add_output(app, "--plot", f.plot, "SVG: train and held-out loss against steps (with --batch-sweep: its chart)");
   app.add_flag("--quiet", f.quiet, "No narration and no progress bar");
 }

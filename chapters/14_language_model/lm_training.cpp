@@ -16,12 +16,12 @@
 
 using dpt::Tensor;
 
-namespace {
 std::unique_ptr<dpt::Optimizer> make_lm_optimizer(const Ch14Flags& f, std::vector<Tensor> params) {
   if (f.optimizer == "sgd") return std::make_unique<dpt::SGD>(std::move(params), f.lr);
   return std::make_unique<dpt::Adam>(std::move(params), f.lr, 0.9f, 0.999f, 1e-8f, f.weight_decay, /*decoupled=*/true);
 }
 
+namespace {
 std::vector<std::string> parameter_names(const Gpt& model) {
   std::vector<std::string> names;
   for (const dpt::NamedTensor& p : model.named_parameters()) names.push_back(p.name);

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "bucketed_sync.h"
 #include "ch14_flags.h"
 #include "corpus.h"
 #include "dpt/launch.h"
+#include "dpt/optim.h"
 #include "dpt/report.h"
 #include "gpt.h"
 
@@ -59,3 +61,5 @@ std::string describe_buckets(const Gpt& model, const LmRun& run);
 std::vector<float> flat_values(const Gpt& model);
 /// Sets every parameter from flat values (named_parameters() order).
 void set_flat_values(Gpt& model, const std::vector<float>& values);
+/// --optimizer's optimizer over `params` at --lr (adamw: --weight-decay, decoupled).
+std::unique_ptr<dpt::Optimizer> make_lm_optimizer(const Ch14Flags& f, std::vector<dpt::Tensor> params);

@@ -19,6 +19,7 @@
 //     build/reference/bin/ch14_language_model --ranks 1 --steps 2000 --plot ch14.svg
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch14_language_model --comm mpi
 //     build/reference/bin/ch14_language_model --sync library          # the library's all-reduce instead
+//     build/reference/bin/ch14_language_model --batch-sweep --data kjv --plot sweep.svg   # minutes
 //
 // Your holes (chapters/14_language_model/ch14.h): ch14::causal_attention,
 // ch14::layer_norm_backward and ch14::generate, each checked on small inputs
@@ -36,6 +37,7 @@
 #include "dpt/lecture.h"
 #include "gpt.h"
 #include "hole_checks.h"
+#include "lm_sweep.h"
 #include "lm_training.h"
 #include "memory.h"
 #include "outputs.h"
@@ -43,7 +45,7 @@
 using namespace dpt;
 
 // f is this rank's own copy: ranks may be threads of one process, and section 1 sets f.shape.vocab.
-void lecture(ModelChapterRun& run, Ch14Flags f) {
+void lecture(ModelChapterRun& run, Ch14Flags f, const SweepFlags& sweep) {
   Context& ctx = run.ctx;
   const Narrator& say = run.say;
 
@@ -93,6 +95,13 @@ void lecture(ModelChapterRun& run, Ch14Flags f) {
   if (!w.attention || !w.layer_norm) {  // the model cannot forward (attention) or train (LayerNorm) yet
     say.say("  3.-5. skipped: training needs causal_attention and layer_norm_backward");
     if (ctx.is_root()) holes.judge(run.verdicts);
+    return;
+  }
+
+  if (sweep.enabled) {  // instead of sections 3-5: lm_sweep.h, on one rank
+    say.section("3. Steps to a target held-out loss against the global batch");
+    run_lm_sweep(run, model, text, f, sweep);
+    holes.judge(run.verdicts);
     return;
   }
 
@@ -158,8 +167,14 @@ void lecture(ModelChapterRun& run, Ch14Flags f) {
 
 int main(int argc, char** argv) {
   Ch14Flags flags;
+  SweepFlags sweep;
   Chapter chapter{"ch14_language_model", "a small GPT trained on text, data parallel"};
   chapter.default_ranks = 4;  // the page's first command: a bare run's distributed verdicts can fail
-  return run_model_chapter(argc, argv, chapter, [&flags](CLI::App& app, Options&) { add_ch14_flags(app, flags); },
-                           flags.quiet, [&flags](ModelChapterRun& run) { lecture(run, flags); });
+  chapter.one_rank_run = [&sweep] { return sweep.enabled; };  // the sweep runs on one device
+  auto add_flags = [&flags, &sweep](CLI::App& app, Options&) {
+    add_ch14_flags(app, flags);
+    add_lm_sweep_flags(app, flags, sweep);
+  };
+  return run_model_chapter(argc, argv, chapter, add_flags, flags.quiet,
+                           [&flags, &sweep](ModelChapterRun& run) { lecture(run, flags, sweep); });
 }

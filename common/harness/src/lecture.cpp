@@ -135,7 +135,8 @@ int run_model_chapter(int argc, char** argv, const Chapter& chapter, const Chapt
   std::vector<CLI::Option*> own = added_options(app, unused, add_flags);
   own.push_back(app.get_option("--verify"));
   parse_flags(app, argc, argv);
-  if (!launch_options.ranks_given && launch_options.comm != "threads") launch_options.ranks = 1;
+  const bool one_rank = launch_options.comm != "threads" || (chapter.one_rank_run && chapter.one_rank_run());
+  if (!launch_options.ranks_given && one_rank) launch_options.ranks = 1;
   const auto own_values = chapter_flag_values(own, chapter.rank_local_flags);
   return run_lecture(chapter.program, launch_options, [&](Context& ctx) {
     check_ranks_agree(ctx.comm, unused, Dataset{}, own_values);

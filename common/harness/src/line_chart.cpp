@@ -23,12 +23,17 @@ struct Axis {
     double a = log ? std::log10(v) : v, l = log ? std::log10(lo) : lo, h = log ? std::log10(hi) : hi;
     return from + (to - from) * (h > l ? (a - l) / (h - l) : 0.5);
   }
-  // About five round values inside [lo, hi] (powers of ten on a log axis).
+  // About five round values inside [lo, hi] (on a log axis: powers of ten, or 1-2-5 steps).
   std::vector<double> ticks() const {
     std::vector<double> out;
-    if (log) {
-      for (double p = std::floor(std::log10(lo)); p <= std::ceil(std::log10(hi)); ++p)
-        if (double v = std::pow(10.0, p); v >= lo * 0.999 && v <= hi * 1.001) out.push_back(v);
+    if (log) {  // powers of ten; 1, 2, 5 times them where that gives fewer than three
+      for (const std::vector<double>& mantissas : {std::vector<double>{1}, std::vector<double>{1, 2, 5}}) {
+        out.clear();
+        for (double p = std::floor(std::log10(lo)); p <= std::ceil(std::log10(hi)); ++p)
+          for (double m : mantissas)
+            if (double v = m * std::pow(10.0, p); v >= lo * 0.999 && v <= hi * 1.001) out.push_back(v);
+        if (out.size() >= 3) break;
+      }
       return out;
     }
     double raw = (hi - lo) / 5, step = std::pow(10.0, std::floor(std::log10(raw > 0 ? raw : 1)));
@@ -64,6 +69,14 @@ std::string svg(const LineChart& chart) {
       << "<text x=\"320\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" << escaped(chart.title) << "</text>\n"
       << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << width << "\" height=\"" << height
       << "\" fill=\"none\" stroke=\"#888\"/>\n";
+  for (const ChartBand& b : chart.bands) {  // under everything else
+    const double edge = std::clamp(usable(b.x_hi, x.log) ? x.at(b.x_hi) : left, left, left + width);
+    out << "<rect class=\"band\" data-x-hi=\"" << b.x_hi << "\" x=\"" << left << "\" y=\"" << top << "\" width=\""
+        << edge - left << "\" height=\"" << height << "\" fill=\"" << b.colour << "\"/>\n"
+        << "<line x1=\"" << edge << "\" x2=\"" << edge << "\" y1=\"" << top << "\" y2=\"" << top + height
+        << "\" stroke=\"" << b.edge << "\"/>\n<text x=\"" << edge + 4 << "\" y=\"" << top + height - 8 << "\" fill=\""
+        << b.edge << "\">" << escaped(b.label) << "</text>\n";
+  }
   for (double t : x.ticks())
     out << "<text x=\"" << x.at(t) << "\" y=\"" << top + height + 16 << "\" text-anchor=\"middle\">" << t << "</text>\n";
   for (double t : y.ticks())
@@ -74,6 +87,9 @@ std::string svg(const LineChart& chart) {
       << escaped(chart.x_label) << "</text>\n"
       << "<text x=\"18\" y=\"" << top + height / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 "
       << top + height / 2 << ")\">" << escaped(chart.y_label) << "</text>\n";
+  if (!chart.note.empty())
+    out << "<text class=\"note\" x=\"320\" y=\"" << top + height + 56 << "\" text-anchor=\"middle\" font-size=\"11\" "
+        << "fill=\"#555\">" << escaped(chart.note) << "</text>\n";
   double legend_y = top + 14;
   for (const ChartSeries& s : chart.series) {
     out << "<polyline fill=\"none\" stroke=\"" << s.colour << "\" stroke-width=\"2\""
@@ -84,7 +100,8 @@ std::string svg(const LineChart& chart) {
     if (s.markers)
       for (auto [px, py] : s.points)
         if (usable(px, x.log) && usable(py, y.log))
-          out << "<circle cx=\"" << x.at(px) << "\" cy=\"" << y.at(py) << "\" r=\"3\" fill=\"" << s.colour << "\"/>\n";
+          out << "<circle class=\"marker\" data-series=\"" << escaped(s.name) << "\" data-x=\"" << px
+              << "\" data-y=\"" << py << "\" cx=\"" << x.at(px) << "\" cy=\"" << y.at(py) << "\" r=\"3\" fill=\"" << s.colour << "\"/>\n";
     out << "<line x1=\"" << left + width - 150 << "\" x2=\"" << left + width - 126 << "\" y1=\"" << legend_y - 4
         << "\" y2=\"" << legend_y - 4 << "\" stroke=\"" << s.colour << "\" stroke-width=\"2\""
         << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << "/>\n"

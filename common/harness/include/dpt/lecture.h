@@ -62,6 +62,9 @@ struct Chapter {
   /// Whether the chapter takes --batchnorm none|local|sync (its model can
   /// carry batch norm; options.h's add_batch_norm_flag). Off: no such flag.
   bool batch_norm_flag = false;
+  /// Read after parsing (run_model_chapter): true when the flags ask for a
+  /// run on one device (ch14's --batch-sweep); --ranks then defaults to 1.
+  std::function<bool()> one_rank_run = {};
 };
 
 /// Registers a chapter's own flags on `app`; `options` (the common flags,
