@@ -80,7 +80,7 @@ TEST_CASE("ch14 sweep: a run takes lr_at(step) at each step: a rate of 0 after t
           "weights", "[ch14]") {
   Ch14Flags f;
   f.shape.layers = 1, f.shape.heads = 2, f.shape.width = 16, f.shape.context = 8;
-  const TextData text = load_text("synthetic", f.shape.context, f.seed);
+  const Corpus text = load_text("synthetic", f.shape.context, f.seed);
   f.shape.vocab = text.vocab();
   dpt::Rng rng(f.seed);
   const Gpt start(f.shape, dpt::Device::host(), rng);

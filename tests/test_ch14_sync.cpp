@@ -3,6 +3,7 @@
 // average gradient as the library's all-reduce (--sync library), on 2 rank
 // threads; and the chapter runs with either, and under mpirun.
 #include "support/catch.h"
+#include "support/relative_gap.h"
 
 #include <array>
 #include <cmath>
@@ -28,14 +29,7 @@ std::vector<float> flat_gradients(const Gpt& model) {
   return out;
 }
 
-// max |a − b| / max |b|; NaN when the sizes differ (never a pass).
-double relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size() || b.empty()) return std::nan("");
-  double gap = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    gap = std::max(gap, double(std::fabs(a[i] - b[i]))), scale = std::max(scale, double(std::fabs(b[i])));
-  return gap / scale;
-}
+using dpt_test::relative_gap;  // max |a − b| / max |b|; NaN when the sizes differ
 
 // What one rank saw.
 struct RankGradients {
@@ -45,7 +39,7 @@ struct RankGradients {
   std::size_t buckets_used = 0;
 };
 
-const std::string kSmall =
+const std::string kSyncRun =
     "--data synthetic --layers 2 --heads 2 --width 32 --context 16 --batch 4 --steps 30 --eval-every 15 --sample 0 ";
 }  // namespace
 
@@ -53,7 +47,7 @@ TEST_CASE("ch14 --sync buckets gives every rank the library all-reduce's average
           "[ch14]") {
   std::array<RankGradients, 2> seen;
   dpt_test::run_ranks(2, [&](dpt::Context& ctx) {
-    const TextData text = load_text("synthetic", 8, 7);
+    const Corpus text = load_text("synthetic", 8, 7);
     GptShape shape{text.vocab(), 8, 2, 2, 16};
     dpt::Rng rng(3);  // the same weights on both ranks
     Gpt model(shape, ctx.device, rng);
@@ -96,7 +90,7 @@ TEST_CASE("ch14 --sync buckets gives every rank the library all-reduce's average
 
 TEST_CASE("chapter: ch14 --sync buckets prints its buckets and chapter 05's schedule verdicts, and --sync library passes too",
           "[ch14]") {
-  auto buckets = dpt_test::run_program("ch14_language_model", "--ranks 2 " + kSmall + "--bucket-mb 0.02");
+  auto buckets = dpt_test::run_program("ch14_language_model", "--ranks 2 " + kSyncRun + "--bucket-mb 0.02");
   INFO(buckets.output);
   REQUIRE(buckets.exit_code == 0);
   CHECK(buckets.output.find("your buckets from chapter 05") != std::string::npos);
@@ -104,7 +98,7 @@ TEST_CASE("chapter: ch14 --sync buckets prints its buckets and chapter 05's sche
   CHECK(buckets.output.find("buckets launched before their last gradient was ready") != std::string::npos);
   CHECK(buckets.output.find("\u2718") == std::string::npos);
 
-  auto library = dpt_test::run_program("ch14_language_model", "--ranks 2 " + kSmall + "--sync library");
+  auto library = dpt_test::run_program("ch14_language_model", "--ranks 2 " + kSyncRun + "--sync library");
   INFO(library.output);
   REQUIRE(library.exit_code == 0);
   CHECK(library.output.find("the library's all-reduce") != std::string::npos);
@@ -126,7 +120,7 @@ TEST_CASE("chapter: under mpirun -np 2, ch14's buckets pass every verdict", "[ch
     WARN("skipped: this dpt was built without MPI");
     return;
   }
-  auto run = dpt_test::run_mpi("ch14_language_model", 2, "--comm mpi --comm-timeout 20 " + kSmall + "--bucket-mb 0.02");
+  auto run = dpt_test::run_mpi("ch14_language_model", 2, "--comm mpi --comm-timeout 20 " + kSyncRun + "--bucket-mb 0.02");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK(run.output.find("buckets launched before their last gradient was ready") != std::string::npos);

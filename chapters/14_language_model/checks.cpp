@@ -11,7 +11,7 @@
 
 using dpt::Tensor;
 
-double unigram_entropy(const TextData& text) {
+double unigram_entropy(const Corpus& text) {
   std::map<int64_t, double> counts;
   for (int64_t t : text.train) counts[t] += 1;
   double h = 0, n = double(text.train.size());
@@ -36,7 +36,7 @@ void add_model_verdicts(dpt::Verdicts& verdicts, const Gpt& model, double first_
 
 namespace {
 // One device's gradient on step `c.step`'s global batch, from the weights before it.
-std::vector<float> one_device_gradient(const Gpt& replica, const CheckedStep& c, const TextData& text,
+std::vector<float> one_device_gradient(const Gpt& replica, const CheckedStep& c, const Corpus& text,
                                        const Ch14Flags& f, int world) {
   dpt::Rng unused(0);
   Gpt one(replica.shape(), dpt::Device::host(), unused);
@@ -55,7 +55,7 @@ std::vector<float> one_device_gradient(const Gpt& replica, const CheckedStep& c,
 }  // namespace
 
 void add_run_verdicts(dpt::Context& ctx, dpt::Verdicts& verdicts, const Gpt& replica, const LmRun& run,
-                      const TextData& text, const Ch14Flags& f) {
+                      const Corpus& text, const Ch14Flags& f) {
   // Replicas equal: every rank's weights against rank 0's (collective).
   std::vector<float> mine = flat_values(replica);
   std::vector<float> root = mine;

@@ -12,7 +12,7 @@
 
 /// Entropy of the training text's characters taken one at a time (nats):
 /// the loss of the best model that ignores context.
-double unigram_entropy(const TextData& text);
+double unigram_entropy(const Corpus& text);
 
 /// The model's verdicts before training: its parameter count against the
 /// formula, the first loss against ln V.
@@ -23,4 +23,4 @@ void add_model_verdicts(dpt::Verdicts& verdicts, const Gpt& model, double first_
 /// buckets chapter 05's verdicts on the buckets' schedule (collective: every
 /// rank calls it), the held-out loss against the unigram entropy.
 void add_run_verdicts(dpt::Context& ctx, dpt::Verdicts& verdicts, const Gpt& replica, const LmRun& run,
-                      const TextData& text, const Ch14Flags& f);
+                      const Corpus& text, const Ch14Flags& f);

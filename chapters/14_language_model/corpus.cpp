@@ -18,8 +18,8 @@ std::string resolve(const std::string& data) {
 }
 }  // namespace
 
-TextData load_text(const std::string& data, int64_t context, uint64_t seed) {
-  TextData t;
+Corpus load_text(const std::string& data, int64_t context, uint64_t seed) {
+  Corpus t;
   t.name = resolve(data);
   dpt::TextData loaded = dpt::load_text_data(t.name, context, seed);
   t.description = loaded.description;
@@ -29,13 +29,13 @@ TextData load_text(const std::string& data, int64_t context, uint64_t seed) {
   return t;
 }
 
-std::string decode(const TextData& text, const std::vector<int64_t>& tokens) { return text.vocabulary.decode(tokens); }
+std::string decode(const Corpus& text, const std::vector<int64_t>& tokens) { return text.vocabulary.decode(tokens); }
 
-std::vector<int64_t> encode(const TextData& text, const std::string& characters) {
+std::vector<int64_t> encode(const Corpus& text, const std::string& characters) {
   return text.vocabulary.encode(dpt::utf8_characters(characters));
 }
 
-std::string default_prompt(const TextData& text) {
+std::string default_prompt(const Corpus& text) {
   const auto n = std::min<std::size_t>(4096, text.held_out.size());
   const std::string held = decode(text, {text.held_out.begin(), text.held_out.begin() + std::ptrdiff_t(n)});
   std::size_t start = held.find('\n');
@@ -49,7 +49,7 @@ std::string default_prompt(const TextData& text) {
   return line.empty() ? decode(text, {text.held_out.begin(), text.held_out.begin() + std::ptrdiff_t(std::min<std::size_t>(16, n))}) : line;
 }
 
-void check_same_text(dpt::Communicator& comm, const TextData& text) {
+void check_same_text(dpt::Communicator& comm, const Corpus& text) {
   uint64_t hash = 14695981039346656037ull;  // FNV-1a over tokens, then characters
   auto mix = [&hash](uint64_t v) {
     for (int b = 0; b < 8; ++b) hash = (hash ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;

@@ -13,7 +13,7 @@
 #include "dpt/text_windows.h"
 
 /// The text a run trains on.
-struct TextData {
+struct Corpus {
   std::string name;            ///< what --data named ("kjv", "synthetic", "text:FILE")
   std::string description;     ///< a line for the lecture ("the King James Bible …, 4,137,850 characters")
   dpt::Vocabulary vocabulary;  ///< V characters, token i = the i-th in code-point order
@@ -25,15 +25,15 @@ struct TextData {
 
 /// The text --data names ("auto": kjv where Debian's bible-kjv is installed,
 /// else synthetic), checked long enough for windows of `context`.
-TextData load_text(const std::string& data, int64_t context, uint64_t seed);
+Corpus load_text(const std::string& data, int64_t context, uint64_t seed);
 /// Tokens → UTF-8 text.
-std::string decode(const TextData& text, const std::vector<int64_t>& tokens);
+std::string decode(const Corpus& text, const std::vector<int64_t>& tokens);
 /// UTF-8 text → tokens; a character outside the vocabulary is an error naming it.
-std::vector<int64_t> encode(const TextData& text, const std::string& characters);
+std::vector<int64_t> encode(const Corpus& text, const std::string& characters);
 /// Collective: every rank holds the same text (a hash of its tokens and
 /// vocabulary against rank 0's); otherwise dpt::Error naming the first rank
 /// that differs (under mpirun each process reads its own files).
-void check_same_text(dpt::Communicator& comm, const TextData& text);
+void check_same_text(dpt::Communicator& comm, const Corpus& text);
 /// The held-out text's first whole line (40 characters at most), after its
 /// first line break: the sample's prompt by default.
-std::string default_prompt(const TextData& text);
+std::string default_prompt(const Corpus& text);

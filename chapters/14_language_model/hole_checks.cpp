@@ -284,7 +284,7 @@ HoleStatus check_holes(dpt::Holes& holes, Verdicts& verdicts) {
   return s;
 }
 
-void check_causality(Verdicts& v, const Gpt& model, const TextData& text) {
+void check_causality(Verdicts& v, const Gpt& model, const Corpus& text) {
   dpt::NoGradGuard no_grad;
   const int64_t T = model.shape().context, V = model.shape().vocab, t = T / 2;
   const std::string what = "the trained model's logits at earlier positions ignore every later token";

@@ -30,4 +30,4 @@ HoleStatus check_holes(dpt::Holes& holes, dpt::Verdicts& verdicts);
 
 /// After training: the model's logits at positions before t are unchanged
 /// when every token from t on is changed (one held-out window, t = T/2).
-void check_causality(dpt::Verdicts& verdicts, const Gpt& model, const TextData& text);
+void check_causality(dpt::Verdicts& verdicts, const Gpt& model, const Corpus& text);

@@ -65,7 +65,7 @@ dpt::SweepSettings lm_sweep_settings(const dpt::SweepFlags& sweep, const std::st
   return s;
 }
 
-dpt::TargetRun train_gpt_to_target(const TextData& text, const Ch14Flags& f, const std::vector<float>& initial,
+dpt::TargetRun train_gpt_to_target(const Corpus& text, const Ch14Flags& f, const std::vector<float>& initial,
                                    dpt::Device& device, int64_t batch, const std::function<float(int64_t)>& lr_at,
                                    int64_t max_steps, const dpt::SweepTarget& target) {
   dpt::Rng rng(f.seed);
@@ -92,7 +92,7 @@ dpt::TargetRun train_gpt_to_target(const TextData& text, const Ch14Flags& f, con
   return dpt::run_to_target(one_step, bits, target, max_steps);
 }
 
-void run_lm_sweep(dpt::ModelChapterRun& run, const Gpt& model, const TextData& text, const Ch14Flags& f,
+void run_lm_sweep(dpt::ModelChapterRun& run, const Gpt& model, const Corpus& text, const Ch14Flags& f,
                   const dpt::SweepFlags& sweep) {
   DPT_CHECK(run.ctx.world == 1, "--batch-sweep runs on one rank, this run has " << run.ctx.world
                                      << ": launch it without mpirun (D ranks x B/D are one device x B)");

@@ -46,7 +46,7 @@ dpt::SweepSettings lm_sweep_settings(const dpt::SweepFlags& sweep, const std::st
 /// seeded window stream, rate lr_at(step), the held-out bits per character
 /// of kLmSweepEvalWindows windows after each of the sweep's
 /// evaluation steps; at most `max_steps` steps.
-dpt::TargetRun train_gpt_to_target(const TextData& text, const Ch14Flags& f, const std::vector<float>& initial,
+dpt::TargetRun train_gpt_to_target(const Corpus& text, const Ch14Flags& f, const std::vector<float>& initial,
                                    dpt::Device& device, int64_t batch, const std::function<float(int64_t)>& lr_at,
                                    int64_t max_steps, const dpt::SweepTarget& target);
 
@@ -54,5 +54,5 @@ dpt::TargetRun train_gpt_to_target(const TextData& text, const Ch14Flags& f, con
 /// the grid, sweeps from `model`'s weights, prints the tables, writes the
 /// sweep's chart to --plot, adds the verdicts and summary rows to `run`. Throws
 /// dpt::Error on more than one rank (mpirun -np N with N > 1).
-void run_lm_sweep(dpt::ModelChapterRun& run, const Gpt& model, const TextData& text, const Ch14Flags& f,
+void run_lm_sweep(dpt::ModelChapterRun& run, const Gpt& model, const Corpus& text, const Ch14Flags& f,
                   const dpt::SweepFlags& sweep);

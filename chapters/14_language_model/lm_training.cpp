@@ -56,7 +56,7 @@ void set_flat_values(Gpt& model, const std::vector<float>& values) {
   }
 }
 
-double held_out_loss(const Gpt& model, const TextData& text, const Ch14Flags& f) {
+double held_out_loss(const Gpt& model, const Corpus& text, const Ch14Flags& f) {
   dpt::NoGradGuard no_grad;
   const int64_t T = f.shape.context, B = f.batch;
   const std::vector<int64_t> starts = dpt::evaluation_starts(int64_t(text.held_out.size()), T, f.eval_batches * B);
@@ -70,7 +70,7 @@ double held_out_loss(const Gpt& model, const TextData& text, const Ch14Flags& f)
   return starts.empty() ? std::nan("") : total / double(starts.size());
 }
 
-LmRun train_language_model(dpt::Context& ctx, Gpt& model, const TextData& text, const Ch14Flags& f, bool verify,
+LmRun train_language_model(dpt::Context& ctx, Gpt& model, const Corpus& text, const Ch14Flags& f, bool verify,
                            const dpt::Narrator& say) {
   LmRun run;
   const int64_t B = f.batch, D = ctx.world, G = B * D, T = f.shape.context;

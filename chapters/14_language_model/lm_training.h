@@ -45,12 +45,12 @@ struct LmRun {
 
 /// Mean cross-entropy of `model` on `batches` × B held-out windows taken in
 /// order from the start of the held-out split (the same windows every time).
-double held_out_loss(const Gpt& model, const TextData& text, const Ch14Flags& f);
+double held_out_loss(const Gpt& model, const Corpus& text, const Ch14Flags& f);
 
 /// Trains `model` (a replica, the same initial weights on every rank) for
 /// --steps: rank r of D takes windows [r·B, (r+1)·B) of each step's global
 /// batch, gradients are averaged over the ranks (--sync), the optimizer steps.
-LmRun train_language_model(dpt::Context& ctx, Gpt& model, const TextData& text, const Ch14Flags& f, bool verify,
+LmRun train_language_model(dpt::Context& ctx, Gpt& model, const Corpus& text, const Ch14Flags& f, bool verify,
                            const dpt::Narrator& say);
 
 /// --sync buckets: the layout in a few lines (one per bucket: tensors, bytes,

@@ -51,7 +51,7 @@ void lecture(ModelChapterRun& run, Ch14Flags f, const SweepFlags& sweep) {
 
   // --------------------------------------------------------------------------
   // 1. The text: characters are the tokens.
-  const ::TextData text = load_text(f.data, f.shape.context, f.seed);
+  const Corpus text = load_text(f.data, f.shape.context, f.seed);
   check_same_text(ctx.comm, text);
   f.shape.vocab = text.vocab();
   say.section("1. The text: " + text.description);

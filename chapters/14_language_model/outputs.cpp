@@ -10,7 +10,7 @@
 #include "dpt/output_file.h"
 #include "dpt/text_corpus.h"
 
-void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const TextData& text, const LmRun& run) {
+void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const Corpus& text, const LmRun& run) {
   if (!f.save_weights.empty())
     dpt::save_weights(f.save_weights, model.named_parameters(), dpt::vocabulary_metadata(text.vocabulary));
   if (!f.save_data.empty()) dpt::save_text_data(f.save_data, text.train, text.vocabulary);
@@ -43,7 +43,7 @@ void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const TextData& te
   }
 }
 
-void load_ch14_weights(const std::string& path, Gpt& model, const TextData& text) {
+void load_ch14_weights(const std::string& path, Gpt& model, const Corpus& text) {
   const dpt::Vocabulary saved = dpt::read_vocabulary(path);
   DPT_CHECK(saved.characters() == text.vocabulary.characters(),
             path << ": its vocabulary (" << saved.size() << " characters) is not the data's (" << text.vocab()

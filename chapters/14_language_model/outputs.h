@@ -10,7 +10,7 @@
 
 /// --save-weights (nanoGPT's names; the vocabulary in the metadata),
 /// --save-data, --metrics and --plot, each if asked (rank 0).
-void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const TextData& text, const LmRun& run);
+void write_ch14_outputs(const Ch14Flags& f, const Gpt& model, const Corpus& text, const LmRun& run);
 /// --load-weights into `model` (names and shapes checked; the file's
 /// vocabulary must be the data's).
-void load_ch14_weights(const std::string& path, Gpt& model, const TextData& text);
+void load_ch14_weights(const std::string& path, Gpt& model, const Corpus& text);

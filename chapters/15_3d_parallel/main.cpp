@@ -46,7 +46,7 @@ using namespace dpt::ch15;
 
 namespace {
 // Rank 0: the gathered model writes chapter 14's files and, with --sample, text.
-void write_and_sample(const Ch15Flags& f, const std::vector<float>& values, const ::TextData& text, const TpRun& result,
+void write_and_sample(const Ch15Flags& f, const std::vector<float>& values, const Corpus& text, const TpRun& result,
                       const Narrator& say) {
   Rng unused(0);
   Gpt whole(f.lm.shape, Device::host(), unused);
@@ -76,7 +76,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
 
   // --------------------------------------------------------------------------
   // 1. The text: chapter 14's characters.
-  const ::TextData text = load_text(f.lm.data, f.lm.shape.context, f.lm.seed);
+  const Corpus text = load_text(f.lm.data, f.lm.shape.context, f.lm.seed);
   check_same_text(ctx.comm, text);
   f.lm.shape.vocab = text.vocab();
   say.section("1. The text: " + text.description);

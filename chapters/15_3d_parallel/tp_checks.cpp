@@ -64,7 +64,7 @@ double replicas_spread(Context& ctx, const TensorParallelGpt& model) {
 namespace {
 // Chapter 14's unsplit model on one device: the gradient of step `c.step`'s G
 // windows from c's weights; `names` gets each flat entry's parameter name.
-std::vector<float> one_device_gradient(const GptShape& shape, const CheckedStep& c, const ::TextData& text,
+std::vector<float> one_device_gradient(const GptShape& shape, const CheckedStep& c, const Corpus& text,
                                        const Ch14Flags& f, int64_t G, std::vector<std::string>& names) {
   Rng unused(0);
   Gpt one(shape, Device::host(), unused);
@@ -82,7 +82,7 @@ std::vector<float> one_device_gradient(const GptShape& shape, const CheckedStep&
 }
 }  // namespace
 
-void add_step_verdicts(Verdicts& v, const TpRun& run, const ::TextData& text, const Ch14Flags& f, int dp) {
+void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const Ch14Flags& f, int dp) {
   for (const CheckedStep& c : run.checked) {
     std::vector<std::string> names;
     const std::vector<float> expected = one_device_gradient(f.shape, c, text, f, f.batch * dp, names);

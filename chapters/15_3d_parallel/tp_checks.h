@@ -35,7 +35,7 @@ double replicas_spread(Context& ctx, const TensorParallelGpt& model);
 
 /// Rank 0: each checked step's averaged gradient against one device's on
 /// that step's dp·B windows, from the same weights (chapter 14's check).
-void add_step_verdicts(Verdicts& v, const TpRun& run, const ::TextData& text, const Ch14Flags& f, int dp);
+void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const Ch14Flags& f, int dp);
 
 /// Collective over the world: every rank's parameter count against
 /// parameters_per_rank (exact), and, with dp > 1, rank 0's DP all-reduce

@@ -27,7 +27,7 @@ std::unique_ptr<Optimizer> make_optimizer(const Ch14Flags& f, std::vector<Tensor
 }
 
 // The gathered model (every rank of the group calls; rank 0 of the world evaluates).
-double gathered_held_out_loss(const TensorParallelGpt& model, const ::TextData& text, const Ch14Flags& f, bool root) {
+double gathered_held_out_loss(const TensorParallelGpt& model, const Corpus& text, const Ch14Flags& f, bool root) {
   const std::vector<float> values = model.gather(false);
   if (!root) return 0;
   Rng unused(0);
@@ -37,7 +37,7 @@ double gathered_held_out_loss(const TensorParallelGpt& model, const ::TextData& 
 }
 }  // namespace
 
-TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParallelGpt& model, const ::TextData& text,
+TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParallelGpt& model, const Corpus& text,
                                 const Ch14Flags& f, bool verify, const Narrator& say) {
   TpRun run;
   const int64_t B = f.batch, T = f.shape.context;

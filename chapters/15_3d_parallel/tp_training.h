@@ -39,7 +39,7 @@ struct TpRun {
 /// `groups`. Model d (its DP coordinate) takes windows [d·B, (d+1)·B) of
 /// each step's global batch of dp·B (chapter 14's sampler); the held-out
 /// loss is the gathered model's on rank 0.
-TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParallelGpt& model, const ::TextData& text,
+TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParallelGpt& model, const Corpus& text,
                                 const Ch14Flags& f, bool verify, const Narrator& say);
 
 }  // namespace dpt::ch15

@@ -19,4 +19,8 @@ inline double relative_gap(const std::vector<float>& a, const std::vector<double
   return gap / scale;
 }
 
+/// The same against a float oracle (another float computation of the same values).
+inline double relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
+  return relative_gap(a, std::vector<double>(b.begin(), b.end()));
+}
 }  // namespace dpt_test
