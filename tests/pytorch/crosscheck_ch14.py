@@ -191,8 +191,10 @@ def run_chapter(exe, comm, ranks, args, cwd):
         command = [exe, "--ranks", str(ranks)]
     proc = subprocess.run(command + ["--quiet", "--sample", "0", "--eval-batches", "0"] + args, cwd=cwd,
                           capture_output=True, text=True, timeout=240)
-    if proc.returncode != 0 and "not implemented" in proc.stderr:
-        raise cc.HolesNotFilled(proc.stderr.strip().splitlines()[-1])
+    # An unfilled hole: an uncaught NotImplemented (stderr) or the harness's "holes written" verdict (stdout).
+    said = [line for line in (proc.stderr + proc.stdout).splitlines() if "not implemented" in line]
+    if proc.returncode != 0 and said:
+        raise cc.HolesNotFilled(said[-1].strip())
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command + args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
 
