@@ -12,14 +12,15 @@
 
 #include "dpt/comm.h"
 #include "dpt/launch.h"
-#include "support/comm_contract.h"  // seconds_since
+#include "support/comm_contract.h"
+#include "dpt/report.h"  // seconds_since
 #include "support/threads_world.h"
 #include "support/timeout_message.h"
 
 using dpt::Context;
 using Clock = std::chrono::steady_clock;
 using dpt_test::parse_wait;
-using dpt_test::seconds_since;
+using dpt::seconds_since;
 using dpt_test::threads;
 
 // ----------------------------------------------------------------------------

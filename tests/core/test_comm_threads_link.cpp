@@ -9,13 +9,14 @@
 
 #include "dpt/comm.h"
 #include "dpt/launch.h"
-#include "support/comm_contract.h"  // seconds_since
+#include "support/comm_contract.h"
+#include "dpt/report.h"  // seconds_since
 #include "support/threads_world.h"
 
 using dpt::Context;
 using dpt::ReduceOp;
 using Clock = std::chrono::steady_clock;
-using dpt_test::seconds_since;
+using dpt::seconds_since;
 using dpt_test::threads;
 
 // ----------------------------------------------------------------------------
