@@ -121,7 +121,7 @@ TEST_CASE("diloco_outer_step: with outer lr 1 and no momentum it is parameter av
 }
 
 namespace {
-Options problem(const std::string& optimizer) {
+Options diloco_problem(const std::string& optimizer) {
   Options o;
   CLI::App app;
   add_common_flags(app, o);
@@ -153,19 +153,19 @@ double gap_to_one_device(const Options& o, const Diloco& d, DilocoRun* seen = nu
 
 TEST_CASE("DiLoCo with H=1, outer lr 1, momentum 0: inner SGD and momentum = one device, Adam not", "[ch10][hole:diloco_outer_step]") {
   for (const char* opt : {"sgd", "momentum"}) {
-    const double gap = gap_to_one_device(problem(opt), Diloco{1, 1.0f, 0.0f});
+    const double gap = gap_to_one_device(diloco_problem(opt), Diloco{1, 1.0f, 0.0f});
     INFO(opt << ": max |w − w_one-device| = " << gap << " after 10 steps on 3 ranks — outer lr 1 without momentum "
              "makes the ranks' mean the new parameters, and the mean of SGD steps is the SGD step on the mean gradient");
     CHECK(gap <= kSingleDeviceTolerance);
   }
-  const double adam = gap_to_one_device(problem("adam"), Diloco{1, 1.0f, 0.0f});
+  const double adam = gap_to_one_device(diloco_problem("adam"), Diloco{1, 1.0f, 0.0f});
   INFO("adam: max |w − w_one-device| = " << adam << ": Adam's step is not linear in the gradient");
   CHECK(adam >= 10 * kSingleDeviceTolerance);
 }
 
 TEST_CASE("DiLoCo with H=5: one all-reduce of Psi floats per outer step, replicas identical after it", "[ch10][hole:diloco_outer_step]") {
   DilocoRun run;
-  gap_to_one_device(problem("sgd"), Diloco{5, 0.7f, 0.9f}, &run);
+  gap_to_one_device(diloco_problem("sgd"), Diloco{5, 0.7f, 0.9f}, &run);
   REQUIRE(run.written);
   const int64_t psi = 32 * 16 + 16 + 16 * 4 + 4;
   INFO("10 steps at H=5: 2 outer steps of one all-reduce of " << psi << " floats each, plus the loop's loss (1 float a step); saw "

@@ -17,7 +17,7 @@ using namespace dpt;
 using namespace dpt::ch10;
 
 namespace {
-Options problem(int64_t steps) {
+Options training_problem(int64_t steps) {
   Options o;
   CLI::App app;
   add_common_flags(app, o);
@@ -55,7 +55,7 @@ double expected_bytes(const std::string& spec, int n) {
 }  // namespace
 
 TEST_CASE("compressed training: bytes per step in the traffic log = each compressor's formula", "[ch10]") {
-  const Options o = problem(4);
+  const Options o = training_problem(4);
   for (int world : {2, 3})
     for (const char* spec : {"none", "fp16", "bf16", "topk:7", "sign", "powersgd:2"}) {
       CompressedRun r = train(world, o, {spec, false});
@@ -71,7 +71,7 @@ TEST_CASE("compressed training: bytes per step in the traffic log = each compres
 }
 
 TEST_CASE("compressed training with error feedback: nothing lost over a run, replicas identical", "[ch10][hole:error_feedback_step]") {
-  const Options o = problem(12);
+  const Options o = training_problem(12);
   for (const char* spec : {"topk:7", "sign", "powersgd:2", "fp16"}) {
     CompressedRun with = train(3, o, {spec, true}), without = train(3, o, {spec, false});
     INFO(spec << " +EF on 3 ranks, 12 steps: on each rank |Σ delivered + residual − Σ gradient| = " << with.invariant_gap

@@ -12,18 +12,12 @@
 #include "support/catch.h"
 #include "support/cuda_emulator.h"
 #include "support/emulated_kernels.h"
+#include "support/emulated_side.h"
 
 namespace emulator = dpt_test::emulator;
-namespace checks = dpt_test::batch_norm_checks;
+namespace bn_checks = dpt_test::batch_norm_checks;
+using dpt_test::emulated_side;  // the emulated GPU, its memory on cpu:1
 using dpt::Device;
-
-namespace {
-// The emulated GPU's memory is cpu:1.
-dpt_test::kernel_checks::Side emulated_side() {
-  using dpt_test::kernel_checks::Sizes;
-  return {dpt_test::emulated_cuda_kernels(), Device::cpu(1), emulator::kFast ? Sizes::medium : Sizes::small};
-}
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // the plans
@@ -60,18 +54,18 @@ TEST_CASE("emulated plans: batch norm's backward sums are one pass each under 12
 
 TEST_CASE("emulated cuda batch_moments match the host path's mean and variance, offset columns included",
           "[emulator]") {
-  checks::moments_match_host(emulated_side());
+  bn_checks::moments_match_host(emulated_side());
 }
 TEST_CASE("emulated cuda batch_norm normalizes like the host path and updates the running statistics",
           "[emulator]") {
-  checks::forward_matches_host(emulated_side());
+  bn_checks::forward_matches_host(emulated_side());
 }
 TEST_CASE("emulated cuda batch norm's backward sums and dx match the host path, over more rows than its own too",
           "[emulator]") {
-  checks::backward_matches_host(emulated_side());
+  bn_checks::backward_matches_host(emulated_side());
 }
 TEST_CASE("emulated cuda batch_norm_inference matches the host path, one row included", "[emulator]") {
-  checks::inference_matches_host(emulated_side());
+  bn_checks::inference_matches_host(emulated_side());
 }
 TEST_CASE("emulated cuda batch norm over no rows: gradient sums are 0, the rest writes nothing", "[emulator]") {
   auto& k = dpt_test::emulated_cuda_kernels();

@@ -13,11 +13,7 @@ const std::vector<std::string> kChapters = {"ch01_sgd",           "ch02_batching
                                             "ch04_ring_allreduce", "ch05_bucketing", "ch06_averaging",
                                             "ch07_zero"};
 
-int lines_in(const std::string& text) {
-  int n = 0;
-  for (char c : text) n += c == '\n';
-  return n;
-}
+using dpt_test::lines_in;
 
 // A value refused while the flags are read: exit 2, one line, naming the flag
 // (and `problem`, if given), with no source location in it.

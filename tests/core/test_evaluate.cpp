@@ -55,7 +55,7 @@ Dataset random_dataset(int64_t n, int64_t features, int64_t classes, uint64_t se
 }
 
 // IDX by the spec (see test_data.cpp): header, then bytes.
-std::string idx_bytes(const std::vector<uint32_t>& dims, uint8_t fill) {
+std::string filled_idx_bytes(const std::vector<uint32_t>& dims, uint8_t fill) {
   std::string out = {0, 0, 0x08, char(dims.size())};
   std::size_t count = 1;
   for (uint32_t d : dims) {
@@ -122,10 +122,10 @@ TEST_CASE("held-out images come from the t10k files only, training images from t
   std::string dir = dpt_test::temp_path("split");
   REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
   // Every training pixel is 10, every test pixel 200: a row tells which file it came from.
-  write_file(dir + "/train-images-idx3-ubyte", idx_bytes({30, 4, 4}, 10));
-  write_file(dir + "/train-labels-idx1-ubyte", idx_bytes({30}, 1));
-  write_file(dir + "/t10k-images-idx3-ubyte", idx_bytes({20, 4, 4}, 200));
-  write_file(dir + "/t10k-labels-idx1-ubyte", idx_bytes({20}, 7));
+  write_file(dir + "/train-images-idx3-ubyte", filled_idx_bytes({30, 4, 4}, 10));
+  write_file(dir + "/train-labels-idx1-ubyte", filled_idx_bytes({30}, 1));
+  write_file(dir + "/t10k-images-idx3-ubyte", filled_idx_bytes({20, 4, 4}, 200));
+  write_file(dir + "/t10k-labels-idx1-ubyte", filled_idx_bytes({20}, 7));
   Options o;
   o.data = "mnist:" + dir;
   o.model = "16-8-10";

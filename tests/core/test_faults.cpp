@@ -72,7 +72,7 @@ std::vector<std::string> entries(const std::string& dir) {
 
 // The sentence parse_flags would print for `args` on a program with the
 // common and launch flags, or "" if they are accepted.
-std::string parse_error_of(std::vector<std::string> args) {
+std::string faults_parse_error(std::vector<std::string> args) {
   return dpt_test::parse_error_of(
       [](CLI::App& app) {
         static dpt::Options o;  // the child exits inside parse_flags: these outlive it
@@ -262,15 +262,15 @@ TEST_CASE("checkpoint: a step-N.partial that is a symbolic link is refused, and 
 TEST_CASE("paths: an output that is an input or another output is refused before any work", "[faults]") {
   std::string dir = fresh_dir("faults_paths");
   write_file(dir + "/w.safetensors", "weights");
-  std::string err = parse_error_of({"--load-weights", dir + "/w.safetensors", "--save-weights", dir + "/w.safetensors"});
+  std::string err = faults_parse_error({"--load-weights", dir + "/w.safetensors", "--save-weights", dir + "/w.safetensors"});
   CHECK_THAT(err, contains_text("--save-weights") && contains_text("is the same file as --load-weights"));
-  err = parse_error_of({"--metrics", dir + "/same.out", "--save-weights", dir + "/./same.out"});
+  err = faults_parse_error({"--metrics", dir + "/same.out", "--save-weights", dir + "/./same.out"});
   CHECK_THAT(err, contains_text("--save-weights") && contains_text("name the same file"));
-  err = parse_error_of({"--metrics", dir + "/same.out", "--trace", dir + "/same.out"});
+  err = faults_parse_error({"--metrics", dir + "/same.out", "--trace", dir + "/same.out"});
   CHECK_THAT(err, contains_text("--trace") && contains_text("name the same file"));
-  err = parse_error_of({"--data", "mnist:" + dir, "--save-weights", dir + "/train-labels-idx1-ubyte"});
+  err = faults_parse_error({"--data", "mnist:" + dir, "--save-weights", dir + "/train-labels-idx1-ubyte"});
   CHECK_THAT(err, contains_text("lies inside --data"));
-  CHECK(parse_error_of({"--metrics", "/dev/null", "--trace", "/dev/null", "--save-weights", dir + "/new"}).empty());
+  CHECK(faults_parse_error({"--metrics", "/dev/null", "--trace", "/dev/null", "--save-weights", dir + "/new"}).empty());
   CHECK(read_file(dir + "/w.safetensors") == "weights");
   fs::remove_all(dir);
 }

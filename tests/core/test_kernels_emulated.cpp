@@ -17,6 +17,7 @@
 #include "support/catch.h"
 #include "support/cuda_emulator.h"
 #include "support/emulated_kernels.h"
+#include "support/emulated_side.h"
 #include "support/kernel_checks.h"
 
 namespace emulator = dpt_test::emulator;
@@ -26,9 +27,7 @@ using dpt::Device;
 namespace {
 
 // The emulated GPU's memory is cpu:1; its CPU twin's, cpu:0.
-checks::Side emulated_side() {
-  return {dpt_test::emulated_cuda_kernels(), Device::cpu(1), emulator::kFast ? checks::Sizes::medium : checks::Sizes::small};
-}
+using dpt_test::emulated_side;
 
 // ----------------------------------------------------------------------------
 // kernels for the emulator's own tests

@@ -72,11 +72,7 @@ std::vector<std::string> output_flags(const std::string& program) {
   return flags;
 }
 
-int lines_in(const std::string& text) {
-  int n = 0;
-  for (char c : text) n += c == '\n';
-  return n;
-}
+using dpt_test::lines_in;
 }  // namespace
 
 TEST_CASE("outputs: every program's output flags are found, the chapter's own among them", "[output][cli]") {

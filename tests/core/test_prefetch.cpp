@@ -43,7 +43,7 @@ TEST_CASE("prefetch: a job runs ahead, may talk, and take() reports it once", "[
 }
 
 namespace {
-std::string error_of(const std::function<void()>& call) {
+std::string call_error(const std::function<void()>& call) {
   try {
     call();
   } catch (const std::exception& e) {
@@ -62,10 +62,10 @@ TEST_CASE("prefetch: wait() rethrows a job's error, and a slot holds one job at 
       while (!release) std::this_thread::yield();
       throw std::runtime_error("the gather failed");
     });
-    busy = error_of([&] { ahead.start(0, [] {}); });
-    outside = error_of([&] { ahead.start(5, [] {}); });
+    busy = call_error([&] { ahead.start(0, [] {}); });
+    outside = call_error([&] { ahead.start(5, [] {}); });
     release = true;
-    failed = error_of([&] { ahead.wait(0); });
+    failed = call_error([&] { ahead.wait(0); });
   });
   CHECK_THAT(busy, contains_text("slot 0"));
   CHECK_THAT(outside, contains_text("slot 5"));

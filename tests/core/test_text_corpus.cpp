@@ -100,7 +100,7 @@ TEST_CASE("text corpus: the vocabulary travels with the weights, --save-data wri
 namespace {
 // What parse_flags prints for a chapter with its own --data and the common
 // --save-data; "" when accepted.
-std::string parse_error_of(std::vector<std::string> args) {
+std::string corpus_parse_error(std::vector<std::string> args) {
   return dpt_test::parse_error_of(
       [](CLI::App& app) {
         static std::string data = "synthetic", save_data;  // the child exits inside parse_flags
@@ -114,10 +114,10 @@ std::string parse_error_of(std::vector<std::string> args) {
 TEST_CASE("text corpus: --save-data on --data text:FILE's own file is refused before any work", "[text]") {
   Folder dir("text_corpus_flags");
   write_file(dir / "book.txt", "precious");
-  CHECK_THAT(parse_error_of({"--data", "text:" + dir / "book.txt", "--save-data", dir / "book.txt"}),
+  CHECK_THAT(corpus_parse_error({"--data", "text:" + dir / "book.txt", "--save-data", dir / "book.txt"}),
              contains_text("is the same file as --data"));
-  CHECK_THAT(parse_error_of({"--data", "bible"}), contains_text("--data") && contains_text("expects kjv"));
-  CHECK(parse_error_of({"--data", "kjv", "--save-data", dir / "tokens.safetensors"}).empty());
+  CHECK_THAT(corpus_parse_error({"--data", "bible"}), contains_text("--data") && contains_text("expects kjv"));
+  CHECK(corpus_parse_error({"--data", "kjv", "--save-data", dir / "tokens.safetensors"}).empty());
   CHECK(read_file(dir / "book.txt") == "precious");
 }
 

@@ -14,20 +14,14 @@
 #include "support/catch.h"
 #include "support/cuda_emulator.h"
 #include "support/emulated_kernels.h"
+#include "support/emulated_side.h"
 #include "support/transformer_checks.h"
 #include "support/transformer_row_checks.h"
 
 namespace emulator = dpt_test::emulator;
-namespace checks = dpt_test::transformer_checks;
+namespace tf_checks = dpt_test::transformer_checks;
+using dpt_test::emulated_side;  // the emulated GPU, its memory on cpu:1
 using dpt::Device;
-
-namespace {
-// The emulated GPU's memory is cpu:1.
-dpt_test::kernel_checks::Side emulated_side() {
-  using dpt_test::kernel_checks::Sizes;
-  return {dpt_test::emulated_cuda_kernels(), Device::cpu(1), emulator::kFast ? Sizes::medium : Sizes::small};
-}
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // the plans
@@ -87,16 +81,16 @@ TEST_CASE("emulated gemm_batched refuses with a sentence: cuBLAS is not emulated
 
 TEST_CASE("emulated cuda embedding gathers rows and its backward adds them in position order, bit for bit",
           "[emulator]") {
-  checks::embedding_matches_oracle(emulated_side());
+  tf_checks::embedding_matches_oracle(emulated_side());
 }
 TEST_CASE("emulated cuda swap_axes_12 moves every element to its swapped place", "[emulator]") {
-  checks::swap_matches_oracle(emulated_side());
+  tf_checks::swap_matches_oracle(emulated_side());
 }
 TEST_CASE("emulated cuda copy_columns copies the block both ways and writes nothing outside it", "[emulator]") {
-  checks::copy_columns_matches_oracle(emulated_side());
+  tf_checks::copy_columns_matches_oracle(emulated_side());
 }
 TEST_CASE("emulated cuda gelu and its backward match the tanh form within their roundings", "[emulator]") {
-  checks::gelu_match_oracle(emulated_side(), 1001);
+  tf_checks::gelu_match_oracle(emulated_side(), 1001);
 }
 TEST_CASE("emulated cuda gelu is kernel_math's per element bit for bit, also past a full elementwise grid",
           "[emulator]") {
@@ -104,21 +98,21 @@ TEST_CASE("emulated cuda gelu is kernel_math's per element bit for bit, also pas
   // same compiler) every element must be exactly that, wherever the grid's
   // stride puts it. Past 8192 × 256 elements on fibers, so threads stride twice.
   const int64_t n = emulator::kFast ? 8192 * 256 + 1001 : 3001;
-  std::vector<float> x = checks::uniform(n, 15, -6.0f, 6.0f), dout = checks::uniform(n, 16), out(x.size(), NAN);
+  std::vector<float> x = tf_checks::uniform(n, 15, -6.0f, 6.0f), dout = tf_checks::uniform(n, 16), out(x.size(), NAN);
   std::vector<float> want(x.size()), dwant(x.size());
   for (std::size_t i = 0; i < x.size(); ++i)
     want[i] = dpt::math::gelu(x[i]), dwant[i] = dpt::math::gelu_backward(x[i], dout[i]);
   dpt_test::emulated_cuda_kernels().gelu(out.data(), x.data(), n);
-  CHECK(checks::bits_off(out, want) == 0);
+  CHECK(tf_checks::bits_off(out, want) == 0);
   dpt_test::emulated_cuda_kernels().gelu_backward(out.data(), x.data(), dout.data(), n);
-  CHECK(checks::bits_off(out, dwant) == 0);
+  CHECK(tf_checks::bits_off(out, dwant) == 0);
 }
 TEST_CASE("emulated cuda layer_norm and its backward match double rows to summation order", "[emulator]") {
-  checks::layer_norm_matches_oracle(emulated_side());
+  tf_checks::layer_norm_matches_oracle(emulated_side());
 }
 TEST_CASE("emulated cuda softmax masks exactly (0, x never read) and matches double rows to summation order",
           "[emulator]") {
-  checks::softmax_matches_oracle(emulated_side());
+  tf_checks::softmax_matches_oracle(emulated_side());
 }
 TEST_CASE("emulated cuda transformer loops of nothing write nothing", "[emulator]") {
   auto& k = dpt_test::emulated_cuda_kernels();

@@ -129,6 +129,13 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return lines;
 }
 
+/// How many lines `text` holds (its newlines).
+inline int lines_in(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
 /// A fresh path under the system temp dir, unique per test process.
 inline std::string temp_path(const std::string& name) {
   const char* dir = std::getenv("TMPDIR");
