@@ -27,8 +27,8 @@
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 2 --dp 2 --sp
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
-// Your hole (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
-// ch15::tp_attention. It uses your chapter 12 (f, g, the parallel layers)
+// Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
+// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp). It uses your chapter 12 (f, g, the parallel layers)
 // and chapter 14 (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
 // ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
@@ -43,6 +43,7 @@
 #include "dpt/lecture.h"
 #include "groups.h"
 #include "outputs.h"
+#include "pair_check.h"
 #include "tp_checks.h"
 #include "tp_gpt.h"
 #include "tp_training.h"
@@ -134,6 +135,15 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   else
     v.at_most(slices, attention_slices_gap(ctx, groups.tp(), *model, full), 0,
               "indexed against the full block: q, k, v rows of the rank's heads; c_proj's columns they meet");
+
+  const std::string pair = "gather_sequence, scatter_sequence: sequence parallelism's conjugate pair (--sp)";
+  PairFindings pair_found;
+  if (TP == 1)
+    v.cannot_fail(pair, "with --tp 1 (try --tp 2)");
+  else if (holes.run(ctx.comm, [&] { pair_found = check_sequence_pair(groups.tp(), ctx.device); }))
+    add_pair_verdicts(ctx, v, pair_found);  // checked on every run; used by the blocks with --sp
+  else
+    say.say("  the sequence pair: not written yet (" + holes.last() + ")" + (f.sp ? "" : "; needed only by --sp"));
 
   // --------------------------------------------------------------------------
   // 4. Training: each TP group one model on its B windows, the DP groups average the shares' gradients.

@@ -1,15 +1,14 @@
-// sequence_parallel.cpp — the conjugate pair along the sequence
-// (sequence_parallel.h). The collectives move rank-major blocks ([rank][B][T/tp][C]);
-// the model keeps sequence-major rows ([B][T][C]), so each side permutes.
+// sequence_parallel.cpp — the row orders sequence parallelism moves between
+// (sequence_parallel.h): the model keeps sequence-major rows ([B][T][C]),
+// the collectives rank-major blocks ([rank][B][T/tp][C]).
 #include "sequence_parallel.h"
 
-#include "dpt/autograd.h"
 #include "dpt/check.h"
 
 namespace dpt::ch15 {
 
 namespace {
-// [rank][b][τ][c] (rank-major blocks of T/tp positions) → [b][rank·T/tp + τ][c] (rows), or back.
+// [rank][b][τ][c] ↔ [b][rank·T/tp + τ][c].
 std::vector<float> permute_blocks(const std::vector<float>& in, int64_t batch, int64_t time, int64_t width, int tp,
                                   bool to_rows) {
   const int64_t local = time / tp;
@@ -24,50 +23,21 @@ std::vector<float> permute_blocks(const std::vector<float>& in, int64_t batch, i
       }
   return out;
 }
-
-Tensor gather_rows(Communicator& group, const Tensor& mine, int64_t batch, Device& device) {
-  const int tp = group.size();
-  const int64_t width = mine.size(1), time = mine.size(0) / batch * tp;
-  const std::vector<float> local = mine.to_vector();
-  std::vector<float> all(local.size() * std::size_t(tp));
-  group.all_gather(local.data(), all.data(), int64_t(local.size()));
-  return Tensor::from_vector({batch * time, width}, permute_blocks(all, batch, time, width, tp, true), device);
-}
-
-Tensor reduce_scatter_rows(Communicator& group, const Tensor& whole, int64_t batch, Device& device) {
-  const int tp = group.size();
-  const int64_t width = whole.size(1), time = whole.size(0) / batch;
-  const std::vector<float> blocks = permute_blocks(whole.to_vector(), batch, time, width, tp, false);
-  std::vector<float> mine(blocks.size() / std::size_t(tp));
-  group.reduce_scatter(blocks.data(), mine.data(), int64_t(mine.size()), ReduceOp::Sum);
-  return Tensor::from_vector({batch * time / tp, width}, mine, device);
-}
-
-void check_rows(const Tensor& x, int64_t batch, int64_t per_rank_divisor, const char* what) {
-  DPT_CHECK(x.dim() == 2 && batch > 0 && x.size(0) % (batch * per_rank_divisor) == 0,
-            what << ": " << x.size(0) << " rows do not make " << batch << " sequences split over " << per_rank_divisor
-                 << " ranks");
-}
 }  // namespace
 
-Tensor gather_sequence(Communicator& group, const Tensor& mine, int64_t batch) {
-  check_rows(mine, batch, 1, "gather_sequence");
-  Communicator* comm = &group;  // the graph outlives this call
-  Device* device = &mine.device();
-  return record(gather_rows(group, mine, batch, mine.device()), "gather_sequence", {mine},
-                [comm, batch, device](const Tensor& dout) -> std::vector<Tensor> {
-                  return {reduce_scatter_rows(*comm, dout, batch, *device)};
-                });
+std::vector<float> rank_major(const Tensor& whole, int64_t batch, int tp) {
+  DPT_CHECK(whole.dim() == 2 && batch > 0 && tp > 0 && whole.size(0) % (batch * tp) == 0,
+            "rank_major: " << shape_str(whole.shape()) << " is not B = " << batch << " sequences of a length " << tp
+                           << " ranks divide");
+  return permute_blocks(whole.to_vector(), batch, whole.size(0) / batch, whole.size(1), tp, false);
 }
 
-Tensor scatter_sequence(Communicator& group, const Tensor& partial, int64_t batch) {
-  check_rows(partial, batch, group.size(), "scatter_sequence");
-  Communicator* comm = &group;
-  Device* device = &partial.device();
-  return record(reduce_scatter_rows(group, partial, batch, partial.device()), "scatter_sequence", {partial},
-                [comm, batch, device](const Tensor& dout) -> std::vector<Tensor> {
-                  return {gather_rows(*comm, dout, batch, *device)};
-                });
+Tensor sequence_major(const std::vector<float>& blocks, int64_t batch, int64_t width, int tp, Device& device) {
+  const int64_t rows = int64_t(blocks.size()) / std::max<int64_t>(1, width);
+  DPT_CHECK(batch > 0 && tp > 0 && width > 0 && rows * width == int64_t(blocks.size()) && rows % (batch * tp) == 0,
+            "sequence_major: " << blocks.size() << " floats are not B = " << batch << " sequences of width " << width
+                               << " split over " << tp << " ranks");
+  return Tensor::from_vector({rows, width}, permute_blocks(blocks, batch, rows / batch, width, tp, true), device);
 }
 
 std::vector<int64_t> sequence_rows(int64_t batch, int64_t time, int t, int tp) {

@@ -28,23 +28,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "ch15.h"
 #include "dpt/comm.h"
 #include "dpt/tensor.h"
 
 namespace dpt::ch15 {
 
-/// The all-gather of the pair (Megatron's f under sequence parallelism):
-/// from rank t's positions `mine` (B·T/tp, C) to the whole (B·T, C), the
-/// same on every rank; backward: a reduce-scatter of the whole gradient
-/// (each rank's split layers contributed their share of every position's)
-/// back to rank t's positions. Collective over `group`.
-Tensor gather_sequence(Communicator& group, const Tensor& mine, int64_t batch);
+// The pair itself, gather_sequence and scatter_sequence, is your hole (ch15.h).
 
-/// The reduce-scatter of the pair (Megatron's g): from rank t's partial sum
-/// (B·T, C) of a row-parallel layer's output to rank t's positions of the
-/// sum over the group (B·T/tp, C); backward: an all-gather of the positions'
-/// gradients, so every rank's partial gets the whole one. Collective.
-Tensor scatter_sequence(Communicator& group, const Tensor& partial, int64_t batch);
+/// The order collectives move rows in: a (B·T, C) tensor's rows regrouped
+/// rank by rank — rank 0's positions of every sequence, then rank 1's, … —
+/// as a host vector (tp blocks of B·T/tp·C floats).
+std::vector<float> rank_major(const Tensor& whole, int64_t batch, int tp);
+
+/// The inverse: tp blocks of B·T/tp·C floats, rank by rank, back to the
+/// (B·T, C) tensor's own row order, on `device`.
+Tensor sequence_major(const std::vector<float>& blocks, int64_t batch, int64_t width, int tp, Device& device);
 
 /// The indices in [0, B·T) of rank t's rows (positions [t·T/tp, (t+1)·T/tp)
 /// of each sequence), in order.
