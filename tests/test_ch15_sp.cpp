@@ -3,7 +3,8 @@
 // and tp 4; per step 2 all-gathers and 2 reduce-scatters per block each way,
 // no all-reduce, their ring bytes those of tensor parallelism's all-reduces;
 // the LayerNorm/residual region's ledger bytes ÷ tp; trained equal to chapter
-// 14's unsplit model; --sp where it cannot apply is one line, exit 2.
+// 14's unsplit model; under mpirun -np 4 too; --sp where it cannot apply is
+// one line, exit 2.
 #include "support/catch.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "dpt/checkpoint.h"
+#include "dpt/comm.h"
 #include "support/run_program.h"
 
 namespace {
@@ -66,6 +68,21 @@ TEST_CASE("chapter: ch15 --sp moves 2 all-gathers and 2 reduce-scatters per bloc
   // Every replicated tensor once: 6·L·C + 2·V·C + T·C + 2·C with V = 8 (synthetic) = 384 + 512 + 512 + 64.
   CHECK(run.output.find("\u2714 --sp: replicated gradients summed over the TP group per step") != std::string::npos);
   CHECK(run.output.find("= 1472 floats") != std::string::npos);
+}
+
+TEST_CASE("chapter: under mpirun -np 4 (tp 2 x dp 2 --sp) ch15's gradients equal one device's", "[ch15][mpi]") {
+  if (!dpt::mpi_available()) {
+    WARN("skipped: this dpt was built without MPI");
+    return;
+  }
+  // ASAN_OPTIONS: Open MPI keeps allocations until exit (as test_ch12_chapter.cpp says).
+  auto run = dpt_test::run_command("ASAN_OPTIONS=detect_leaks=0 " + dpt_test::launcher() + " -np 4 " +
+                                   dpt_test::program_path(kSpProgram) + " --comm mpi --comm-timeout 30 --sp " + kSpSmall);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("\u2714 step 0: the shares' gradients, gathered and averaged = one device's") != std::string::npos);
+  CHECK(run.output.find("\u2714 forward: --sp all-gathers per step = 2 per block x L = 4") != std::string::npos);
+  CHECK(run.output.find("\u2718") == std::string::npos);
 }
 
 TEST_CASE("chapter: ch15 --sp trains to chapter 14's weights", "[ch15]") {
