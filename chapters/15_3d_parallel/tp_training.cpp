@@ -84,9 +84,9 @@ TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParall
     const bool checked = verify && (s == 0 || s == f.steps - 1);  // the same on every rank: the gathers are collective
     if (checked) run.checked.push_back({s, model.gather(false), {}});
     TokenBatch mine = window_batch(text.train, sampler.replica_starts(s, d, D), T);
-    if (s == 0) {  // the ledger's view of one forward, with and without --sp, on this batch
-      run.region_bytes = region_bytes(model, mine, B, sp, ctx.device);
-      if (sp) run.region_bytes_without_sp = region_bytes(model, mine, B, false, ctx.device);
+    if (s == 0 && sp) {  // the ledger's view of one forward, with and without --sp, on this batch
+      run.region_bytes = region_bytes(model, mine, B, true, ctx.device);
+      run.region_bytes_without_sp = region_bytes(model, mine, B, false, ctx.device);
     }
     optimizer->zero_grad();
     const AllReduces before = all_reduces_so_far(groups.tp());

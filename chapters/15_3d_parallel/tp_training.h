@@ -41,7 +41,7 @@ struct TpRun {
   Collectives sp_forward;              ///< per step, --sp: the TP group's all-gathers and reduce-scatters in forward
   Collectives sp_backward;             ///< per step, --sp: the same in backward
   double sp_grad_floats = 0;           ///< per step, --sp: floats of the replicated gradients summed over the TP group
-  double region_bytes = 0;             ///< step 0's forward: this rank's embeddings/LayerNorms/residual bytes (ledger)
+  double region_bytes = 0;             ///< --sp, step 0's forward: this rank's embeddings/LayerNorms/residual bytes (ledger)
   double region_bytes_without_sp = 0;  ///< --sp: the same forward without sequence parallelism, same batch
   double seconds = 0;                  ///< wall time of the steps
 };
