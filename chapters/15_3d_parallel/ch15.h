@@ -1,7 +1,8 @@
 /// @file ch15.h
-/// @brief Chapter 15's hole, specified once: a transformer block's
+/// @brief Chapter 15's holes, specified once: a transformer block's
 /// attention split over a tensor-parallel group by heads — which of its
-/// entries a rank owns, and the forward that joins the ranks' shares.
+/// entries a rank owns, and the forward that joins the ranks' shares — and
+/// sequence parallelism's conjugate pair.
 ///
 /// Fill it in `exercises/15_3d_parallel/`; tiered hints are in
 /// \ref ch15_hints. `ctest --preset student -L ch15` checks it against one
@@ -79,5 +80,48 @@ AttentionSlices attention_slices(const GptBlock& block, const GptShape& shape, i
 /// (Hole: exercises/15_3d_parallel/tp_attention.cpp.)
 Tensor tp_attention(Communicator& group, const Tensor& x, const AttentionSlices& mine, const GptShape& shape,
                     int64_t batch);
+
+// ----------------------------------------------------------------------------
+// sequence parallelism's conjugate pair (--sp; sequence_parallel.h)
+//
+// More words: with --sp, rank t's *positions* are positions
+// [t·T/tp, (t+1)·T/tp) of each of the B sequences, and a tensor *held by
+// positions* is (B·T/tp, C) on rank t: its rows, sequence by sequence, in the
+// whole (B·T, C) tensor's row order (sequence_rows() lists them). The whole
+// tensor's row b·T + τ is position τ of sequence b.
+
+/// From the positions each rank holds to the whole sequence, on every rank:
+/// what a split layer (c_attn, c_fc) needs in front of it.
+///
+/// On entry: `mine` is rank t's positions (B·T/tp, C) of a tensor held by
+/// positions over `group`; `batch` = B.
+///
+/// Postconditions:
+///  - after forward: returns the whole (B·T, C) tensor, the same on every
+///    rank, each rank's positions in their rows;
+///  - after backward of a loss to which every rank's copy of the result
+///    contributes (each rank's split layer read all of it), mine's gradient
+///    is the sum over the group of the gradients of the ranks' copies, at
+///    rank t's positions;
+///  - cost: one all-gather of rank t's B·T/tp·C floats in forward, one
+///    reduce-scatter of B·T·C floats in backward, nothing else.
+/// (Hole: exercises/15_3d_parallel/sequence_pair.cpp.)
+Tensor gather_sequence(Communicator& group, const Tensor& mine, int64_t batch);
+
+/// From each rank's partial sum of a whole tensor to rank t's positions of
+/// the sum: what follows a split layer (c_proj) whose outputs the ranks'
+/// shares add up to.
+///
+/// On entry: `partial` (B·T, C) is rank t's term of a tensor defined as the
+/// sum of the group's terms; `batch` = B; tp divides T.
+///
+/// Postconditions:
+///  - after forward: returns rank t's positions (B·T/tp, C) of the sum;
+///  - after backward: partial's gradient (B·T, C) is, at every rank's
+///    positions, that rank's result's gradient — the same on every rank;
+///  - cost: one reduce-scatter of B·T·C floats in forward, one all-gather of
+///    B·T/tp·C floats in backward, nothing else.
+/// (Hole: exercises/15_3d_parallel/sequence_pair.cpp.)
+Tensor scatter_sequence(Communicator& group, const Tensor& partial, int64_t batch);
 
 }  // namespace dpt::ch15

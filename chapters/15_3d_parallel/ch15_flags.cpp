@@ -25,6 +25,11 @@ Ch15Layout ch15_layout(const Ch15Flags& f, int world) {
   out.tp = tp_flag > 0 ? tp_flag : world / f.dp;
   out.dp = world / out.tp;
   out.problem = dpt::ch15::tp_shape_problem(f.lm.shape, out.tp);
+  if (out.problem.empty() && f.sp && out.tp == 1)
+    out.problem = "--sp needs --tp 2 or more: it splits the sequence over the TP group, here of 1 rank";
+  else if (out.problem.empty() && f.sp && f.lm.shape.context % out.tp != 0)
+    out.problem = "--sp: --tp " + std::to_string(out.tp) + " does not divide the context of " +
+                  std::to_string(f.lm.shape.context) + " positions (--context): each rank holds an equal share";
   return out;
 }
 
@@ -38,6 +43,7 @@ void add_ch15_flags(CLI::App& app, Ch15Flags& f) {
       ->check(dpt::integer_in(1, dpt::kMaxRanks));
   app.add_option("--dp", f.dp, "Copies of the split model, data parallel (default: ranks / --tp)")
       ->check(dpt::integer_in(1, dpt::kMaxRanks));
+  app.add_flag("--sp", f.sp, "Sequence parallel: between the split layers each TP rank holds context / tp positions");
   app.add_flag("--check-groups", f.check_groups, "Print every rank's coordinates and TP and DP groups (always checked)");
   app.final_callback([&f, &app] {  // once --ranks and the sizes are known: exit 2 with a sentence
     const std::string comm = app.get_option("--comm")->as<std::string>();

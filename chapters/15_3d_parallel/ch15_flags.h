@@ -1,6 +1,6 @@
 /// @file ch15_flags.h
 /// @brief Chapter 15's flags: chapter 14's (the model, the data, training,
-/// what to write) with smaller defaults, and the layout: --tp, --dp,
+/// what to write) with smaller defaults, and the layout: --tp, --dp, --sp,
 /// --check-groups.
 #pragma once
 
@@ -15,6 +15,7 @@ struct Ch15Flags {
   int tp = 0;                 ///< ranks that split each block (0: 2 on an even world, else 1)
   int dp = 0;                 ///< model replicas (0: ranks / tp)
   bool check_groups = false;  ///< print every rank's coordinates and groups
+  bool sp = false;            ///< sequence parallel inside each TP group (needs tp > 1)
 };
 
 /// The layout the flags give on `world` ranks.
@@ -25,7 +26,8 @@ struct Ch15Layout {
 };
 
 /// tp and dp from --tp/--dp on `world` ranks, checked against the ranks and
-/// the model (tp must divide the heads).
+/// the model (tp must divide the heads; with --sp, tp > 1 must divide the
+/// context).
 Ch15Layout ch15_layout(const Ch15Flags& f, int world);
 
 /// Registers the flags on `app`, writing into `flags`; the layout is

@@ -13,16 +13,22 @@
 // equal one device's on the global batch, and chapter 14's weights files
 // load and save unchanged.
 //
-// What it leaves out (for now): sequence parallelism, pipeline stages,
+// With --sp, sequence parallelism (Megatron's): between the exchanges each
+// TP rank holds T/tp positions of every sequence, and f and g become an
+// all-gather and a reduce-scatter along the sequence — the same bytes,
+// 1/tp of those regions' activations (sequence_parallel.h).
+//
+// What it leaves out (for now): pipeline stages,
 // the planner — the page says what comes next. Theory: docs/ch15_3d_parallel.md.
 //
 // Run it:
 //     build/reference/bin/ch15_3d_parallel                      # 4 rank threads: tp 2 × dp 2
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 4 --check-groups
+//     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 2 --dp 2 --sp
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
-// Your hole (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
-// ch15::tp_attention. It uses your chapter 12 (f, g, the parallel layers)
+// Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
+// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp). It uses your chapter 12 (f, g, the parallel layers)
 // and chapter 14 (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
 // ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
@@ -37,6 +43,7 @@
 #include "dpt/lecture.h"
 #include "groups.h"
 #include "outputs.h"
+#include "pair_check.h"
 #include "tp_checks.h"
 #include "tp_gpt.h"
 #include "tp_training.h"
@@ -85,7 +92,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   // 2. The grid: tp ranks share a model (neighbours: on a cluster, one node), dp models side by side.
   const Ch15Layout layout = ch15_layout(f, ctx.world);  // checked at the flags
   const int TP = layout.tp, DP = layout.dp;
-  say.section(str("2. The grid: ", ctx.world, " ranks = tp ", TP, " x dp ", DP, " (TP innermost)"));
+  say.section(str("2. The grid: ", ctx.world, " ranks = tp ", TP, " x dp ", DP, " (TP innermost)",
+                  f.sp ? ", sequence parallel" : ""));
   ch12::Groups groups(ctx, TP, DP);
   const std::vector<std::string> members = ch12::check_groups(ctx, groups);  // a wrong split stops here
   say.say(str("rank r sits at t = r mod ", TP, ", d = floor(r / ", TP, "): the tp ranks of a model are neighbours, since\n"
@@ -128,12 +136,21 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
     v.at_most(slices, attention_slices_gap(ctx, groups.tp(), *model, full), 0,
               "indexed against the full block: q, k, v rows of the rank's heads; c_proj's columns they meet");
 
+  const std::string pair = "gather_sequence, scatter_sequence: sequence parallelism's conjugate pair (--sp)";
+  PairFindings pair_found;
+  if (TP == 1)
+    v.cannot_fail(pair, "with --tp 1 (try --tp 2)");
+  else if (holes.run(ctx.comm, [&] { pair_found = check_sequence_pair(groups.tp(), ctx.device); }))
+    add_pair_verdicts(ctx, v, pair_found);  // checked on every run; used by the blocks with --sp
+  else
+    say.say("  the sequence pair: not written yet (" + holes.last() + ")" + (f.sp ? "" : "; needed only by --sp"));
+
   // --------------------------------------------------------------------------
   // 4. Training: each TP group one model on its B windows, the DP groups average the shares' gradients.
   say.section(str("4. Training: ", f.lm.steps, " steps of ", DP, " x ", f.lm.batch, " sequences of ", s.context,
                   " characters (", f.lm.optimizer, ", lr ", f.lm.lr, ")"));
   TpRun result;  // --steps 0: nothing to train, the files are still written
-  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, groups, *model, text, f.lm, run.verify, say); })) {
+  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, groups, *model, text, f.lm, f.sp, run.verify, say); })) {
     say.say("  skipped: not written yet (" + holes.last() + ")");
     if (ctx.is_root()) holes.judge(v);
     return;
@@ -145,16 +162,27 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   // --------------------------------------------------------------------------
   // 5. What the TP group exchanged: two all-reduces per block each way.
   if (f.lm.steps > 0) say.section("5. What the TP group exchanged per step (its traffic log)");
-  Table moved("ch15: TP all-reduces per step, this rank", {"pass", "calls", "floats each", "Megatron's count"});
+  Table moved("ch15: TP collectives per step, this rank", {"pass", "calls", "floats each", "Megatron's count"});
   const double floats = double(f.lm.batch * s.context * s.width);
   for (const auto& [pass, m] : {std::pair<const char*, AllReduces>{"forward", result.forward},
                                 std::pair<const char*, AllReduces>{"backward", result.backward}})
     moved.add_row({pass, fmt(m.calls, 4), m.calls > 0 ? fmt(m.bytes / 4 / m.calls, 6) : "-",
-                   str(2 * s.layers, " of B·T·C = ", fmt(floats, 6))});
+                   f.sp ? "0: the pair instead" : str(2 * s.layers, " of B·T·C = ", fmt(floats, 6))});
+  if (f.sp) {  // the pair instead: what each call moved
+    for (const auto& [pass, m] : {std::pair<const char*, Collectives>{"forward", result.sp_forward},
+                                  std::pair<const char*, Collectives>{"backward", result.sp_backward}})
+      for (const auto& [name, c] : {std::pair<const char*, AllReduces>{" all-gathers", m.all_gather},
+                                    std::pair<const char*, AllReduces>{" reduce-scatters", m.reduce_scatter}})
+        moved.add_row({std::string(pass) + name, fmt(c.calls, 4), c.calls > 0 ? fmt(c.bytes / 4 / c.calls, 6) : "-",
+                       str(2 * s.layers, " of ", std::string(name) == " all-gathers" ? "B·T·C/tp" : "B·T·C")});
+  }
   if (say.enabled() && f.lm.steps > 0) moved.print(std::cout);
-  if (f.lm.steps > 0) say.say("forward: g after attention's c_proj and after the MLP's c_proj; backward: f's, in front of c_attn and\n"
+  if (f.lm.steps > 0 && !f.sp) say.say("forward: g after attention's c_proj and after the MLP's c_proj; backward: f's, in front of c_attn and\n"
           "c_fc, each the gradient of the whole residual stream. Nothing else crosses the TP group.");
-  if (f.lm.steps > 0) add_traffic_verdicts(v, result, s, f.lm.batch, TP);
+  if (f.lm.steps > 0 && f.sp) say.say("--sp: f is an all-gather of the T/tp positions each rank holds, g a reduce-scatter of the partial sums\n"
+          "back to them; backward swaps them. After backward, one all-reduce sums the replicated tensors' gradients.");
+  if (f.lm.steps > 0 && f.sp) add_sequence_parallel_verdicts(v, result, s, f.lm.batch, TP);
+  else if (f.lm.steps > 0) add_traffic_verdicts(v, result, s, f.lm.batch, TP);
 
   // --------------------------------------------------------------------------
   // 6. The same model as one device's (tp_checks.cpp), and chapter 14's files.
@@ -170,7 +198,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
               "every share gets the same averaged gradient on its dp copies: bit for bit");
   holes.judge(v);
   write_and_sample(f, values, text, result, say);
-  run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, " on ", ctx.world, " ranks")});
+  run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, f.sp ? " --sp" : "", " on ", ctx.world, " ranks")});
   run.summary.add_row({"parameters", str(parameters_per_rank(s, TP), " per rank of ", full.num_parameters())});
   if (DP > 1) run.summary.add_row({"DP bytes per step per rank", format_bytes(result.dp_bytes_per_step)});
   if (!result.held_out.empty()) run.summary.add_row({"held-out loss", fixed(result.held_out.back().loss, 4) + " nats"});

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "dpt/autograd.h"
 #include "dpt/report.h"
@@ -133,6 +134,40 @@ void add_traffic_verdicts(Verdicts& v, const TpRun& run, const GptShape& shape, 
     v.near(size, measured.calls > 0 ? measured.bytes / 4 / measured.calls : 0, floats, 0,
            "the residual stream's activations (forward) or their gradient (backward), from the log's bytes / 4 / calls");
   }
+}
+
+void add_sequence_parallel_verdicts(Verdicts& v, const TpRun& run, const GptShape& s, int64_t batch, int tp) {
+  const double L = double(s.layers), C = double(s.width), whole = double(batch * s.context * s.width);
+  // A ring moves 2(tp−1)/tp of an all-reduce's payload per rank, (tp−1)/tp of a
+  // reduce-scatter's input and (tp−1) times an all-gather's contribution.
+  const double ring_all_reduces = 2 * L * 2 * (tp - 1) / double(tp) * whole * 4;
+  for (const auto& [pass, m, ar] : {std::tuple<const char*, Collectives, AllReduces>{"forward", run.sp_forward, run.forward},
+                                    std::tuple<const char*, Collectives, AllReduces>{"backward", run.sp_backward, run.backward}}) {
+    const std::string p = pass;
+    v.near(p + ": --sp all-gathers per step = 2 per block x L = " + fmt(2 * L, 3), m.all_gather.calls, 2 * L, 0,
+           "f before c_attn and c_fc (forward), g's conjugate (backward): the TP group's traffic log");
+    v.near(p + ": --sp reduce-scatters per step = 2 per block x L = " + fmt(2 * L, 3), m.reduce_scatter.calls, 2 * L, 0,
+           "g after both c_proj (forward), f's conjugate (backward)");
+    v.near(p + ": --sp TP all-reduces in the pass = 0", ar.calls, 0, 0, "the pair replaces them");
+    v.near(p + ": floats per all-gather = B·T·C/tp = " + fmt(whole / tp, 6),
+           m.all_gather.calls > 0 ? m.all_gather.bytes / 4 / m.all_gather.calls : 0, whole / tp, 0,
+           "each rank sends its T/tp positions");
+    v.near(p + ": floats per reduce-scatter = B·T·C = " + fmt(whole, 6),
+           m.reduce_scatter.calls > 0 ? m.reduce_scatter.bytes / 4 / m.reduce_scatter.calls : 0, whole, 0,
+           "each rank's partial sums of every position");
+    v.near(p + ": ring bytes per rank = tensor parallelism's 2 all-reduces per block = 2L·2(tp−1)/tp·B·T·C·4 = " +
+               fmt(ring_all_reduces, 8),
+           (tp - 1) * m.all_gather.bytes + (tp - 1) / double(tp) * m.reduce_scatter.bytes, ring_all_reduces, 1e-12,
+           "an all-reduce is a reduce-scatter then an all-gather: from the log's payloads, (tp−1)·AG + (tp−1)/tp·RS");
+  }
+  const double replicated = 6 * L * C + 2 * double(s.vocab) * C + double(s.context) * C + 2 * C;
+  v.near("--sp: replicated gradients summed over the TP group per step = 6·L·C + 2·V·C + T·C + 2·C = " +
+             fmt(replicated, 6) + " floats",
+         run.sp_grad_floats, replicated, 0, "each rank's embeddings, LayerNorms, c_proj biases and head saw T/tp positions");
+  v.near("--sp: embeddings, LayerNorms and residual adds held per rank x tp = without --sp (memory ledger, bytes)",
+         run.region_bytes * tp, run.region_bytes_without_sp, 0,
+         str(format_bytes(run.region_bytes), " with --sp, ", format_bytes(run.region_bytes_without_sp),
+             " without, on step 0's batch: activations, not parameters, are what sequence parallelism splits"));
 }
 
 }  // namespace dpt::ch15

@@ -5,6 +5,7 @@
 #include "ch12.h"
 #include "ch14.h"
 #include "dpt/check.h"
+#include "dpt/memory_ledger.h"
 #include "dpt/ops.h"
 
 namespace dpt::ch15 {
@@ -101,14 +102,35 @@ Tensor TensorParallelGpt::loss(const std::vector<int64_t>& inputs, const std::ve
                                     << shape_.context << " with as many targets");
   std::vector<int64_t> positions(inputs.size());
   for (int64_t i = 0; i < n; ++i) positions[std::size_t(i)] = i % time;
-  Tensor x = add(embedding(wte_, inputs), embedding(wpe_, positions));  // (B·T, C), whole on every rank
-  for (const TpBlock& b : blocks_) {
-    x = add(x, tp_attention(group_, ch14::layer_norm(x, b.ln_1_weight, b.ln_1_bias), b.attn, shape_, batch));
-    Tensor h = ch14::layer_norm(x, b.ln_2_weight, b.ln_2_bias);
-    h = gelu(ch12::column_parallel_linear(group_, h, b.fc_weight, b.fc_bias));  // (B·T, 4C/tp): split
-    x = add(x, ch12::row_parallel_linear(group_, h, b.mlp_proj_weight, b.mlp_proj_bias));
+  // The embeddings, LayerNorms and residual adds are charged to Activations on
+  // the ledger (the region sequence parallelism splits: sp_gpt.cpp does the same).
+  auto region = [] { return MemoryScope(MemoryCategory::Activations); };
+  Tensor x;
+  {
+    auto scope = region();
+    x = add(embedding(wte_, inputs), embedding(wpe_, positions));  // (B·T, C), whole on every rank
   }
-  x = ch14::layer_norm(x, ln_f_weight_, ln_f_bias_);
+  for (const TpBlock& b : blocks_) {
+    Tensor h;
+    {
+      auto scope = region();
+      h = ch14::layer_norm(x, b.ln_1_weight, b.ln_1_bias);
+    }
+    Tensor a = tp_attention(group_, h, b.attn, shape_, batch);
+    {
+      auto scope = region();
+      x = add(x, a);
+      h = ch14::layer_norm(x, b.ln_2_weight, b.ln_2_bias);
+    }
+    h = gelu(ch12::column_parallel_linear(group_, h, b.fc_weight, b.fc_bias));  // (B·T, 4C/tp): split
+    Tensor m = ch12::row_parallel_linear(group_, h, b.mlp_proj_weight, b.mlp_proj_bias);
+    auto scope = region();
+    x = add(x, m);
+  }
+  {
+    auto scope = region();
+    x = ch14::layer_norm(x, ln_f_weight_, ln_f_bias_);
+  }
   return softmax_cross_entropy(linear(x, lm_head_weight_, Tensor()), targets);
 }
 
@@ -118,6 +140,14 @@ std::vector<Tensor> TensorParallelGpt::parameters() const {
     out.insert(out.end(), {b.ln_1_weight, b.ln_1_bias, b.attn.qkv_weight, b.attn.qkv_bias, b.attn.proj_weight,
                            b.attn.proj_bias, b.ln_2_weight, b.ln_2_bias, b.fc_weight, b.fc_bias, b.mlp_proj_weight,
                            b.mlp_proj_bias});
+  out.insert(out.end(), {ln_f_weight_, ln_f_bias_, lm_head_weight_});
+  return out;
+}
+
+std::vector<Tensor> TensorParallelGpt::replicated_parameters() const {
+  std::vector<Tensor> out{wte_, wpe_};
+  for (const TpBlock& b : blocks_)
+    out.insert(out.end(), {b.ln_1_weight, b.ln_1_bias, b.attn.proj_bias, b.ln_2_weight, b.ln_2_bias, b.mlp_proj_bias});
   out.insert(out.end(), {ln_f_weight_, ln_f_bias_, lm_head_weight_});
   return out;
 }

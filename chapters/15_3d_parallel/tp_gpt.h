@@ -15,7 +15,8 @@
 /// softmax would need a third exchange: Megatron's vocabulary-parallel
 /// cross-entropy, for vocabularies of 50 000).
 ///
-/// Left out: sequence parallelism (next increment), pipeline stages.
+/// With --sp the same shares run sequence parallel (sequence_parallel.h,
+/// sp_gpt.cpp). Left out: pipeline stages.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,17 @@ class TensorParallelGpt {
   /// Mean cross-entropy over B·T tokens (chapter 14's Gpt::loss), the same
   /// on every rank of the group. Collective over the group.
   Tensor loss(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets, int64_t batch) const;
+  /// Sequence parallel (sequence_parallel.h; defined in sp_gpt.cpp): this
+  /// rank's share of the mean cross-entropy over B·T tokens — its T/tp
+  /// positions of each sequence, ÷ (B·T) — so the group's shares sum to
+  /// loss(). Collective over the group (2 all-gathers and 2 reduce-scatters
+  /// per block each way). After backward the replicated parameters hold
+  /// only this rank's positions' gradient: sum them over the group.
+  /// The sequence length must divide by the group's size.
+  Tensor sequence_parallel_loss(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets,
+                                int64_t batch) const;
+  /// The tensors every rank of the group holds whole, in parameters() order.
+  std::vector<Tensor> replicated_parameters() const;
   /// This rank's tensors, in the full model's named_parameters() order.
   std::vector<Tensor> parameters() const;
   /// Collective over the group: the full model's values (or, `grads`,

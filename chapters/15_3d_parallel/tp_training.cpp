@@ -7,6 +7,8 @@
 
 #include "dpt/autograd.h"
 #include "dpt/data_parallel.h"
+#include "dpt/flatten.h"
+#include "dpt/memory_ledger.h"
 #include "dpt/optim.h"
 #include "dpt/text_windows.h"
 
@@ -19,6 +21,37 @@ AllReduces all_reduces_so_far(Communicator& group) {
 }
 void add_difference(AllReduces& total, const AllReduces& before, const AllReduces& after) {
   total.calls += after.calls - before.calls, total.bytes += after.bytes - before.bytes;
+}
+Collectives pair_so_far(Communicator& group) {
+  TrafficLog& log = group.traffic();
+  return {{double(log.collective_calls("all_gather", log.rank())), double(log.collective_bytes("all_gather", log.rank()))},
+          {double(log.collective_calls("reduce_scatter", log.rank())),
+           double(log.collective_bytes("reduce_scatter", log.rank()))}};
+}
+void add_difference(Collectives& total, const Collectives& before, const Collectives& after) {
+  add_difference(total.all_gather, before.all_gather, after.all_gather);
+  add_difference(total.reduce_scatter, before.reduce_scatter, after.reduce_scatter);
+}
+void per_step(AllReduces& a, double steps) { a.calls /= steps, a.bytes /= steps; }
+
+// Bytes charged to Activations (the embeddings, LayerNorms, residual adds)
+// held at the end of one forward on `batch`, the graph then dropped.
+double region_bytes(const TensorParallelGpt& model, const TokenBatch& batch, int64_t B, bool sp, Device& device) {
+  const MemoryLedger& ledger = device.ledger();
+  const double before = double(ledger.current(MemoryCategory::Activations));
+  Tensor loss = sp ? model.sequence_parallel_loss(batch.inputs, batch.targets, B) : model.loss(batch.inputs, batch.targets, B);
+  return double(ledger.current(MemoryCategory::Activations)) - before;
+}
+
+// --sp: each rank's replicated tensors saw only its positions; their
+// gradients, summed over the group, are the whole batch's. One all-reduce.
+void sum_replicated_gradients(Communicator& tp, const TensorParallelGpt& model, double& floats) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : model.replicated_parameters()) grads.push_back(p.grad());
+  std::vector<float> flat = flatten(grads);
+  tp.all_reduce(flat.data(), int64_t(flat.size()), ReduceOp::Sum);
+  unflatten(flat, grads);
+  floats += double(flat.size());
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const Ch14Flags& f, std::vector<Tensor> params) {  // chapter 14's choice
@@ -38,7 +71,7 @@ double gathered_held_out_loss(const TensorParallelGpt& model, const Corpus& text
 }  // namespace
 
 TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParallelGpt& model, const Corpus& text,
-                                const Ch14Flags& f, bool verify, const Narrator& say) {
+                                const Ch14Flags& f, bool sp, bool verify, const Narrator& say) {
   TpRun run;
   const int64_t B = f.batch, T = f.shape.context;
   const int D = groups.dp_size(), d = groups.dp_rank();
@@ -51,14 +84,27 @@ TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParall
     const bool checked = verify && (s == 0 || s == f.steps - 1);  // the same on every rank: the gathers are collective
     if (checked) run.checked.push_back({s, model.gather(false), {}});
     TokenBatch mine = window_batch(text.train, sampler.replica_starts(s, d, D), T);
+    if (s == 0 && sp) {  // the ledger's view of one forward, with and without --sp, on this batch
+      run.region_bytes = region_bytes(model, mine, B, true, ctx.device);
+      run.region_bytes_without_sp = region_bytes(model, mine, B, false, ctx.device);
+    }
     optimizer->zero_grad();
     const AllReduces before = all_reduces_so_far(groups.tp());
-    Tensor loss = model.loss(mine.inputs, mine.targets, B);  // the same on every rank of the TP group
+    const Collectives pair_before = pair_so_far(groups.tp());
+    // The same on every rank of the TP group; with --sp, this rank's share.
+    Tensor loss = sp ? model.sequence_parallel_loss(mine.inputs, mine.targets, B) : model.loss(mine.inputs, mine.targets, B);
     const AllReduces between = all_reduces_so_far(groups.tp());
+    const Collectives pair_between = pair_so_far(groups.tp());
     loss.backward();
     add_difference(run.forward, before, between);
     add_difference(run.backward, between, all_reduces_so_far(groups.tp()));
+    add_difference(run.sp_forward, pair_before, pair_between);
+    add_difference(run.sp_backward, pair_between, pair_so_far(groups.tp()));
     float global_loss = loss.item();
+    if (sp) {  // after the counted passes: the replicated gradients, and the loss's shares
+      sum_replicated_gradients(groups.tp(), model, run.sp_grad_floats);
+      groups.tp().all_reduce(&global_loss, 1, ReduceOp::Sum);
+    }
     if (Communicator* dp = groups.dp()) {  // dp models on dp slices of the batch: average each share's gradient
       std::vector<Tensor> grads;
       for (const Tensor& p : params) grads.push_back(p.grad());
@@ -81,7 +127,10 @@ TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParall
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double steps = double(std::max<int64_t>(1, f.steps));
   run.dp_bytes_per_step /= steps;
-  run.forward.calls /= steps, run.forward.bytes /= steps, run.backward.calls /= steps, run.backward.bytes /= steps;
+  for (AllReduces* a : {&run.forward, &run.backward, &run.sp_forward.all_gather, &run.sp_forward.reduce_scatter,
+                        &run.sp_backward.all_gather, &run.sp_backward.reduce_scatter})
+    per_step(*a, steps);
+  run.sp_grad_floats /= steps;
   if (!ctx.is_root()) run.checked.clear();
   return run;
 }

@@ -1,0 +1,74 @@
+// sp_gpt.cpp — the split GPT run sequence parallel (tp_gpt.h,
+// sequence_parallel.h): between the exchanges rank t holds T/tp positions.
+#include "bias.h"
+#include "ch14.h"
+#include "dpt/check.h"
+#include "dpt/memory_ledger.h"
+#include "dpt/ops.h"
+#include "sequence_parallel.h"
+#include "tp_gpt.h"
+
+namespace dpt::ch15 {
+
+namespace {
+// Rank t's heads as a narrower attention — H/tp heads over C/tp features,
+// with c_proj reading only them and no bias — is chapter 14's own
+// gpt_attention; its output is rank t's partial sum of c_proj's.
+Tensor heads_partial(const Tensor& whole, const AttentionSlices& mine, const GptShape& shape, int tp, int64_t batch) {
+  GptBlock narrow;
+  narrow.attn_weight = mine.qkv_weight, narrow.attn_bias = mine.qkv_bias, narrow.attn_proj_weight = mine.proj_weight;
+  GptShape heads = shape;
+  heads.heads = shape.heads / tp, heads.width = shape.width / tp;
+  return gpt_attention(whole, narrow, heads, batch);
+}
+
+std::vector<int64_t> pick(const std::vector<int64_t>& all, const std::vector<int64_t>& rows) {
+  std::vector<int64_t> out;
+  for (int64_t r : rows) out.push_back(all[std::size_t(r)]);
+  return out;
+}
+}  // namespace
+
+Tensor TensorParallelGpt::sequence_parallel_loss(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets,
+                                                 int64_t batch) const {
+  const int tp = group_.size();
+  const int64_t n = int64_t(inputs.size()), time = batch > 0 ? n / batch : 0;
+  DPT_CHECK(batch > 0 && n % batch == 0 && time <= shape_.context && time % tp == 0 && targets.size() == inputs.size(),
+            "sequence-parallel GPT: " << n << " tokens do not make " << batch << " sequences of at most "
+                                      << shape_.context << ", a multiple of " << tp << " ranks, with as many targets");
+  const std::vector<int64_t> rows = sequence_rows(batch, time, group_.rank(), tp);
+  std::vector<int64_t> positions;
+  for (int64_t r : rows) positions.push_back(r % time);
+  auto region = [] { return MemoryScope(MemoryCategory::Activations); };  // as loss(): the ledger's region
+  Tensor x;
+  {
+    auto scope = region();
+    x = add(embedding(wte_, pick(inputs, rows)), embedding(wpe_, positions));  // (B·T/tp, C): my positions only
+  }
+  for (const TpBlock& b : blocks_) {
+    Tensor h;
+    {
+      auto scope = region();
+      h = ch14::layer_norm(x, b.ln_1_weight, b.ln_1_bias);
+    }
+    Tensor a = heads_partial(gather_sequence(group_, h, batch), b.attn, shape_, tp, batch);  // f: all-gather
+    a = ch12::add_bias(scatter_sequence(group_, a, batch), b.attn.proj_bias);               // g: reduce-scatter
+    {
+      auto scope = region();
+      x = add(x, a);
+      h = ch14::layer_norm(x, b.ln_2_weight, b.ln_2_bias);
+    }
+    h = gelu(linear(gather_sequence(group_, h, batch), b.fc_weight, b.fc_bias));  // (B·T, 4C/tp)
+    Tensor m = ch12::add_bias(scatter_sequence(group_, linear(h, b.mlp_proj_weight, Tensor()), batch), b.mlp_proj_bias);
+    auto scope = region();
+    x = add(x, m);
+  }
+  {
+    auto scope = region();
+    x = ch14::layer_norm(x, ln_f_weight_, ln_f_bias_);
+  }
+  // The mean over my B·T/tp positions ÷ tp = their share of the mean over B·T.
+  return scale(softmax_cross_entropy(linear(x, lm_head_weight_, Tensor()), pick(targets, rows)), 1.0f / float(tp));
+}
+
+}  // namespace dpt::ch15
