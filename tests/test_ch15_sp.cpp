@@ -58,7 +58,7 @@ TEST_CASE("chapter: ch15 --sp moves 2 all-gathers and 2 reduce-scatters per bloc
   // L = 2 blocks, B·T·C = 2·16·32 = 1024 floats, tp 2. Ring bytes per rank of
   // 2 all-reduces per block: 2L · 2(tp−1)/tp · B·T·C · 4 = 4 · 1 · 4096 = 16384.
   for (const char* pass : {"forward", "backward"})
-    for (const std::string& line : {": --sp all-gathers per step = 2 per block x L = 4",
+    for (const char* line : {": --sp all-gathers per step = 2 per block x L = 4",
                                     ": --sp reduce-scatters per step = 2 per block x L = 4",
                                     ": --sp TP all-reduces in the pass = 0", ": floats per all-gather = B·T·C/tp = 512",
                                     ": floats per reduce-scatter = B·T·C = 1024",
