@@ -15,6 +15,7 @@
 #include "dpt/checkpoint.h"
 #include "dpt/comm.h"
 #include "support/run_program.h"
+#include "support/weights_gap.h"
 
 namespace {
 const std::string kProgram = "ch15_3d_parallel";
@@ -28,19 +29,6 @@ dpt_test::ProgramResult run_mpi(int np, const std::string& args) {
                                dpt_test::program_path(kProgram) + " " + args);
 }
 
-// max |a − b| over every tensor of two weights files with the same names.
-double weights_gap(const std::string& a, const std::string& b) {
-  const dpt::SafeTensorsFile fa = dpt::read_safetensors(a), fb = dpt::read_safetensors(b);
-  if (fa.tensors.size() != fb.tensors.size()) return INFINITY;
-  double gap = 0;
-  for (const auto& [name, t] : fa.tensors) {
-    auto other = fb.tensors.find(name);
-    if (other == fb.tensors.end() || other->second.shape != t.shape) return INFINITY;
-    const std::vector<float> x = t.floats(), y = other->second.floats();
-    for (std::size_t i = 0; i < x.size(); ++i) gap = std::max(gap, double(std::fabs(x[i] - y[i])));
-  }
-  return gap;
-}
 }  // namespace
 
 TEST_CASE("chapter: ch15 on tp 2 x dp 2 and tp 4 rank threads passes every verdict, the step check included", "[ch15]") {
@@ -119,11 +107,11 @@ TEST_CASE("chapter: ch15 reads and writes chapter 14's weights file whatever the
   auto b = dpt_test::run_program(kProgram, train + "--ranks 4 --tp 2 --dp 2 --save-weights " + split);
   INFO(b.output);
   REQUIRE(b.exit_code == 0);
-  CHECK(weights_gap(ch14, split) <= 1e-5);  // dp 2 on chapter 14 = tp 2 x dp 2 here, from the same seed
+  CHECK(dpt_test::weights_gap(ch14, split) <= 1e-5);  // dp 2 on chapter 14 = tp 2 x dp 2 here, from the same seed
   auto c = dpt_test::run_program(kProgram, kShapeFlags + "--ranks 4 --tp 4 --steps 0 --load-weights " + ch14 +
                                                " --save-weights " + round);
   INFO(c.output);
   REQUIRE(c.exit_code == 0);
-  CHECK(weights_gap(ch14, round) == 0);  // cut into tp 4 shares and put back: bit for bit
+  CHECK(dpt_test::weights_gap(ch14, round) == 0);  // cut into tp 4 shares and put back: bit for bit
   for (const std::string& p : {ch14, split, round}) std::remove(p.c_str());
 }

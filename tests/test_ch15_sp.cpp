@@ -15,25 +15,13 @@
 #include "dpt/checkpoint.h"
 #include "dpt/comm.h"
 #include "support/run_program.h"
+#include "support/weights_gap.h"
 
 namespace {
 const std::string kSpProgram = "ch15_3d_parallel";
 const std::string kSpShape = "--data synthetic --layers 2 --heads 4 --width 32 --batch 2 --quiet ";
 const std::string kSpSmall = kSpShape + "--context 16 --steps 6 --eval-every 6 --eval-batches 1 ";
 
-// max |a − b| over every tensor of two weights files with the same names.
-double sp_weights_gap(const std::string& a, const std::string& b) {
-  const dpt::SafeTensorsFile fa = dpt::read_safetensors(a), fb = dpt::read_safetensors(b);
-  if (fa.tensors.size() != fb.tensors.size()) return INFINITY;
-  double gap = 0;
-  for (const auto& [name, t] : fa.tensors) {
-    auto other = fb.tensors.find(name);
-    if (other == fb.tensors.end() || other->second.shape != t.shape) return INFINITY;
-    const std::vector<float> x = t.floats(), y = other->second.floats();
-    for (std::size_t i = 0; i < x.size(); ++i) gap = std::max(gap, double(std::fabs(x[i] - y[i])));
-  }
-  return gap;
-}
 }  // namespace
 
 TEST_CASE("chapter: ch15 --sp on tp 2 x dp 2 and tp 4 gives one device's gradients and 1/tp of the region's activations",
@@ -97,7 +85,7 @@ TEST_CASE("chapter: ch15 --sp trains to chapter 14's weights", "[ch15]") {
   auto b = dpt_test::run_program(kSpProgram, train + "--ranks 4 --tp 2 --dp 2 --sp --save-weights " + sp);
   INFO(b.output);
   REQUIRE(b.exit_code == 0);
-  CHECK(sp_weights_gap(ch14, sp) <= 1e-5);
+  CHECK(dpt_test::weights_gap(ch14, sp) <= 1e-5);
   for (const std::string& p : {ch14, sp}) std::remove(p.c_str());
 }
 

@@ -93,15 +93,7 @@ inline int64_t off(const std::vector<float>& got, const std::vector<float>& want
     }
   return got.size() == want.size() ? count : count + 1;
 }
-/// Entries whose bits differ; INFO names the first.
-inline int64_t bits_off(const std::vector<float>& got, const std::vector<float>& want) {
-  int64_t count = 0;
-  for (std::size_t i = 0; i < want.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-      if (count++ == 0) UNSCOPED_INFO("first at " << i << ": " << got[i] << " against " << want[i]);
-    }
-  return got.size() == want.size() ? count : count + 1;
-}
+using kernel_checks::bits_off;
 
 /// Per column: Σ_rows |term(r, c)|.
 template <typename Term>

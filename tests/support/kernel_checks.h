@@ -38,6 +38,16 @@
 
 namespace dpt_test::kernel_checks {
 
+/// Entries whose bits differ (a size mismatch counts one more); INFO names the first.
+inline int64_t bits_off(const std::vector<float>& got, const std::vector<float>& want) {
+  int64_t count = 0;
+  for (std::size_t i = 0; i < want.size() && i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      if (count++ == 0) UNSCOPED_INFO("first at " << i << ": " << got[i] << " against " << want[i]);
+    }
+  return got.size() == want.size() ? count : count + 1;
+}
+
 /// How big the inputs are: what a GPU does in milliseconds; what the
 /// emulator on fibers does in a second or two (grid-stride loops still wrap);
 /// what it does on threads (under the sanitizers), where every barrier wakes

@@ -58,15 +58,7 @@ inline int64_t off(const std::vector<float>& got, const std::vector<double>& wan
     }
   return count;
 }
-/// Same bits, entry by entry; INFO names the first that differs.
-inline int64_t bits_off(const std::vector<float>& got, const std::vector<float>& want) {
-  int64_t count = 0;
-  for (std::size_t i = 0; i < want.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-      if (count++ == 0) UNSCOPED_INFO("first at " << i << ": " << got[i] << " against " << want[i]);
-    }
-  return got.size() == want.size() ? count : count + 1;
-}
+using kernel_checks::bits_off;
 
 // ----------------------------------------------------------------------------
 // gathers and copies: bit for bit
