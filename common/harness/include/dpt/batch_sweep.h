@@ -126,7 +126,7 @@ Knee critical_batch(const std::vector<SweepPoint>& points);
 
 /// What a sweep runs: the target, the batches, the cap, the rule, the grid.
 struct SweepSettings {
-  SweepTarget target;
+  SweepTarget target;                ///< what reaching means: the score, its side, its value
   int64_t min_batch = 8;             ///< the smallest batch, the linear rule's reference
   int64_t max_batch = 4096;          ///< batches min_batch, 2·min_batch, … up to it
   int64_t max_steps = 3000;          ///< no run goes past it
@@ -197,7 +197,8 @@ struct SweepFlagSpec {
   int64_t min_batch = 8;                 ///< the sweep's smallest batch (--sweep-max-batch is at least it)
   std::string target_flag;               ///< "--target-accuracy"
   std::string target_help;               ///< its --help line
-  double target_lo = 0, target_hi = 1;   ///< the target's bounds, lo excluded
+  double target_lo = 0;                  ///< the target's lower bound, excluded
+  double target_hi = 1;                  ///< the target's upper bound
   std::vector<std::string> lesson_flags; ///< the lesson's flags that --batch-sweep refuses ("--batch", "--lr", …)
   std::string what;                      ///< --batch-sweep's --help line
   bool plot_flag = true;                 ///< register --sweep-plot (false: the chapter's own plot flag holds the path)
