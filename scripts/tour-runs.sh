@@ -30,6 +30,7 @@ declare -A tour_ranks=(
 )
 declare -A tour_text=(
   [ch14_language_model]=1   # the King James Bible where installed (--data auto), else synthetic text
+  [ch15_3d_parallel]=1      # chapter 14's text flags
 )
 declare -A tour_fashion=(
   [ch01_sgd]="--steps 1000 --batch 64 --lr 0.1"                      # test ~86 %
