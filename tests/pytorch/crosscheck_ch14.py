@@ -184,6 +184,23 @@ def mpirun_command():
     return command
 
 
+def find_chapter(bin_dir, chapter, comm):
+    """(the chapter's executable, 0), or (None, exit code) saying why not: 1 it is not built,
+    77 (CTest's skip) where --comm mpi cannot run it (no mpirun, built without MPI)."""
+    exe = os.path.join(os.path.abspath(bin_dir), chapter)
+    if not os.path.exists(exe):
+        print(f"crosscheck: {exe} not found: build {chapter} first")
+        return None, 1
+    if comm == "mpi":
+        if mpirun_command() is None:
+            print("skipped: --comm mpi needs mpirun on the PATH")
+            return None, 77
+        if "libmpi" not in subprocess.run(["ldd", exe], capture_output=True, text=True).stdout:
+            print(f"skipped: {chapter} was built without MPI")
+            return None, 77
+    return exe, 0
+
+
 def run_chapter(exe, comm, ranks, args, cwd):
     if comm == "mpi":
         command = mpirun_command() + ["-np", str(ranks), exe, "--comm", "mpi"]
@@ -287,17 +304,9 @@ def main():
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    exe = os.path.join(os.path.abspath(args.bin_dir), CHAPTER)
-    if not os.path.exists(exe):
-        print(f"crosscheck: {exe} not found: build {CHAPTER} first")
-        return 1
-    if args.comm == "mpi":
-        if mpirun_command() is None:
-            print("skipped: --comm mpi needs mpirun on the PATH")
-            return 77
-        if "libmpi" not in subprocess.run(["ldd", exe], capture_output=True, text=True).stdout:
-            print(f"skipped: {CHAPTER} was built without MPI")
-            return 77
+    exe, why_not = find_chapter(args.bin_dir, CHAPTER, args.comm)
+    if exe is None:
+        return why_not
     ranks = [args.ranks] if args.ranks else ([2] if args.comm == "mpi" else [1, 4])
     rows = []
     try:

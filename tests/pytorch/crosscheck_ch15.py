@@ -64,17 +64,9 @@ def main():
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    exe = os.path.join(os.path.abspath(args.bin_dir), CHAPTER)
-    if not os.path.exists(exe):
-        print(f"crosscheck: {exe} not found: build {CHAPTER} first")
-        return 1
-    if args.comm == "mpi":
-        if ch14.mpirun_command() is None:
-            print("skipped: --comm mpi needs mpirun on the PATH")
-            return 77
-        if "libmpi" not in subprocess.run(["ldd", exe], capture_output=True, text=True).stdout:
-            print(f"skipped: {CHAPTER} was built without MPI")
-            return 77
+    exe, why_not = ch14.find_chapter(args.bin_dir, CHAPTER, args.comm)
+    if exe is None:
+        return why_not
     rows = []
     try:
         for optimizer in [args.optimizer] if args.optimizer else sorted(ch14.LEARNING_RATES):
