@@ -189,6 +189,14 @@ TEST_CASE("chapter: ch09 stopped by an error exits 1 and says why, under threads
   CHECK(r.output.find("leaves no worker") != std::string::npos);
 }
 
+TEST_CASE("chapter: ch09 refuses an optimizer its servers do not run, in one line naming the flag", "[ch09]") {
+  auto r = dpt_test::run_program("ch09_parameter_server", "--optimizer adam");
+  INFO("ch09_parameter_server --optimizer adam exited " << r.exit_code << " (2: a bad flag); it said: " << r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--optimizer") != std::string::npos);
+  CHECK(r.output.find("the servers run plain SGD") != std::string::npos);
+}
+
 TEST_CASE("chapter: ch09 with no --ranks runs 1 server and 4 workers and passes every verdict",
           "[ch09][needs:apply_push][needs:push_and_pull][needs:ssp_must_wait]") {
   auto r = dpt_test::run_program("ch09_parameter_server", "--steps 40 --eval-samples 500");

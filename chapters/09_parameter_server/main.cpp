@@ -213,6 +213,7 @@ int main(int argc, char** argv) {
     app.add_option("--slowdown", f.slowdown, "How many times longer the slow rank's steps take")
         ->check(number_in(1, 1000))->capture_default_str();
     add_output(app, "--plot", f.plot, "Write section 4's staleness histogram as an SVG file here");
+    limit_optimizers(app, {"sgd"}, "the servers run plain SGD");
   };
   Chapter chapter{"ch09_parameter_server", "push, pull, and staleness"};
   chapter.default_ranks = 5;  // the page's first command: 1 server (--servers' default), 4 workers

@@ -186,7 +186,14 @@ void limit_optimizers(CLI::App& app, const std::vector<std::string>& names, cons
   for (const std::string& name : names) list += (list.empty() ? "" : " | ") + name;
   CLI::Option* option = app.get_option("--optimizer");
   option->get_validator("optimizers")->active(false);  // so a refusal lists this chapter's names
-  option->check(CLI::IsMember(names))->description(list + " (" + why + ")");
+  const CLI::Validator member = CLI::IsMember(names);
+  option->check(CLI::Validator(  // IsMember's sentence, then why: "lion not in {sgd,adam}: ZeRO shards Adam's m and v"
+                    [member, why](std::string& value) mutable {
+                      const std::string refused = member(value);
+                      return refused.empty() ? refused : refused + ": " + why;
+                    },
+                    member.get_description()))
+      ->description(list + " (" + why + ")");
 }
 
 void add_common_flags(CLI::App& app, Options& o) {
