@@ -98,10 +98,10 @@ struct ExchangePair {
 ///    part of its gradient that comes from this rank's rows of the output
 ///    (with chapter 12's pair every row: the whole gradient, on every
 ///    rank);
-///  - the ranks talk only through `pair`, and per call exchange once each
-///    way per pass: with chapter 12's pair, one all-reduce of B·T·C floats
+///  - the ranks talk only through `pair`, and as little as one device's
+///    answer allows: with chapter 12's pair, one all-reduce of B·T·C floats
 ///    in forward and one in backward, no more; with sequence
-///    parallelism's, one all-gather and one reduce-scatter in each pass.
+///    parallelism's, two collective calls in each pass.
 /// (Hole: exercises/15_3d_parallel/tp_attention.cpp.)
 Tensor tp_attention(Communicator& group, const ExchangePair& pair, const Tensor& x, const AttentionSlices& mine,
                     const GptShape& shape, int64_t batch);
@@ -116,7 +116,7 @@ Tensor tp_attention(Communicator& group, const ExchangePair& pair, const Tensor&
 // tensor's row b·T + τ is position τ of sequence b.
 
 /// From the positions each rank holds to the whole sequence, on every rank:
-/// what a split layer (c_attn, c_fc) needs in front of it.
+/// what a layer that reads every position needs.
 ///
 /// On entry: `mine` is rank t's positions (B·T/tp, C) of a tensor held by
 /// positions over `group`; `batch` = B.
@@ -128,14 +128,14 @@ Tensor tp_attention(Communicator& group, const ExchangePair& pair, const Tensor&
 ///    contributes (each rank's split layer read all of it), mine's gradient
 ///    is the sum over the group of the gradients of the ranks' copies, at
 ///    rank t's positions;
-///  - cost: one all-gather of rank t's B·T/tp·C floats in forward, one
-///    reduce-scatter of B·T·C floats in backward, nothing else.
+///  - cost: in each pass (forward, backward) one collective call of
+///    `group` (dpt/comm.h) and no other exchange, moving (tp−1)/tp·B·T·C
+///    floats per rank on a ring: half an all-reduce of the whole tensor.
 /// (Hole: exercises/15_3d_parallel/sequence_pair.cpp.)
 Tensor gather_sequence(Communicator& group, const Tensor& mine, int64_t batch);
 
 /// From each rank's partial sum of a whole tensor to rank t's positions of
-/// the sum: what follows a split layer (c_proj) whose outputs the ranks'
-/// shares add up to.
+/// the sum: what a layer whose ranks' outputs add up to its result hands on.
 ///
 /// On entry: `partial` (B·T, C) is rank t's term of a tensor defined as the
 /// sum of the group's terms; `batch` = B; tp divides T.
@@ -144,8 +144,9 @@ Tensor gather_sequence(Communicator& group, const Tensor& mine, int64_t batch);
 ///  - after forward: returns rank t's positions (B·T/tp, C) of the sum;
 ///  - after backward: partial's gradient (B·T, C) is, at every rank's
 ///    positions, that rank's result's gradient — the same on every rank;
-///  - cost: one reduce-scatter of B·T·C floats in forward, one all-gather of
-///    B·T/tp·C floats in backward, nothing else.
+///  - cost: in each pass (forward, backward) one collective call of
+///    `group` (dpt/comm.h) and no other exchange, moving (tp−1)/tp·B·T·C
+///    floats per rank on a ring: half an all-reduce of the whole tensor.
 /// (Hole: exercises/15_3d_parallel/sequence_pair.cpp.)
 Tensor scatter_sequence(Communicator& group, const Tensor& partial, int64_t batch);
 
