@@ -142,10 +142,14 @@ TEST_CASE("attention_slices: copies of their tensors, every entry on exactly one
       auto within = [](const std::vector<int64_t>& idx, int64_t lo, int64_t hi) {
         return std::all_of(idx.begin(), idx.end(), [&](int64_t i) { return i >= lo && i < hi; });
       };
-      CHECK(within(p.w, 0, kAttnBias));
-      CHECK(within(p.b, kAttnBias, kProjWeight));
-      CHECK(within(p.pw, kProjWeight, kProjBias));
-      CHECK(max_gap(s.proj_bias.to_vector(), b.attn_proj_bias.to_vector()) == 0);
+      {
+        INFO("law: qkv_weight, qkv_bias and proj_weight hold entries of c_attn.weight, c_attn.bias and c_proj.weight "
+             "respectively, and proj_bias is c_proj.bias whole");
+        CHECK(within(p.w, 0, kAttnBias));
+        CHECK(within(p.b, kAttnBias, kProjWeight));
+        CHECK(within(p.pw, kProjWeight, kProjBias));
+        CHECK(max_gap(s.proj_bias.to_vector(), b.attn_proj_bias.to_vector()) == 0);
+      }
       // The values are the block's at those entries (the read-back is about indices; this is about values).
       std::vector<float> got, at;
       for (const auto& [share, idx] : {std::pair<const Tensor*, const std::vector<int64_t>*>{&s.qkv_weight, &p.w},
@@ -155,7 +159,10 @@ TEST_CASE("attention_slices: copies of their tensors, every entry on exactly one
         for (std::size_t i = 0; i < v.size(); ++i)
           if ((*idx)[i] >= 0) got.push_back(v[i]), at.push_back(before[std::size_t((*idx)[i])]);
       }
-      CHECK(max_gap(got, at) == 0);
+      {
+        INFO("law: the shares are unchanged copies of the block's entries");
+        CHECK(max_gap(got, at) == 0);
+      }
       // Law 3's term: one device's attention of the block with only rank t's entries kept.
       std::vector<float> kept(before.size(), 0.0f);
       for (const std::vector<int64_t>* idx : {&p.w, &p.b, &p.pw})
@@ -172,10 +179,18 @@ TEST_CASE("attention_slices: copies of their tensors, every entry on exactly one
     }
     INFO("tp " << tp);
     // Law 2: every entry of c_attn and c_proj.weight held by exactly one rank, once.
-    CHECK(std::count(held.begin(), held.end(), 0) == 0);
-    CHECK(std::count_if(held.begin(), held.end(), [](int n) { return n > 1; }) == 0);
+    {
+      INFO("law: every entry of c_attn.weight, c_attn.bias and c_proj.weight is held by exactly one rank, once "
+           "(counted: entries held by none, entries held more than once)");
+      CHECK(std::count(held.begin(), held.end(), 0) == 0);
+      CHECK(std::count_if(held.begin(), held.end(), [](int n) { return n > 1; }) == 0);
+    }
     // Law 3: Σ_t attention(rank t's entries) + c_proj.bias = the block's attention.
-    CHECK(relative_gap(total, want) <= kTolerance);
+    {
+      INFO("law: a head's entries are all on the rank that owns it — one device's attention on the block with only rank "
+           "t's entries kept, summed over t, plus c_proj.bias, must be the block's attention (max gap / max |y|)");
+      CHECK(relative_gap(total, want) <= kTolerance);
+    }
   }
   CHECK(max_gap(flat_attention(b.attn_weight, b.attn_bias, b.attn_proj_weight, b.attn_proj_bias), before) == 0);
 }
@@ -198,8 +213,10 @@ void check_against_one_device(int tp, bool by_positions, dpt_test::Findings& fou
                                                   one.attn_proj_weight.grad(), one.attn_proj_bias.grad());
   dpt_test::run_ranks(tp, [&](Context& ctx) {
     const int t = ctx.rank;
-    const std::string who = "tp " + std::to_string(tp) + (by_positions ? " (sequence pair)" : "") + ", rank " +
-                            std::to_string(t) + ": ";
+    const std::string who = "tp " + std::to_string(tp) +
+                            (by_positions ? " (on your gather_sequence and scatter_sequence: if their tests fail, fix them first)"
+                                          : "") +
+                            ", rank " + std::to_string(t) + ": ";
     std::vector<int64_t> mine_rows(static_cast<std::size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) mine_rows[std::size_t(r)] = r;
     if (by_positions) mine_rows = attn_test_rows(t, tp);
