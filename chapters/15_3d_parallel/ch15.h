@@ -12,12 +12,14 @@
 /// Words used below, as chapter 12's: a *group* is the `tp` ranks that share
 /// one model (group.rank() is t); a tensor is *replicated* when every rank of
 /// the group holds the same values. GPT's words as chapter 14's (gpt.h): C
-/// the width, H the heads, D = C / H each head's size; head h reads and
-/// writes features [h·D, (h+1)·D) of q, k, v and of the attention's output
-/// y (before c_proj). Rank t *owns* the heads [t·H/tp, (t+1)·H/tp).
+/// the width, H the heads, D = C / H each head's size. Rank t *owns* the
+/// heads [t·H/tp, (t+1)·H/tp). An entry of c_attn or c_proj *belongs to*
+/// head h when it takes part in computing head h's queries, keys or values,
+/// or meets head h's attention output inside c_proj.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "dpt/comm.h"
 #include "dpt/tensor.h"
@@ -27,21 +29,13 @@ namespace dpt::ch15 {
 
 /// Rank t's share of one block's attention parameters (nanoGPT's
 /// attn.c_attn and attn.c_proj), each a leaf of the graph that requires
-/// grad (the optimizer steps it), on one device.
+/// grad (the optimizer steps it), on one device. Which entries go where,
+/// and each tensor's shape, are yours: your tp_attention is what reads them.
 struct AttentionSlices {
-  /// The rows of c_attn.weight (3C, C) that compute the queries, keys and
-  /// values of the heads rank t owns: its queries' rows, then its keys',
-  /// then its values', each in the full tensor's row order.
-  Tensor qkv_weight;
-  /// The same entries of c_attn.bias (3C), in the same order.
-  Tensor qkv_bias;
-  /// The entries of c_proj.weight (C, C) that the outputs y of the heads
-  /// rank t owns are multiplied by, and only those, in the full tensor's
-  /// order, shaped as a weight (out, in) that `linear` applies to those
-  /// outputs.
-  Tensor proj_weight;
-  /// c_proj.bias (C), whole on every rank.
-  Tensor proj_bias;
+  Tensor qkv_weight;   ///< entries of c_attn.weight (3C, C)
+  Tensor qkv_bias;     ///< entries of c_attn.bias (3C)
+  Tensor proj_weight;  ///< entries of c_proj.weight (C, C)
+  Tensor proj_bias;    ///< c_proj.bias (C), whole, a copy on every rank
 };
 
 /// Rank `t`'s share of `block`'s attention.
@@ -49,37 +43,68 @@ struct AttentionSlices {
 /// On entry: `block` is the full block on the host (gpt.h's shapes);
 /// 0 ≤ t < tp; tp divides shape.heads (else dpt::Error saying so).
 ///
-/// Postconditions: AttentionSlices as documented above, on `device`,
-/// copies (the block is left alone). Over the tp ranks every entry of
-/// c_attn's weight and bias and of c_proj's weight is owned by exactly one
-/// rank; a head's q, k and v rows and the c_proj entries its output meets
-/// are owned by the same rank.
+/// Postconditions (laws the tests and the bare run check, reading where
+/// each entry went from what you return):
+///  - copies on `device`: every entry of qkv_weight, qkv_bias and
+///    proj_weight holds, unchanged, one entry of c_attn.weight, c_attn.bias
+///    and c_proj.weight respectively; proj_bias is c_proj.bias, whole; the
+///    block is left alone;
+///  - over the tp ranks, every entry of c_attn.weight, c_attn.bias and
+///    c_proj.weight is held by exactly one rank, once;
+///  - every entry that belongs to head h is held by the rank that owns h.
+///    Equivalently: keep only rank t's entries of the block (every other
+///    entry of c_attn and c_proj 0, c_proj.bias 0) and run one device's
+///    attention on it; summed over t, plus c_proj.bias, that is the whole
+///    block's attention.
 /// (Hole: exercises/15_3d_parallel/tp_attention.cpp.)
 AttentionSlices attention_slices(const GptBlock& block, const GptShape& shape, int t, int tp, Device& device);
+
+/// The two exchanges the ranks of a split block talk through, as chapter
+/// 12 taught them: described by what each rank holds, not by where they go.
+/// A rank *holds its part* of an activation (B·T, C): the whole of it
+/// under tensor parallelism, its positions under sequence parallelism
+/// (below). Both are differentiable ops of the graph.
+struct ExchangePair {
+  /// From this rank's part of an activation to the whole (B·T, C)
+  /// activation, the same on every rank. Its backward: the sum over the
+  /// group of the gradients of the ranks' whole copies, each rank keeping
+  /// its part of the sum. Chapter 12's f (copy_to_tp_region) or
+  /// gather_sequence.
+  std::function<Tensor(const Tensor&)> f;
+  /// From each rank's term (B·T, C) of a tensor defined as the sum of the
+  /// group's terms, to this rank's part of the sum. Its backward: every
+  /// rank's term gets the gradient of the whole sum. Chapter 12's g
+  /// (reduce_from_tp_region) or scatter_sequence.
+  std::function<Tensor(const Tensor&)> g;
+};
 
 /// One block's causal self-attention (chapter 14's gpt_attention: c_attn,
 /// causal attention per head, c_proj), computed by the group together,
 /// each rank on the heads it owns.
 ///
-/// On entry: x (B·T, C) is replicated over `group` (ln_1 already applied;
-/// `batch` = B sequences of T tokens); `mine` is attention_slices() for
-/// group.rank() of group.size(), leaves that require grad.
+/// On entry: x is this rank's part of an activation (B·T, C) (ln_1
+/// already applied; `batch` = B sequences of T tokens), in the sense of
+/// `pair`; `mine` is your attention_slices() for group.rank() of
+/// group.size(), leaves that require grad.
 ///
 /// Postconditions:
-///  - returns (B·T, C), the block's attention output before the residual
-///    add, the same on every rank and equal to what one device holding the
-///    whole block computes (gpt_attention);
-///  - after backward of the model's loss, each of `mine`'s tensors holds
-///    rank t's share of the full parameter's gradient (c_proj.bias: the
-///    whole gradient, on every rank), and x's gradient is the whole model's,
-///    the same on every rank — as one device would compute them;
-///  - the ranks talk only through chapter 12's two operators
-///    (ch12::copy_to_tp_region, ch12::reduce_from_tp_region; its parallel
-///    layers use them too): one all-reduce of B·T·C floats in forward and
-///    one in backward, no more.
+///  - returns this rank's part of the block's attention output (before the
+///    residual add), equal to what one device holding the whole block
+///    computes (gpt_attention) at those rows;
+///  - after backward of the model's loss, x's gradient and each of
+///    `mine`'s tensors hold what one device would compute for them: x's
+///    the whole model's at this rank's rows, a share's the full
+///    parameter's gradient at the entries it holds, c_proj.bias's the
+///    part of its gradient that comes from this rank's rows of the output
+///    (with chapter 12's pair every row: the whole gradient, on every
+///    rank);
+///  - the ranks talk only through `pair`, and as little as one device's
+///    answer allows: with chapter 12's pair, one all-reduce of B·T·C floats
+///    in forward and one in backward, no more; with sequence
+///    parallelism's, two collective calls in each pass.
 /// (Hole: exercises/15_3d_parallel/tp_attention.cpp.)
-Tensor tp_attention(Communicator& group, const Tensor& x, const AttentionSlices& mine, const GptShape& shape,
-                    int64_t batch);
+Tensor tp_attention(Communicator& group, const ExchangePair& pair, const Tensor& x, const AttentionSlices& mine,
+                    const GptShape& shape, int64_t batch);
 
 // ----------------------------------------------------------------------------
 // sequence parallelism's conjugate pair (--sp; sequence_parallel.h)
@@ -91,7 +116,7 @@ Tensor tp_attention(Communicator& group, const Tensor& x, const AttentionSlices&
 // tensor's row b·T + τ is position τ of sequence b.
 
 /// From the positions each rank holds to the whole sequence, on every rank:
-/// what a split layer (c_attn, c_fc) needs in front of it.
+/// what a layer that reads every position needs.
 ///
 /// On entry: `mine` is rank t's positions (B·T/tp, C) of a tensor held by
 /// positions over `group`; `batch` = B.
@@ -103,14 +128,14 @@ Tensor tp_attention(Communicator& group, const Tensor& x, const AttentionSlices&
 ///    contributes (each rank's split layer read all of it), mine's gradient
 ///    is the sum over the group of the gradients of the ranks' copies, at
 ///    rank t's positions;
-///  - cost: one all-gather of rank t's B·T/tp·C floats in forward, one
-///    reduce-scatter of B·T·C floats in backward, nothing else.
+///  - cost: in each pass (forward, backward) one collective call of
+///    `group` (dpt/comm.h) and no other exchange, moving (tp−1)/tp·B·T·C
+///    floats per rank on a ring: half an all-reduce of the whole tensor.
 /// (Hole: exercises/15_3d_parallel/sequence_pair.cpp.)
 Tensor gather_sequence(Communicator& group, const Tensor& mine, int64_t batch);
 
 /// From each rank's partial sum of a whole tensor to rank t's positions of
-/// the sum: what follows a split layer (c_proj) whose outputs the ranks'
-/// shares add up to.
+/// the sum: what a layer whose ranks' outputs add up to its result hands on.
 ///
 /// On entry: `partial` (B·T, C) is rank t's term of a tensor defined as the
 /// sum of the group's terms; `batch` = B; tp divides T.
@@ -119,8 +144,9 @@ Tensor gather_sequence(Communicator& group, const Tensor& mine, int64_t batch);
 ///  - after forward: returns rank t's positions (B·T/tp, C) of the sum;
 ///  - after backward: partial's gradient (B·T, C) is, at every rank's
 ///    positions, that rank's result's gradient — the same on every rank;
-///  - cost: one reduce-scatter of B·T·C floats in forward, one all-gather of
-///    B·T/tp·C floats in backward, nothing else.
+///  - cost: in each pass (forward, backward) one collective call of
+///    `group` (dpt/comm.h) and no other exchange, moving (tp−1)/tp·B·T·C
+///    floats per rank on a ring: half an all-reduce of the whole tensor.
 /// (Hole: exercises/15_3d_parallel/sequence_pair.cpp.)
 Tensor scatter_sequence(Communicator& group, const Tensor& partial, int64_t batch);
 

@@ -40,76 +40,94 @@ double gap_to(const Tensor& got, const Tensor& want) {
   return gap;
 }
 
-struct Counts {
-  int64_t ag_calls, ag_bytes, rs_calls, rs_bytes, other;
+// One rank's collectives so far, and the bytes they move per rank on a ring
+// (chapter 04's counts): an all-gather (tp−1)·its contribution, a
+// reduce-scatter (tp−1)/tp of its input, an all-reduce twice that, a
+// broadcast its payload.
+struct PairCounts {
+  int64_t calls, sent;
+  double ring_bytes;
+  std::string named;
 };
-Counts counts(Communicator& g) {
+PairCounts pair_counts(Communicator& g) {
   TrafficLog& log = g.traffic();
-  const int r = log.rank();
-  return {log.collective_calls("all_gather", r), log.collective_bytes("all_gather", r),
-          log.collective_calls("reduce_scatter", r), log.collective_bytes("reduce_scatter", r),
-          log.collective_calls("all_reduce", r) + log.collective_calls("broadcast", r)};
+  const int r = log.rank(), tp = g.size();
+  const double share = double(tp - 1) / tp;
+  PairCounts c{0, log.bytes_sent(r), 0, ""};
+  for (const auto& [name, per_byte] : {std::pair<const char*, double>{"all_gather", double(tp - 1)},
+                                       {"reduce_scatter", share}, {"all_reduce", 2 * share}, {"broadcast", 1.0}}) {
+    const int64_t n = log.collective_calls(name, r);
+    c.calls += n, c.ring_bytes += per_byte * double(log.collective_bytes(name, r));
+    if (n > 0) c.named += str(c.named.empty() ? "" : ", ", n, " ", name);
+  }
+  return c;
 }
 
-// One pass's collectives against (all-gathers of `ag` floats, reduce-scatters of `rs` floats), one call each.
-void judge_pass(const char* what, const Counts& a, const Counts& b, bool gather, int64_t ag, int64_t rs,
-                PairFindings& out) {
-  const int64_t agc = b.ag_calls - a.ag_calls, rsc = b.rs_calls - a.rs_calls;
-  const bool ok = (gather ? agc == 1 && rsc == 0 && b.ag_bytes - a.ag_bytes == 4 * ag
-                          : rsc == 1 && agc == 0 && b.rs_bytes - a.rs_bytes == 4 * rs) &&
-                  b.other == a.other;
-  out.traffic += str(out.traffic.empty() ? "" : "; ", what, ": ", agc, " all-gather(s), ", rsc, " reduce-scatter(s)",
-                     b.other != a.other ? ", and other traffic" : "");
-  out.traffic_ok = out.traffic_ok && ok;
+// Pass `i` against the contract: one collective call moving `want` ring bytes per rank, nothing else.
+void judge_pass(int i, const PairCounts& a, const PairCounts& b, double want, PairFindings& out) {
+  const int64_t calls = b.calls - a.calls;
+  const double moved = b.ring_bytes - a.ring_bytes;
+  out.traffic_ok[i] = calls == 1 && std::fabs(moved - want) <= 1e-9 * want && b.sent == a.sent;
+  out.traffic[i] = str(calls, " collective call(s) moving ", moved, " ring bytes per rank (contract: 1 of ", want, ")",
+                       b.sent != a.sent ? ", and point-to-point messages" : "");
 }
 }  // namespace
 
 PairFindings check_sequence_pair(Communicator& group, Device& device) {
   const int t = group.rank(), tp = group.size();
-  const int64_t T = 2 * tp, n = kPairBatch * T, local = n / tp * kPairWidth, whole = n * kPairWidth;
+  const int64_t T = 2 * tp, n = kPairBatch * T, whole = n * kPairWidth;
   std::vector<int64_t> all(static_cast<std::size_t>(n));
   for (int64_t r = 0; r < n; ++r) all[std::size_t(r)] = r;
   const std::vector<int64_t> mine = my_rows(T, t, tp);
   auto entry = [](int64_t r, int64_t c) { return r * kPairWidth + c; };
   PairFindings out;
-  auto note = [&out](double g) { out.gap = std::isnan(g) || std::isnan(out.gap) ? NAN : std::max(out.gap, g); };
 
   // gather: my rows' entries → the whole tensor; loss Σ (t+1)·(entry+1)·y on
   // each rank, so mine's gradient is Σ_s (s+1)·(entry+1) = tp(tp+1)/2·(entry+1).
   Tensor x = made(mine, device, entry).set_requires_grad(true);
-  const Counts c0 = counts(group);
+  const PairCounts c0 = pair_counts(group);
   Tensor y = gather_sequence(group, x, kPairBatch);
-  const Counts c1 = counts(group);
-  note(gap_to(y, made(all, device, entry)));
+  const PairCounts c1 = pair_counts(group);
+  out.gap[0] = gap_to(y, made(all, device, entry));
   backward(sum(mul(y, made(all, device, [&](int64_t r, int64_t c) { return (t + 1) * (entry(r, c) + 1); }))));
-  const Counts c2 = counts(group);
-  note(gap_to(x.grad(), made(mine, device, [&](int64_t r, int64_t c) { return tp * (tp + 1) / 2 * (entry(r, c) + 1); })));
-  judge_pass("gather_sequence forward", c0, c1, true, local / 1, 0, out);
-  judge_pass("backward", c1, c2, false, 0, whole, out);
+  const PairCounts c2 = pair_counts(group);
+  out.gap[1] = gap_to(x.grad(), made(mine, device, [&](int64_t r, int64_t c) { return tp * (tp + 1) / 2 * (entry(r, c) + 1); }));
+  const double half = 4.0 * double(whole) * (tp - 1) / tp;  // half an all-reduce of the whole tensor, in bytes
+  judge_pass(0, c0, c1, half, out);
+  judge_pass(1, c1, c2, half, out);
 
   // scatter: rank s's term (s+1)·entry → my rows of tp(tp+1)/2·entry; loss
   // Σ (entry+2)·z over my rows, so every rank's term gets (entry+2) on every row.
   Tensor p = made(all, device, [&](int64_t r, int64_t c) { return (t + 1) * entry(r, c); }).set_requires_grad(true);
-  const Counts c3 = counts(group);
+  const PairCounts c3 = pair_counts(group);
   Tensor z = scatter_sequence(group, p, kPairBatch);
-  const Counts c4 = counts(group);
-  note(gap_to(z, made(mine, device, [&](int64_t r, int64_t c) { return tp * (tp + 1) / 2 * entry(r, c); })));
+  const PairCounts c4 = pair_counts(group);
+  out.gap[2] = gap_to(z, made(mine, device, [&](int64_t r, int64_t c) { return tp * (tp + 1) / 2 * entry(r, c); }));
   backward(sum(mul(z, made(mine, device, [&](int64_t r, int64_t c) { return entry(r, c) + 2; }))));
-  const Counts c5 = counts(group);
-  note(gap_to(p.grad(), made(all, device, [&](int64_t r, int64_t c) { return entry(r, c) + 2; })));
-  judge_pass("scatter_sequence forward", c3, c4, false, 0, whole, out);
-  judge_pass("backward", c4, c5, true, local, 0, out);
+  const PairCounts c5 = pair_counts(group);
+  out.gap[3] = gap_to(p.grad(), made(all, device, [&](int64_t r, int64_t c) { return entry(r, c) + 2; }));
+  judge_pass(2, c3, c4, half, out);
+  judge_pass(3, c4, c5, half, out);
   return out;
 }
 
-void add_pair_verdicts(Context& ctx, Verdicts& v, const PairFindings& mine) {
-  float worst[2] = {std::isnan(mine.gap) ? INFINITY : float(mine.gap), mine.traffic_ok ? 0.0f : 1.0f};
-  ctx.comm.all_reduce(worst, 2, ReduceOp::Max);  // every rank's, judged on rank 0
-  if (!ctx.is_root()) return;
-  v.at_most("gather_sequence, scatter_sequence: forward and backward = the pair's contract (max |Δ|, integers)", worst[0],
-            0, "every position where it belongs, every gradient the sum over the ranks that used it: exact");
-  v.holds("gather_sequence, scatter_sequence: one all-gather / reduce-scatter each way, as the contracts say",
-          worst[1] == 0, "rank 0: " + mine.traffic);
+bool add_pair_verdicts(Context& ctx, Verdicts& v, const PairFindings& mine) {
+  float worst[8];
+  for (int i = 0; i < 4; ++i)
+    worst[i] = std::isnan(mine.gap[i]) ? INFINITY : float(mine.gap[i]), worst[4 + i] = mine.traffic_ok[i] ? 0.0f : 1.0f;
+  ctx.comm.all_reduce(worst, 8, ReduceOp::Max);  // every rank's, judged on rank 0
+  bool ok = true;
+  for (float w : worst) ok = ok && w == 0;
+  if (!ctx.is_root()) return ok;
+  const char* what[4] = {
+      "gather_sequence forward: every rank holds the whole sequence, each position in its row",
+      "gather_sequence backward: my positions' gradient = the sum of every rank's copy's gradient there",
+      "scatter_sequence forward: rank t holds its positions of the ranks' sum",
+      "scatter_sequence backward: every rank's partial gets every position's gradient"};
+  for (int i = 0; i < 4; ++i)
+    v.holds(str(what[i], " (exact, integers), in one collective call moving half an all-reduce's bytes"),
+            worst[i] == 0 && worst[4 + i] == 0, str("max |Δ| over the ranks ", worst[i], "; rank 0: ", mine.traffic[i]));
+  return ok;
 }
 
 }  // namespace dpt::ch15

@@ -13,11 +13,12 @@
 
 namespace dpt::ch15 {
 
-/// What the pair did on one small case.
+/// What the pair did on one small case, pass by pass: [0] gather_sequence
+/// forward, [1] its backward, [2] scatter_sequence forward, [3] its backward.
 struct PairFindings {
-  double gap = 0;         ///< largest |got − expected| over both ops' forward and backward (NaN: wrong shape)
-  bool traffic_ok = true; ///< each op: one all-gather / reduce-scatter of the contract's size each way, no other
-  std::string traffic;    ///< what the traffic log showed, in words
+  double gap[4] = {0, 0, 0, 0};                  ///< largest |got − expected| (NaN: wrong shape or missing)
+  bool traffic_ok[4] = {true, true, true, true};  ///< the pass's one collective, of the contract's size, no other
+  std::string traffic[4];                         ///< what the traffic log showed, in words
 };
 
 /// Collective over `group` (tp ranks): runs gather_sequence and
@@ -28,7 +29,8 @@ struct PairFindings {
 PairFindings check_sequence_pair(Communicator& group, Device& device);
 
 /// Collective over the world: each rank's findings, the worst judged on
-/// rank 0 (values exact; the collectives as the contracts say).
-void add_pair_verdicts(Context& ctx, Verdicts& v, const PairFindings& mine);
+/// rank 0, one verdict per op and pass (values exact; the pass's collective
+/// as the contract says). True on every rank when all four held.
+bool add_pair_verdicts(Context& ctx, Verdicts& v, const PairFindings& mine);
 
 }  // namespace dpt::ch15

@@ -3,11 +3,11 @@
 /// between the blocks' split layers (the LayerNorms, the residual adds, the
 /// embeddings and the head) rank t holds only its T/tp positions of every
 /// sequence, so those activations take 1/tp of the memory. The split layers
-/// still need every position: g (after c_proj) becomes a reduce-scatter
-/// along the sequence, f (before c_attn, c_fc) an all-gather — the conjugate
-/// pair, each the other's backward.
+/// still need every position: f becomes an all-gather along the sequence,
+/// g a reduce-scatter — the conjugate pair, each the other's backward.
+/// Attention runs your tp_attention on this pair (exchange_pairs.h); the MLP:
 ///
-///     x_t ─ ln_1 ─ AG ─ c_attn … c_proj ─ RS ─ +bias ─ + ─ ln_2 ─ AG ─ c_fc ─ gelu ─ c_proj ─ RS ─ +bias ─ +
+///     x_t ─ ln_1 ─ tp_attention ─ + ─ ln_2 ─ AG ─ c_fc ─ gelu ─ c_proj ─ RS ─ +bias ─ +
 ///
 /// An all-reduce is a reduce-scatter then an all-gather, so the ring moves
 /// the same bytes as tensor parallelism alone; what changes is what each

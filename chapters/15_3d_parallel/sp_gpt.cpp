@@ -5,23 +5,13 @@
 #include "dpt/check.h"
 #include "dpt/memory_ledger.h"
 #include "dpt/ops.h"
+#include "exchange_pairs.h"
 #include "sequence_parallel.h"
 #include "tp_gpt.h"
 
 namespace dpt::ch15 {
 
 namespace {
-// Rank t's heads as a narrower attention — H/tp heads over C/tp features,
-// with c_proj reading only them and no bias — is chapter 14's own
-// gpt_attention; its output is rank t's partial sum of c_proj's.
-Tensor heads_partial(const Tensor& whole, const AttentionSlices& mine, const GptShape& shape, int tp, int64_t batch) {
-  GptBlock narrow;
-  narrow.attn_weight = mine.qkv_weight, narrow.attn_bias = mine.qkv_bias, narrow.attn_proj_weight = mine.proj_weight;
-  GptShape heads = shape;
-  heads.heads = shape.heads / tp, heads.width = shape.width / tp;
-  return gpt_attention(whole, narrow, heads, batch);
-}
-
 std::vector<int64_t> pick(const std::vector<int64_t>& all, const std::vector<int64_t>& rows) {
   std::vector<int64_t> out;
   for (int64_t r : rows) out.push_back(all[std::size_t(r)]);
@@ -51,8 +41,7 @@ Tensor TensorParallelGpt::sequence_parallel_loss(const std::vector<int64_t>& inp
       auto scope = region();
       h = ch14::layer_norm(x, b.ln_1_weight, b.ln_1_bias);
     }
-    Tensor a = heads_partial(gather_sequence(group_, h, batch), b.attn, shape_, tp, batch);  // f: all-gather
-    a = ch12::add_bias(scatter_sequence(group_, a, batch), b.attn.proj_bias);               // g: reduce-scatter
+    Tensor a = tp_attention(group_, sequence_parallel_pair(group_, batch), h, b.attn, shape_, batch);
     {
       auto scope = region();
       x = add(x, a);

@@ -19,39 +19,7 @@ double world_max(Context& ctx, double x) {
   return v;
 }
 
-// max |slice − full[i, j]| over a slice whose row r is full row row_of(r), columns [c0, c0 + n).
-template <class RowOf>
-double block_gap(const Tensor& slice, const Tensor& full, int64_t rows, int64_t c0, int64_t n, RowOf row_of) {
-  const Shape want = full.dim() == 1 ? Shape{rows} : Shape{rows, n};
-  if (slice.shape() != want) return NAN;
-  const std::vector<float> got = slice.to_vector();
-  const int64_t N = full.dim() == 1 ? 1 : full.size(1);
-  double gap = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < (full.dim() == 1 ? 1 : n); ++j)
-      gap = std::max(gap, double(std::fabs(got[std::size_t(r * (full.dim() == 1 ? 1 : n) + j)] -
-                                          full.data()[row_of(r) * N + c0 + j])));
-  return gap;
-}
 }  // namespace
-
-double attention_slices_gap(Context& ctx, Communicator& tp_group, const TensorParallelGpt& model, const Gpt& full) {
-  const int t = tp_group.rank(), tp = tp_group.size();
-  const int64_t C = full.shape().width, k = C / tp;
-  auto qkv_row = [&](int64_t r) { return r / k * C + t * k + r % k; };  // q, k, v blocks: rank t's k rows of each
-  auto same_row = [](int64_t r) { return r; };
-  double gap = 0;
-  for (std::size_t l = 0; l < full.blocks.size(); ++l) {
-    const AttentionSlices& s = model.blocks()[l].attn;
-    const GptBlock& b = full.blocks[l];
-    for (double g : {block_gap(s.qkv_weight, b.attn_weight, 3 * k, 0, C, qkv_row),
-                     block_gap(s.qkv_bias, b.attn_bias, 3 * k, 0, 1, qkv_row),
-                     block_gap(s.proj_weight, b.attn_proj_weight, C, t * k, k, same_row),
-                     block_gap(s.proj_bias, b.attn_proj_bias, C, 0, 1, same_row)})
-      gap = std::isnan(g) || std::isnan(gap) ? NAN : std::max(gap, g);
-  }
-  return world_max(ctx, gap);
-}
 
 double replicas_spread(Context& ctx, const TensorParallelGpt& model) {
   const std::vector<float> mine = model.gather(false);

@@ -1,13 +1,12 @@
 /// @file tp_checks.h
-/// @brief Chapter 15's verdicts beside the lecture: the attention slices
-/// against the block they were cut from, each checked step's gradient
+/// @brief Chapter 15's verdicts beside the lecture: each checked step's gradient
 /// against one device's on the global batch (chapter 14's step check on the
 /// gathered model), the replicas alike, and the TP group's all-reduces
 /// against Megatron's count.
 ///
-/// No oracle here calls the hole: the slices are judged by this file's own
-/// indexing of the full block, the gradients by chapter 14's unsplit model
-/// on one device.
+/// No oracle here calls the hole: the gradients are judged by chapter 14's
+/// unsplit model on one device. The attention hole's own verdicts are
+/// attention_checks.h's.
 #pragma once
 
 #include <string>
@@ -21,12 +20,6 @@
 #include "tp_training.h"
 
 namespace dpt::ch15 {
-
-/// Collective over the world: the largest |share entry − full entry| over
-/// every rank's attention slices (attention_slices) against `full`, indexed
-/// here (rank t's heads: rows t·C/tp… of each of c_attn's q, k, v blocks,
-/// columns t·C/tp… of c_proj); NaN (→ +inf) when a slice has the wrong shape.
-double attention_slices_gap(Context& ctx, Communicator& tp_group, const TensorParallelGpt& model, const Gpt& full);
 
 /// Collective over the world: the largest |w − w on world rank 0| over every
 /// parameter of every rank's gathered model (the dp replicas, and the

@@ -7,6 +7,8 @@
 #include "dpt/check.h"
 #include "dpt/memory_ledger.h"
 #include "dpt/ops.h"
+#include "exchange_pairs.h"
+#include "slice_placement.h"
 
 namespace dpt::ch15 {
 
@@ -47,9 +49,8 @@ std::vector<float> all_shares(Communicator& group, const Tensor& share) {
 }
 
 // Shares of rows: each rank's share is `parts` equal sections, section p
-// being rows [p·R/parts + t·r, p·R/parts + (t+1)·r) of the full tensor
-// (c_attn: parts 3, its q, k and v rows; c_fc: parts 1). `width` is the
-// row length (1 for a bias).
+// being rows [p·R/parts + t·r, p·R/parts + (t+1)·r) of the full tensor.
+// `width` is the row length (1 for a bias).
 void put_rows(const std::vector<float>& all, int ranks, int64_t parts, int64_t width, std::vector<float>& out) {
   const int64_t share = int64_t(all.size()) / ranks, r = share / width / parts, R = r * parts * ranks;
   const std::size_t base = out.size();
@@ -116,7 +117,7 @@ Tensor TensorParallelGpt::loss(const std::vector<int64_t>& inputs, const std::ve
       auto scope = region();
       h = ch14::layer_norm(x, b.ln_1_weight, b.ln_1_bias);
     }
-    Tensor a = tp_attention(group_, h, b.attn, shape_, batch);
+    Tensor a = tp_attention(group_, tensor_parallel_pair(group_), h, b.attn, shape_, batch);
     {
       auto scope = region();
       x = add(x, a);
@@ -168,9 +169,7 @@ std::vector<float> TensorParallelGpt::gather(bool grads) const {
   whole(wte_), whole(wpe_);
   for (const TpBlock& b : blocks_) {
     whole(b.ln_1_weight), whole(b.ln_1_bias);
-    put_rows(all_shares(group_, of(b.attn.qkv_weight)), tp, 3, C, out);
-    put_rows(all_shares(group_, of(b.attn.qkv_bias)), tp, 3, 1, out);
-    put_columns(all_shares(group_, of(b.attn.proj_weight)), tp, C, out);
+    gather_attention(group_, shape_, {of(b.attn.qkv_weight), of(b.attn.qkv_bias), of(b.attn.proj_weight)}, out);
     whole(b.attn.proj_bias), whole(b.ln_2_weight), whole(b.ln_2_bias);
     put_rows(all_shares(group_, of(b.fc_weight)), tp, 1, C, out);
     put_rows(all_shares(group_, of(b.fc_bias)), tp, 1, 1, out);

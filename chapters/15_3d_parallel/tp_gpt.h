@@ -5,11 +5,11 @@
 /// each MLP's hidden features (c_fc column-parallel, c_proj row-parallel:
 /// chapter 12's pair).
 ///
-///     x ─ ln_1 ─ f ─ c_attn(heads of t) ─ attention ─ c_proj(cols of t) ─ g ─ + ─ ln_2 ─ f ─ c_fc(rows of t) ─ gelu ─ c_proj(cols of t) ─ g ─ +
+///     x ─ ln_1 ─ tp_attention (your hole) ─ + ─ ln_2 ─ f ─ c_fc(rows of t) ─ gelu ─ c_proj(cols of t) ─ g ─ +
 ///
 /// Replicated on every rank of the group: the embeddings (wte, wpe), the
 /// LayerNorms, the residual stream, ln_f and lm_head. The residual stream
-/// is whole on every rank between the f/g pairs, so LayerNorm and the
+/// is whole on every rank between the blocks' exchanges, so LayerNorm and the
 /// residual adds need nothing from the other ranks; the head over a
 /// vocabulary of ~65 characters is a sliver of the model (split, its
 /// softmax would need a third exchange: Megatron's vocabulary-parallel
@@ -75,7 +75,8 @@ class TensorParallelGpt {
   std::vector<Tensor> parameters() const;
   /// Collective over the group: the full model's values (or, `grads`,
   /// their gradients) flattened in named_parameters() order, on every rank.
-  /// Shares are put back by this file's own indexing (not the hole's).
+  /// Attention's shares are put back where your attention_slices puts each
+  /// entry (read back from it: slice_placement.h), the MLP's by this file.
   std::vector<float> gather(bool grads) const;
   /// This rank's blocks.
   const std::vector<TpBlock>& blocks() const { return blocks_; }

@@ -4,9 +4,9 @@
 // tiers are in docs/ch15_3d_parallel.md (§ Hints).
 //
 // What you may use:
-//   - Communicator's all_gather, reduce_scatter (dpt/comm.h);
+//   - Communicator's collectives (dpt/comm.h);
 //   - rank_major and sequence_major (sequence_parallel.h): the (B·T, C) rows
-//     regrouped rank by rank, the order those collectives move blocks in, and back;
+//     regrouped rank by rank (block r: rank r's positions), and back;
 //   - record (dpt/autograd.h): an op with your own backward, as chapter 12's
 //     f and g are written; Tensor::to_vector, Tensor::from_vector.
 #include "ch15.h"

@@ -5,14 +5,12 @@
 // docs/ch15_3d_parallel.md (§ Hints).
 //
 // What you may use (which of them, and where, is the hole):
-//   - chapter 12's operators and layers (ch12.h): copy_to_tp_region (f),
-//     reduce_from_tp_region (g), column_parallel_linear, row_parallel_linear
-//     — yours, from chapter 12.
+//   - pair.f and pair.g (ch15.h's ExchangePair), the only way the ranks talk;
 //   - chapter 14's causal_attention (ch14.h) and gpt.cpp's gpt_attention, the
-//     one-device version this must equal.
+//     one-device version this must equal; ch12::add_bias (bias.h);
 //   - linear, columns, reshape, swap_axes_12 (dpt/ops.h); Tensor::data(),
 //     Tensor::from_vector (dpt/tensor.h) to cut slices on the host.
-#include "ch12.h"
+#include "bias.h"
 #include "ch14.h"
 #include "ch15.h"
 #include "dpt/check.h"
@@ -25,9 +23,9 @@ AttentionSlices attention_slices(const GptBlock& block, const GptShape& shape, i
   throw NotImplemented("ch15: attention_slices — see exercises/15_3d_parallel/tp_attention.cpp");
 }
 
-Tensor tp_attention(Communicator& group, const Tensor& x, const AttentionSlices& mine, const GptShape& shape,
-                    int64_t batch) {
-  (void)group, (void)x, (void)mine, (void)shape, (void)batch;
+Tensor tp_attention(Communicator& group, const ExchangePair& pair, const Tensor& x, const AttentionSlices& mine,
+                    const GptShape& shape, int64_t batch) {
+  (void)group, (void)pair, (void)x, (void)mine, (void)shape, (void)batch;
   throw NotImplemented("ch15: tp_attention — see exercises/15_3d_parallel/tp_attention.cpp");
 }
 

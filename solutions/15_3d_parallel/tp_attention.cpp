@@ -1,12 +1,13 @@
 // solutions/15_3d_parallel/tp_attention.cpp — attention split by heads.
 // A head needs its own q, k and v features and nothing of another head's, so
-// rank t's heads take rows of c_attn from each of its three blocks
-// (column-parallel: f in front) and compute their attention alone; c_proj
-// mixes every head's output, so it is split by its input columns
-// (row-parallel: g after it, the bias added once, after the sum).
+// rank t's heads take rows of c_attn from each of its three blocks and
+// compute their attention alone: a narrower attention of H/tp heads over
+// C/tp features. c_proj mixes every head's output, so it is split by its
+// input columns and the ranks' products are terms of a sum: pair.f in front
+// of c_attn, pair.g after c_proj's product, the bias added once, after g.
 #include <vector>
 
-#include "ch12.h"
+#include "bias.h"
 #include "ch14.h"
 #include "ch15.h"
 #include "dpt/check.h"
@@ -39,18 +40,15 @@ AttentionSlices attention_slices(const GptBlock& block, const GptShape& shape, i
   return s;
 }
 
-Tensor tp_attention(Communicator& group, const Tensor& x, const AttentionSlices& mine, const GptShape& shape,
-                    int64_t batch) {
-  const int64_t H = shape.heads / group.size(), D = shape.head_size(), k = H * D;  // this rank's heads
-  const int64_t T = x.size(0) / batch;
-  Tensor qkv = ch12::column_parallel_linear(group, x, mine.qkv_weight, mine.qkv_bias);  // (B·T, 3k)
-  auto heads = [&](int64_t which) {  // this rank's q, k or v as (B·H, T, D)
-    Tensor part = reshape(columns(qkv, which * k, k), {batch, T, H, D});
-    return reshape(swap_axes_12(part), {batch * H, T, D});
-  };
-  Tensor y = ch14::causal_attention(heads(0), heads(1), heads(2));
-  y = reshape(swap_axes_12(reshape(y, {batch, H, T, D})), {batch * T, k});  // this rank's block of y's features
-  return ch12::row_parallel_linear(group, y, mine.proj_weight, mine.proj_bias);
+Tensor tp_attention(Communicator& group, const ExchangePair& pair, const Tensor& x, const AttentionSlices& mine,
+                    const GptShape& shape, int64_t batch) {
+  GptShape heads = shape;  // this rank's heads: a narrower attention
+  heads.heads = shape.heads / group.size(), heads.width = shape.width / group.size();
+  GptBlock narrow;
+  narrow.attn_weight = mine.qkv_weight, narrow.attn_bias = mine.qkv_bias, narrow.attn_proj_weight = mine.proj_weight;
+  const Tensor whole = pair.f(x);                                    // (B·T, C) on every rank
+  const Tensor partial = gpt_attention(whole, narrow, heads, batch);  // (B·T, C): this rank's term of c_proj's sum
+  return ch12::add_bias(pair.g(partial), mine.proj_bias);
 }
 
 }  // namespace dpt::ch15
