@@ -44,6 +44,8 @@
 #include "groups.h"
 #include "outputs.h"
 #include "pair_check.h"
+#include "planner_check.h"
+#include "planner_run.h"
 #include "tp_checks.h"
 #include "tp_gpt.h"
 #include "tp_training.h"
@@ -87,6 +89,13 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   check_same_text(ctx.comm, text);
   f.lm.shape.vocab = text.vocab();
   say.section("1. The text: " + text.description);
+  if (f.plan.plan) {  // --plan: the layouts ranked (planner_run.h), nothing trained
+    Holes plan_holes;
+    if (plan_holes.run(ctx.comm, [&] { run_plan(run, f, text); }) && ctx.is_root())
+      add_plan_law_verdicts(v, plan_model_of(f), ctx.world);
+    if (ctx.is_root()) plan_holes.judge(v);
+    return;
+  }
 
   // --------------------------------------------------------------------------
   // 2. The grid: tp ranks share a model (neighbours: on a cluster, one node), dp models side by side.
@@ -187,6 +196,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   // --------------------------------------------------------------------------
   // 6. The same model as one device's (tp_checks.cpp), and chapter 14's files.
   add_size_verdicts(ctx, v, *model, result, TP, DP, f.lm.steps > 0);  // collective
+  if (!holes.run(ctx.comm, [&] { add_plan_verdicts(ctx, v, groups.tp(), full, text, f, TP, DP, result, f.lm.steps > 0); }))
+    say.say("  the planner's memory: not written yet (" + holes.last() + ")");
   const double spread = replicas_spread(ctx, *model);
   const std::vector<float> values = model->gather(false);  // the whole model on every rank of each TP group
   if (!ctx.is_root()) return;
