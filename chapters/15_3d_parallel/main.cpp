@@ -18,17 +18,22 @@
 // all-gather and a reduce-scatter along the sequence — the same bytes,
 // 1/tp of those regions' activations (sequence_parallel.h).
 //
-// What it leaves out (for now): pipeline stages,
-// the planner — the page says what comes next. Theory: docs/ch15_3d_parallel.md.
+// --plan ranks every layout of the ranks by predicted memory and step
+// (planner.h); --run-top K trains the best and compares.
+//
+// What it leaves out (for now): pipeline stages — the page says what comes
+// next. Theory: docs/ch15_3d_parallel.md.
 //
 // Run it:
 //     build/reference/bin/ch15_3d_parallel                      # 4 rank threads: tp 2 × dp 2
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 4 --check-groups
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 2 --dp 2 --sp
+//     build/reference/bin/ch15_3d_parallel --plan --run-top 3 --memory-mib 2
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
 // Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
-// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp). It uses your chapter 12 (f, g, the parallel layers)
+// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp);
+// planner.h: ch15::rank_state_bytes (--plan, and a verdict on every run). It uses your chapter 12 (f, g, the parallel layers)
 // and chapter 14 (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
 // ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
