@@ -15,6 +15,7 @@
 
 #include "ch15_flags.h"
 #include "corpus.h"
+#include "ch15.h"
 #include "planner.h"
 #include "planner_check.h"
 #include "support/ranks.h"
@@ -65,7 +66,7 @@ TEST_CASE("planner: the enumeration lists every layout that divides the model, e
   CHECK(!layout_problem(m, PlanLayout{1, 8, 1, 1, false, 0}, 8).empty());
 }
 
-TEST_CASE("planner hole: a rank's model state equals the memory ledger's on layouts run here", "[ch15][plan]") {
+TEST_CASE("planner hole: a rank's model state equals the memory ledger's on layouts run here", "[ch15][plan][hole:rank_state_bytes]") {
   Ch15Flags f;
   f.lm.shape = GptShape{0, 8, 2, 4, 16};
   f.lm.batch = 2;
@@ -92,7 +93,7 @@ TEST_CASE("planner hole: a rank's model state equals the memory ledger's on layo
     }
 }
 
-TEST_CASE("planner hole: a pipeline's stages hold the whole model state between them, each tensor once", "[ch15][plan]") {
+TEST_CASE("planner hole: a pipeline's stages hold the whole model state between them, each tensor once", "[ch15][plan][hole:rank_state_bytes]") {
   const PlanModel m = plan_test_model();
   const RankMemory whole = plan_test_state(m, plan_test_layout(1, 1, 1), 0);
   for (int pp : {2, 4}) {
@@ -108,7 +109,7 @@ TEST_CASE("planner hole: a pipeline's stages hold the whole model state between 
   }
 }
 
-TEST_CASE("planner hole: ZeRO divides by dp the state, then the gradients, then the weights, nothing more", "[ch15][plan]") {
+TEST_CASE("planner hole: ZeRO divides by dp the state, then the gradients, then the weights, nothing more", "[ch15][plan][hole:rank_state_bytes]") {
   const PlanModel m = plan_test_model();
   for (int dp : {2, 4}) {
     const RankMemory z0 = plan_test_state(m, plan_test_layout(2, 1, dp, 0), 0);
@@ -127,7 +128,7 @@ TEST_CASE("planner hole: ZeRO divides by dp the state, then the gradients, then 
   }
 }
 
-TEST_CASE("planner hole: more TP ranks never hold more, sp and micro-batches change no model state", "[ch15][plan]") {
+TEST_CASE("planner hole: more TP ranks never hold more, sp and micro-batches change no model state", "[ch15][plan][hole:rank_state_bytes]") {
   const PlanModel m = plan_test_model();
   double previous = 1e300;
   for (int tp : {1, 2, 4}) {
@@ -148,7 +149,7 @@ TEST_CASE("planner hole: more TP ranks never hold more, sp and micro-batches cha
 }
 
 TEST_CASE("planner: over the budget, a layout comes after every one that fits and names its largest category",
-          "[ch15][plan]") {
+          "[ch15][plan][needs:rank_state_bytes]") {
   const PlanModel m = plan_test_model();
   PlanMachine machine;
   machine.per_node = 4, machine.gflops = 10;
@@ -192,7 +193,7 @@ const std::string kPlanFlags = "--data synthetic --layers 2 --heads 4 --width 32
 }
 
 TEST_CASE("chapter: ch15 --plan prints the layouts best first, over-budget ones last, and trains nothing",
-          "[ch15][plan]") {
+          "[ch15][plan][needs:rank_state_bytes]") {
   auto run = dpt_test::run_program("ch15_3d_parallel", kPlanFlags + "--ranks 4 --plan --gflops 5 --memory-mib 0.6");
   INFO(run.output);
   CHECK(run.exit_code == 0);
@@ -205,7 +206,7 @@ TEST_CASE("chapter: ch15 --plan prints the layouts best first, over-budget ones 
 }
 
 TEST_CASE("chapter: ch15 --plan --run-top 3 on 4 ranks prints predicted, measured and the rank correlation",
-          "[ch15][plan]") {
+          "[ch15][plan][needs:rank_state_bytes]") {
   auto run = dpt_test::run_program("ch15_3d_parallel", kPlanFlags + "--ranks 4 --plan --run-top 3 --gflops 5");
   INFO(run.output);
   CHECK((run.exit_code == 0 || run.exit_code == 3));  // the verdict can fail on a loaded machine: times are measured

@@ -6,6 +6,8 @@
 #include <array>
 #include <sstream>
 
+#include "ch15.h"
+
 namespace dpt::ch15 {
 
 namespace {

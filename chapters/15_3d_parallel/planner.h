@@ -11,7 +11,7 @@
 /// split of the layers and its bubble (P−1)/(M+P−1) from chapter 13, the
 /// link's alpha + S/beta per message from chapter 08 (dpt/comm/link_model.h).
 ///
-/// One hole here: rank_state_bytes, the model state one rank holds.
+/// One hole: rank_state_bytes (ch15.h), the model state one rank holds.
 #pragma once
 
 #include <cstdint>
@@ -58,26 +58,8 @@ struct RankMemory {
 /// with no remainder).
 int plan_stage_layers(int layers, int stages, int stage);
 
-/// The model state that rank holds: parameters, gradients and optimizer
-/// state, in bytes (fp32: 4 per value); `activations` left 0.
-///
-/// On entry: `layout` divides the model (layout_problem is ""); 0 ≤ stage <
-/// layout.pp. The rank is any rank of that pipeline stage: ranks of one
-/// stage hold equal amounts.
-///
-/// Postconditions:
-///  - params is what the ranks' parameter tensors take on the memory ledger
-///    when the rank holds its share as chapter 15 splits it (tp_gpt.h) and
-///    its stage's blocks, with the embeddings (wte, wpe) on the first stage
-///    and ln_f and lm_head on the last; grads the same tensors' gradients;
-///    state the optimizer's per-parameter slots (model.adam: 2, else 0) —
-///    so at tp = 1, pp = 1, dp = 1, params = 4 × chapter 14's parameter count;
-///  - ZeRO stage z divides, among the dp ranks, the optimizer state (z ≥ 1),
-///    the gradients too (z ≥ 2), the weights too (z = 3), as chapter 07
-///    measured — nothing else divides by dp;
-///  - sp and M change no model state.
-/// (Hole: exercises/15_3d_parallel/plan_memory.cpp.)
-RankMemory rank_state_bytes(const PlanModel& model, const PlanLayout& layout, int stage);
+// rank_state_bytes(model, layout, stage), the model state one rank holds,
+// is the hole: declared with the chapter's others in ch15.h.
 
 /// Bytes stage `stage`'s ranks keep for backward at the peak of a step
 /// (not a hole): per block and micro-batch of B/M sequences, the tensors

@@ -11,6 +11,7 @@
 #include "dpt/launch.h"
 #include "dpt/verdict.h"
 #include "gpt.h"
+#include "ch15.h"
 #include "planner.h"
 #include "tp_training.h"
 

@@ -1,6 +1,6 @@
 // exercises/15_3d_parallel/plan_memory.cpp — hole: the model state one rank
 // of a layout holds, the planner's memory column. The contract is
-// dpt::ch15::rank_state_bytes in chapters/15_3d_parallel/planner.h; hints in
+// dpt::ch15::rank_state_bytes in chapters/15_3d_parallel/ch15.h; hints in
 // tiers are in docs/ch15_3d_parallel.md (§ Hints).
 //
 // What you may use:
@@ -9,6 +9,7 @@
 //   - GptShape's sizes (gpt.h) and what chapter 15 splits (tp_gpt.h's TpBlock).
 #include "dpt/check.h"
 #include "dpt/zero_formula.h"
+#include "ch15.h"
 #include "planner.h"
 
 namespace dpt::ch15 {

@@ -1,6 +1,7 @@
 // solutions/15_3d_parallel/plan_memory.cpp — reference: the model state one
-// rank of a layout holds (planner.h, rank_state_bytes).
+// rank of a layout holds (ch15.h, rank_state_bytes).
 #include "dpt/zero_formula.h"
+#include "ch15.h"
 #include "planner.h"
 
 namespace dpt::ch15 {
