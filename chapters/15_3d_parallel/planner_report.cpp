@@ -35,6 +35,7 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
 std::string plan_flags_problem(const PlanFlags& f, int world) {
   if (!f.plan && f.run_top > 0) return "--run-top needs --plan: it runs the plan's best layouts";
   if (!f.plan && f.memory_mib > 0) return "--memory-mib needs --plan: it is the planner's budget";
+  if (!f.plan && (f.nodes > 0 || f.gflops > 0)) return "--nodes and --gflops need --plan: they describe the planner's machine";
   if (f.nodes > 0 && world % f.nodes != 0)
     return "--nodes " + std::to_string(f.nodes) + " does not divide the " + dpt::ranks_phrase(world);
   return "";

@@ -30,7 +30,8 @@ struct PlanFlags {
 void add_plan_flags(CLI::App& app, PlanFlags& flags);
 
 /// "" or the one sentence why the planner's flags do not fit `world` ranks
-/// (--nodes must divide them; --run-top and --memory-mib need --plan).
+/// (--nodes must divide them; --run-top, --memory-mib, --nodes and --gflops
+/// need --plan).
 std::string plan_flags_problem(const PlanFlags& flags, int world);
 
 namespace dpt::ch15 {

@@ -82,6 +82,9 @@ void run_plan(ModelChapterRun& run, const Ch15Flags& f, const Corpus& text) {
   Context& ctx = run.ctx;
   const PlanModel model = plan_model_of(f);
   const PlanMachine machine = plan_machine_of(ctx, f.plan);
+  // A layout runnable_problem lets through: tp x dp, with or without sp. A
+  // pipeline (pp, M) joins here with the 3-D grid's trainer, and its line in
+  // runnable_problem goes.
   auto train = [&](const PlanLayout& l) {
     ch12::Groups groups(ctx, l.tp, l.dp);
     Rng rng(f.lm.seed);
