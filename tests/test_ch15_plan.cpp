@@ -182,6 +182,26 @@ TEST_CASE("planner: over the budget, a layout comes after every one that fits an
   CHECK(over_seen);
 }
 
+TEST_CASE("planner: a group inside a node rides the fast link, and the bubble is (P-1)/(M+P-1) of the pipelined time",
+          "[ch15][plan][needs:rank_state_bytes]") {
+  const PlanModel m = plan_test_model();
+  PlanMachine machine;
+  machine.intra = link_preset("nvlink"), machine.inter = link_preset("ethernet"), machine.gflops = 1;
+  auto tp_seconds = [&](int per_node) {
+    machine.per_node = per_node;
+    return predict_step(m, PlanLayout{2, 1, 2, 1, false, 0}, machine).tp;
+  };
+  INFO("TP is innermost: its 2 ranks share a node of 2 or 4 ranks, and cross nodes only when each node holds 1");
+  CHECK(tp_seconds(2) == tp_seconds(4));
+  CHECK(tp_seconds(1) > tp_seconds(2));
+  machine.per_node = 8;
+  for (int micro : {1, 2, 4}) {
+    const PlanStep st = predict_step(m, PlanLayout{1, 4, 2, micro, false, 0}, machine);
+    INFO("pp 4, M " << micro << ": the idle share of (compute + TP + bubble) is chapter 13's (P-1)/(M+P-1)");
+    CHECK(st.bubble / (st.bubble + st.compute + st.tp) == Approx(3.0 / (micro + 3)).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("planner: Spearman's rho is 1 on one order, -1 on its reverse, ties at their mean rank", "[ch15][plan]") {
   CHECK(spearman({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1));
   CHECK(spearman({1, 2, 3, 4}, {40, 30, 20, 10}) == Approx(-1));

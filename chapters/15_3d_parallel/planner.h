@@ -130,8 +130,7 @@ struct GroupBytes {
   double tp_reduce_scatter = 0;  ///< with sp: 4 reduce-scatters per block of b·T·C floats
   double dp = 0;              ///< the stage's gradient, once per step (ZeRO 0)
 };
-/// The bytes of one step of `layout` on its busiest stage (stage 0 when
-/// stages are equal).
+/// The bytes one rank of stage `stage` passes in one step of `layout`.
 GroupBytes group_bytes_per_step(const PlanModel& model, const PlanLayout& layout, int stage);
 
 /// The predicted step (see PlanStep), TP groups inside a node where the
@@ -140,9 +139,9 @@ PlanStep predict_step(const PlanModel& model, const PlanLayout& layout, const Pl
 
 /// One row of the plan.
 struct PlanEntry {
-  PlanLayout layout;
+  PlanLayout layout;       ///< the layout
   RankMemory memory;       ///< the fullest rank's
-  PlanStep step;
+  PlanStep step;           ///< the busiest stage's step
   std::string overflow;    ///< "" when it fits the budget, else the category the fullest rank spends most on
 };
 
