@@ -2,7 +2,8 @@
 /// @brief Chapter 15's holes, specified once: a transformer block's
 /// attention split over a tensor-parallel group by heads — which of its
 /// entries a rank owns, and the forward that joins the ranks' shares — and
-/// sequence parallelism's conjugate pair.
+/// sequence parallelism's conjugate pair; and the planner's per-rank model
+/// state of a layout.
 ///
 /// Fill it in `exercises/15_3d_parallel/`; tiered hints are in
 /// \ref ch15_hints. `ctest --preset student -L ch15` checks it against one
@@ -24,6 +25,7 @@
 #include "dpt/comm.h"
 #include "dpt/tensor.h"
 #include "gpt.h"
+#include "planner.h"
 
 namespace dpt::ch15 {
 
@@ -105,6 +107,31 @@ struct ExchangePair {
 /// (Hole: exercises/15_3d_parallel/tp_attention.cpp.)
 Tensor tp_attention(Communicator& group, const ExchangePair& pair, const Tensor& x, const AttentionSlices& mine,
                     const GptShape& shape, int64_t batch);
+
+// ----------------------------------------------------------------------------
+// the planner (--plan; planner.h)
+
+/// The planner's memory column (--plan; planner.h's words): the model
+/// state one rank of stage `stage` of `layout` holds: parameters, gradients and optimizer
+/// state, in bytes (fp32: 4 per value); `activations` left 0.
+///
+/// On entry: `layout` divides the model (layout_problem is ""); 0 ≤ stage <
+/// layout.pp. The rank is any rank of that pipeline stage: ranks of one
+/// stage hold equal amounts.
+///
+/// Postconditions:
+///  - params is what the ranks' parameter tensors take on the memory ledger
+///    when the rank holds its share as chapter 15 splits it (tp_gpt.h) and
+///    its stage's blocks, with the embeddings (wte, wpe) on the first stage
+///    and ln_f and lm_head on the last; grads the same tensors' gradients;
+///    state the optimizer's per-parameter slots (model.adam: 2, else 0) —
+///    so at tp = 1, pp = 1, dp = 1, params = 4 × chapter 14's parameter count;
+///  - ZeRO stage z divides, among the dp ranks, the optimizer state (z ≥ 1),
+///    the gradients too (z ≥ 2), the weights too (z = 3), as chapter 07
+///    measured — nothing else divides by dp;
+///  - sp and M change no model state.
+/// (Hole: exercises/15_3d_parallel/plan_memory.cpp.)
+RankMemory rank_state_bytes(const PlanModel& model, const PlanLayout& layout, int stage);
 
 // ----------------------------------------------------------------------------
 // sequence parallelism's conjugate pair (--sp; sequence_parallel.h)

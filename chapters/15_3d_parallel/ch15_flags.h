@@ -8,6 +8,7 @@
 
 #include "ch14_flags.h"
 #include "dpt/cli_fwd.h"
+#include "planner_report.h"
 
 /// The values of ch15's flags.
 struct Ch15Flags {
@@ -16,6 +17,7 @@ struct Ch15Flags {
   int dp = 0;                 ///< model replicas (0: ranks / tp)
   bool check_groups = false;  ///< print every rank's coordinates and groups
   bool sp = false;            ///< sequence parallel inside each TP group (needs tp > 1)
+  PlanFlags plan;             ///< --plan and its flags (planner_report.h)
 };
 
 /// The layout the flags give on `world` ranks.

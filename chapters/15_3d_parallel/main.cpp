@@ -16,17 +16,22 @@
 // all-gather and a reduce-scatter along the sequence — the same bytes,
 // 1/tp of those regions' activations (sequence_parallel.h).
 //
-// What it leaves out (for now): pipeline stages,
-// the planner — the page says what comes next. Theory: docs/ch15_3d_parallel.md.
+// --plan ranks every layout of the ranks by predicted memory and step
+// (planner.h); --run-top K trains the best and compares.
+//
+// What it leaves out (for now): pipeline stages — the page says what comes
+// next. Theory: docs/ch15_3d_parallel.md.
 //
 // Run it:
 //     build/reference/bin/ch15_3d_parallel                      # 4 rank threads: tp 2 × dp 2
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 4 --check-groups
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 2 --dp 2 --sp
+//     build/reference/bin/ch15_3d_parallel --plan --run-top 3 --memory-mib 2
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
 // Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
-// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp). It uses your chapter 12 (f, g, the parallel layers)
+// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp);
+// planner.h: ch15::rank_state_bytes (--plan, and a verdict on every run). It uses your chapter 12 (f, g, the parallel layers)
 // and chapter 14 (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
 // ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
@@ -43,6 +48,8 @@
 #include "groups.h"
 #include "outputs.h"
 #include "pair_check.h"
+#include "planner_check.h"
+#include "planner_run.h"
 #include "tp_checks.h"
 #include "tp_gpt.h"
 #include "tp_training.h"
@@ -86,6 +93,13 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   check_same_text(ctx.comm, text);
   f.lm.shape.vocab = text.vocab();
   say.section("1. The text: " + text.description);
+  if (f.plan.plan) {  // --plan: the layouts ranked (planner_run.h), nothing trained
+    Holes plan_holes;
+    if (plan_holes.run(ctx.comm, [&] { run_plan(run, f, text); }) && ctx.is_root())
+      add_plan_law_verdicts(v, plan_model_of(f), ctx.world);
+    if (ctx.is_root()) plan_holes.judge(v);
+    return;
+  }
 
   // --------------------------------------------------------------------------
   // 2. The grid: tp ranks share a model (neighbours: on a cluster, one node), dp models side by side.
@@ -196,6 +210,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   // --------------------------------------------------------------------------
   // 6. The same model as one device's (tp_checks.cpp), and chapter 14's files.
   add_size_verdicts(ctx, v, *model, result, TP, DP, f.lm.steps > 0);  // collective
+  if (!holes.run(ctx.comm, [&] { add_plan_verdicts(ctx, v, groups.tp(), full, text, f, TP, DP, result, f.lm.steps > 0); }))
+    say.say("  the planner's memory: not written yet (" + holes.last() + ")");
   const double spread = replicas_spread(ctx, *model);
   const std::vector<float> values = model->gather(false);  // the whole model on every rank of each TP group
   if (!ctx.is_root()) return;

@@ -1,0 +1,121 @@
+// planner_check.cpp — the planner against the ledger and the traffic logs
+// (planner_check.h).
+#include "planner_check.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dpt/memory_ledger.h"
+#include "dpt/optim.h"
+#include "dpt/report.h"
+#include "dpt/text_windows.h"
+#include "planner_run.h"
+#include "tp_gpt.h"
+
+namespace dpt::ch15 {
+
+RankMemory ledger_memory(Communicator& tp_group, const Gpt& full, const Corpus& text, const Ch15Flags& f, bool sp,
+                         Device& device) {
+  const MemoryLedger& ledger = device.ledger();
+  auto now = [&ledger](MemoryCategory c) { return double(ledger.current(c)); };
+  RankMemory m;
+  const double params0 = now(MemoryCategory::Params), grads0 = now(MemoryCategory::Grads),
+               state0 = now(MemoryCategory::OptimizerState), acts0 = now(MemoryCategory::Activations);
+  std::unique_ptr<TensorParallelGpt> split;
+  {
+    MemoryScope scope(MemoryCategory::Params);
+    split = std::make_unique<TensorParallelGpt>(tp_group, full, device);
+  }
+  m.params = now(MemoryCategory::Params) - params0;
+  const int64_t B = f.lm.batch, T = f.lm.shape.context;
+  std::vector<int64_t> starts;
+  for (int64_t b = 0; b < B; ++b) starts.push_back(b * T);
+  const TokenBatch batch = window_batch(text.train, starts, T);
+  {
+    Tensor loss;
+    {
+      MemoryScope scope(MemoryCategory::Activations);  // all of forward; the region's own scopes nest inside
+      loss = sp ? split->sequence_parallel_loss(batch.inputs, batch.targets, B)
+                : split->loss(batch.inputs, batch.targets, B);
+    }
+    m.activations = now(MemoryCategory::Activations) - acts0;
+    MemoryScope scope(MemoryCategory::Grads);
+    loss.backward();
+  }  // the graph is gone: what is left are the leaves' gradients
+  m.grads = now(MemoryCategory::Grads) - grads0;
+  std::vector<Tensor> params = split->parameters();
+  std::unique_ptr<Optimizer> optimizer;
+  if (f.lm.optimizer == "sgd")  // chapter 14's choice, as tp_training.cpp makes it
+    optimizer = std::make_unique<SGD>(params, f.lm.lr);
+  else
+    optimizer = std::make_unique<Adam>(params, f.lm.lr, 0.9f, 0.999f, 1e-8f, f.lm.weight_decay, /*decoupled=*/true);
+  {
+    MemoryScope scope(MemoryCategory::OptimizerState);
+    optimizer->step();
+  }
+  m.state = now(MemoryCategory::OptimizerState) - state0;
+  return m;
+}
+
+void add_plan_verdicts(Context& ctx, Verdicts& v, Communicator& tp_group, const Gpt& full, const Corpus& text,
+                       const Ch15Flags& f, int tp, int dp, const TpRun& run, bool trained) {
+  const PlanModel model = plan_model_of(f);
+  const PlanLayout layout{tp, 1, dp, 1, f.sp, 0};
+  const RankMemory predicted = layout_memory(model, layout);
+  const RankMemory seen = ledger_memory(tp_group, full, text, f, f.sp, ctx.device);
+  // The worst rank's gap per category, and the activations' ratio's range over the ranks.
+  float worst[5] = {float(std::abs(seen.params - predicted.params)), float(std::abs(seen.grads - predicted.grads)),
+                    float(std::abs(seen.state - predicted.state)), float(seen.activations / predicted.activations),
+                    float(-seen.activations / predicted.activations)};
+  ctx.comm.all_reduce(worst, 5, ReduceOp::Max);
+  if (!ctx.is_root()) return;
+  const std::string on = str(" (", layout.name(), ", the ledger's bytes on every rank)");
+  v.at_most("planner: parameters per rank = the ledger's" + on, worst[0], 0,
+            str("rank_state_bytes predicts ", format_bytes(predicted.params), ": whole float32 tensors, exact"));
+  v.at_most("planner: gradients per rank = the ledger's" + on, worst[1], 0,
+            str("predicted ", format_bytes(predicted.grads), " (one per parameter, ZeRO 0)"));
+  v.at_most("planner: optimizer state per rank = the ledger's" + on, worst[2], 0,
+            str("predicted ", format_bytes(predicted.state), " (", f.lm.optimizer, ")"));
+  v.holds("planner: activations per rank within [1, 2] x the formula" + on, -worst[4] >= 1 && worst[3] <= 2,
+          str("ledger / formula from ", fixed(-worst[4], 3), " to ", fixed(worst[3], 3), " over the ranks (formula ",
+              format_bytes(predicted.activations), "): it counts each tensor forward saves; ops' internals add "
+              "less than as much again"));
+  if (!trained) return;
+  const GroupBytes bytes = group_bytes_per_step(model, layout, 0);
+  if (tp == 1)
+    v.cannot_fail("planner: TP bytes per step = the traffic log's", "with --tp 1 (try --tp 2)");
+  else if (f.sp)
+    v.at_most("planner: TP all-gather + reduce-scatter bytes per step = the traffic log's",
+              std::abs(run.sp_forward.all_gather.bytes + run.sp_backward.all_gather.bytes - bytes.tp_all_gather) +
+                  std::abs(run.sp_forward.reduce_scatter.bytes + run.sp_backward.reduce_scatter.bytes -
+                           bytes.tp_reduce_scatter),
+              0, str("predicted ", format_bytes(bytes.tp_all_gather), " + ", format_bytes(bytes.tp_reduce_scatter)));
+  else
+    v.at_most("planner: TP all-reduce bytes per step = the traffic log's",
+              std::abs(run.forward.bytes + run.backward.bytes - bytes.tp_all_reduce), 0,
+              str("predicted ", format_bytes(bytes.tp_all_reduce), ": 4 per block of B·T·C floats"));
+  if (dp == 1)
+    v.cannot_fail("planner: DP bytes per step = the traffic log's", "with dp 1 (try --dp 2)");
+  else
+    v.at_most("planner: DP bytes per step = the traffic log's", std::abs(run.dp_bytes_per_step - bytes.dp), 0,
+              str("predicted ", format_bytes(bytes.dp), ": the rank's gradients, once"));
+}
+
+void add_plan_law_verdicts(Verdicts& v, const PlanModel& model, int world) {
+  double gap = 0;
+  for (int tp = 1; tp <= world; ++tp)
+    if (world % tp == 0 && model.shape.heads % tp == 0)
+      gap = std::max(gap, std::abs(rank_state_bytes(model, PlanLayout{tp, 1, world / tp, 1, false, 0}, 0).params -
+                                   4.0 * double(parameters_per_rank(model.shape, tp))));
+  v.at_most("planner: parameters per rank at pp 1 = 4 bytes x chapter 15's parameters_per_rank, every tp", gap, 0,
+            "two ways of counting one split (tp_gpt.h's formula is not the hole)");
+  const PlanModel& m = model;
+  double sum = 0;
+  const int P = m.shape.layers;  // one block per stage: every stage boundary
+  for (int s = 0; s < P; ++s) sum += rank_state_bytes(m, PlanLayout{1, P, 1, 1, false, 0}, s).params;
+  const double whole = rank_state_bytes(m, PlanLayout{1, 1, 1, 1, false, 0}, 0).params;
+  v.at_most(str("planner: the ", P, " stages' parameters (pp ", P, ") sum to one rank's at pp 1"), std::abs(sum - whole),
+            0, "a pipeline splits the model: every tensor on exactly one stage");
+}
+
+}  // namespace dpt::ch15

@@ -1,0 +1,41 @@
+/// @file planner_check.h
+/// @brief The planner judged against what chapter 15's runs measure: the
+/// run's layout's predicted memory against the memory ledger, category by
+/// category, and its predicted bytes per group per step against the
+/// traffic logs; and, under --plan, the model state against chapter 15's
+/// own parameter count (parameters_per_rank, written apart from the hole).
+#pragma once
+
+#include "ch15_flags.h"
+#include "corpus.h"
+#include "dpt/launch.h"
+#include "dpt/verdict.h"
+#include "gpt.h"
+#include "ch15.h"
+#include "planner.h"
+#include "tp_training.h"
+
+namespace dpt::ch15 {
+
+/// One rank's bytes on its device's memory ledger, by category, for one
+/// step of a fresh copy of the layout: the shares' parameters, one
+/// forward's activations held at its end, the gradients left after backward
+/// (the graph dropped), the optimizer's state after its first step.
+RankMemory ledger_memory(Communicator& tp_group, const Gpt& full, const Corpus& text, const Ch15Flags& f, bool sp,
+                         Device& device);
+
+/// Collective over the world: every rank's ledger_memory against
+/// layout_memory for the run's layout (tp × dp, pp 1, M 1, ZeRO 0):
+/// parameters, gradients and optimizer state exactly; activations between
+/// the formula and twice it (the formula counts the tensors the forward
+/// saves; the autograd also keeps some ops' internals). With `trained`, the
+/// run's traffic logs per step against group_bytes_per_step, exactly.
+void add_plan_verdicts(Context& ctx, Verdicts& v, Communicator& tp_group, const Gpt& full, const Corpus& text,
+                       const Ch15Flags& f, int tp, int dp, const TpRun& run, bool trained);
+
+/// Rank 0, --plan: rank_state_bytes' parameters at pp 1 against 4 ×
+/// parameters_per_rank for every tp the world allows, and its stages
+/// summing to one pipeline's whole.
+void add_plan_law_verdicts(Verdicts& v, const PlanModel& model, int world);
+
+}  // namespace dpt::ch15
