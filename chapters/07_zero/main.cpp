@@ -23,6 +23,8 @@
 //     build/reference/bin/ch07_zero --ranks 4 --compare-stages                 # 0..3 side by side
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch07_zero --comm mpi --stage 2
 //     build/reference/bin/ch07_zero --ranks 4 --stage 3 --device cuda          # on GPUs, each rank its own account
+//     scripts/dptrun -np 4 -- build/reference/bin/ch07_zero --batch 6 --save-checkpoint ck --checkpoint-every 2 --fail 2@5
+//         # rank 2 killed at step 5 under mpirun; the supervisor resumes from step 4 on 3 ranks (docs/ch16_restarts.md)
 //
 // Your holes (chapters/07_zero/ch07.h): partition_parameters, shard_bounds;
 // on_bucket_ready and update_parameters (what makes a stage that stage);
@@ -119,7 +121,7 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
     quiet.quiet = true, quiet.metrics.clear();
     // From the same start: the master copy, or the checkpoint this run resumed
     // (possibly written by another number of ranks, which sums in another order).
-    checkpoints.after = nullptr;
+    checkpoints.after = nullptr, checkpoints.starting = nullptr;
     stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0", checkpoints).weights;
   }
   if (!ctx.is_root()) return;
@@ -156,6 +158,6 @@ int main(int argc, char** argv) {
   chapter.default_ranks = 4;  // the page's first command: on one rank nothing is sharded
   chapter.rank_local_flags = {"--report-json", "--consolidate"};  // rank 0 writes them
   Ch07Flags flags;
-  auto add_flags = [&flags](CLI::App& app, Options&) { add_ch07_flags(app, flags); };  // zero_setup.cpp
+  auto add_flags = [&flags](CLI::App& app, Options& options) { add_ch07_flags(app, flags, options); };  // zero_setup.cpp
   return run_chapter(argc, argv, chapter, add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
 }

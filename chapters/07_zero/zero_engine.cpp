@@ -298,6 +298,7 @@ ZeroRun train(Context& ctx, const Options& o, const Dataset& data, const std::ve
   ctx.comm.barrier();
   auto start = Clock::now();
   for (int64_t step = first_step; step < o.steps; ++step) {
+    if (checkpoints.starting) checkpoints.starting(step);
     auto step_start = Clock::now();
     ctx.comm.traffic().set_step(step);
     Batch batch;

@@ -124,6 +124,8 @@ struct ZeroCheckpoints {
   int64_t first_step = 0;                              ///< steps already taken
   std::function<void(ZeroTrainer&)> before;           ///< once, before the first step (restores)
   std::function<void(int64_t steps_done, ZeroTrainer&)> after;  ///< after every step (saves)
+  /// At the start of every step, before its batch (a planned crash: zero_fault.h).
+  std::function<void(int64_t step)> starting;
 };
 
 /// Collective: builds the trainer from `initial` (Ψ floats), trains steps
