@@ -77,6 +77,7 @@ ZeroCheckpoints zero_checkpoints(Context& ctx, const Options& o, const Ch07Flags
     };
   }
   hooks.starting = planned_crash(ctx, f.faults);  // --fail: after the saves of the steps before it
+  hooks.max_loss = f.max_loss, hooks.skipped_batches = f.skip_batches;
   return hooks;
 }
 

@@ -1,6 +1,8 @@
-// zero_fault.cpp — --fail under mpirun: the flag check and the kill (zero_fault.h).
+// zero_fault.cpp — --fail under mpirun (the flag check and the kill) and the
+// batch a step draws past --skip-batch (zero_fault.h).
 #include "zero_fault.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -35,6 +37,15 @@ std::function<void(int64_t step)> planned_crash(const Context& ctx, const FaultF
     std::fflush(stderr);
     std::raise(SIGKILL);
   };
+}
+
+int64_t batch_of_step(int64_t step, std::vector<int64_t> skipped) {
+  std::sort(skipped.begin(), skipped.end());
+  skipped.erase(std::unique(skipped.begin(), skipped.end()), skipped.end());
+  int64_t batch = step;
+  for (int64_t b : skipped)  // ascending: each skipped batch at or before the cursor moves it on by one
+    if (b <= batch) ++batch;
+  return batch;
 }
 
 }  // namespace dpt::ch07

@@ -60,6 +60,14 @@ void add_ch07_flags(CLI::App& app, Ch07Flags& flags, const Options& options) {
   app.add_option("--consolidate", flags.consolidate, "Write the checkpoint in DIR to --save-weights FILE, then stop");
   app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
   add_fault_flags(app, flags.faults);  // under mpirun: a rank's process killed at a step (zero_fault.h)
+  app.add_option("--max-loss", flags.max_loss,
+                 "Stop at the first step whose loss is above X or not finite, exit 5 (for scripts/dptrun)")
+      ->check(number_in(0.0, 1e30));
+  app.add_option("--skip-batch", flags.skip_batches,
+                 "Never draw batch K of the global order: later steps draw the next ones (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(non_negative_integer());
   app.final_callback([&app, &flags, &options] {  // once --comm and --steps are known: exit 2 with a sentence
     if (flags.faults.fail.empty() && flags.faults.join.empty()) return;
     const std::string comm = app.get_option("--comm")->as<std::string>();

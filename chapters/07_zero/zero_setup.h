@@ -30,8 +30,14 @@ struct Ch07Flags {
   std::string resume;           ///< --resume DIR
   std::string consolidate;      ///< --consolidate DIR
   int64_t checkpoint_every = 0;  ///< with --save-checkpoint: every K steps (0: only after the last)
-  FaultFlags faults;            ///< --fail RANK@STEP (under mpirun, crash only: zero_fault.h)
+  FaultFlags faults;            ///< `--fail RANK@STEP` (under mpirun, crash only: zero_fault.h)
+  double max_loss = 0;          ///< --max-loss X: a loss above it stops the run, exit 5 (0: only a non-finite one stops it)
+  std::vector<int64_t> skip_batches;  ///< --skip-batch K (repeatable): batches never drawn
 };
+
+/// The exit code of a run that --max-loss stopped (a loss above it, or not
+/// finite): what scripts/dptrun reads as "roll back and skip the batch".
+constexpr int kLossSpikeExit = 5;
 
 /// Registers chapter 07's flags (and narrows --optimizer to adam | adamw: a
 /// bad value is refused at parse time, exit 2, like every bad flag); once

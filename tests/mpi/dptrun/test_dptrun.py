@@ -8,6 +8,12 @@ resumes_on_fewer_ranks  -np 4, rank 2 killed at step 5 (--fail 2@5): dptrun
     weights equal, byte for byte, a plain `mpirun -np 3 ... --resume
     DIR/step-00000004` (the issue's "done when"); the run's last checkpoint is
     step 10, written by 3 ranks.
+rolls_back_past_a_loss_spike  --max-loss just under the first loss that rises
+    above every earlier one: dptrun rolls back to the last checkpoint on the
+    same 4 ranks, skipping that batch (and any later one that spikes), and
+    its final weights equal, byte for byte, one straight run from step 0
+    with the same --skip-batch values (exit 77, skipped, if the run has no
+    such step on this machine).
 gives_up_after_max_restarts  two crashes, --max-restarts 1: a sentence
     naming --max-restarts, exit 1, two launches.
 stops_without_a_checkpoint  a crash before the first checkpoint: one launch,
@@ -84,6 +90,47 @@ def resumes_on_fewer_ranks(mpirun, ch07, tmp):
           "plain mpirun -np 3 --resume's byte for byte")
 
 
+def rolls_back_past_a_loss_spike(mpirun, ch07, tmp):
+    # lr 0.1: the loss jumps about. The bound: just under the first step that rises above every step before it
+    # (past step 2, so a checkpoint is sealed before it), read from a run without one.
+    spiky = [("0.1" if a == "0.01" else "12" if a == "10" else a) for a in RUN] + ["--batch", "6"]
+    metrics = tmp / "free.jsonl"
+    code, out, err = run([mpirun, "--oversubscribe", "-np", "4", ch07, "--comm", "mpi"] + spiky +
+                         ["--metrics", str(metrics)])
+    if code != 0:
+        fail(f"the run without --max-loss exited {code}", out + err)
+    losses = [json.loads(line)["loss"] for line in metrics.read_text().splitlines()
+              if line.strip() and json.loads(line).get("loss") is not None]
+    spike = next((s for s in range(3, len(losses)) if losses[s] > max(losses[:s]) + 0.02), None)
+    if spike is None:
+        print("skipped: no step of this run rises above every step before it")
+        sys.exit(77)
+    ck, supervised, plain = tmp / "ck", tmp / "supervised.safetensors", tmp / "plain.safetensors"
+    code, out, err = dptrun(mpirun, ["-np", "4"], [ch07] + spiky + [
+        "--save-checkpoint", str(ck), "--checkpoint-every", "2", "--max-loss", f"{losses[spike] - 0.01:.6f}",
+        "--save-weights", str(supervised)])
+    text = out + err
+    if code != 0:
+        fail(f"dptrun exited {code}, expected 0", text)
+    rollback = rf"dptrun: rolling back to step {spike - spike % 2} \(\S+\) on 4 ranks, skipping batch {spike} "
+    for said in [rf"dptrun: launch 1 stopped .*a loss spike at step {spike} \(batch {spike}\)", rollback]:
+        if not re.search(said, text):
+            fail(f"no line matches /{said}/", text)
+    launches = re.findall(r"dptrun: launch \d+: (.*)", text)
+    if any(" -np 4 " not in launch for launch in launches):
+        fail("a relaunch after a loss spike changed the number of ranks", text)
+    skips = re.findall(r"--skip-batch (\d+)", launches[-1])
+    # The oracle: one plain run from step 0 that never draws those batches, no checkpoint, no rollback.
+    code, out, err = run([mpirun, "--oversubscribe", "-np", "4", ch07, "--comm", "mpi"] + spiky +
+                         [a for b in skips for a in ("--skip-batch", b)] + ["--save-weights", str(plain)])
+    if code != 0:
+        fail(f"the plain run with --skip-batch {' '.join(skips)} exited {code}", out + err)
+    if supervised.read_bytes() != plain.read_bytes():
+        fail(f"the rolled-back run's weights differ from a straight run skipping batches {skips}", text)
+    print(f"ok: a loss spike at step {spike}: dptrun rolled back and skipped batches {', '.join(skips)}; its weights "
+          "equal a straight run's that skips them, byte for byte")
+
+
 def gives_up_after_max_restarts(mpirun, ch07, tmp):
     code, out, err = dptrun(mpirun, ["-np", "4", "--max-restarts", "1"], [ch07] + RUN + [
         "--batch", "6", "--save-checkpoint", str(tmp / "ck"), "--checkpoint-every", "2", "--fail", "3@3",
@@ -145,6 +192,7 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="dpt_dptrun_"))
     try:
         {"resumes_on_fewer_ranks": resumes_on_fewer_ranks, "gives_up_after_max_restarts": gives_up_after_max_restarts,
+         "rolls_back_past_a_loss_spike": rolls_back_past_a_loss_spike,
          "stops_without_a_checkpoint": stops_without_a_checkpoint, "bad_arguments": bad_arguments}[scenario](
             mpirun, ch07, tmp)
     finally:
