@@ -25,7 +25,8 @@ const std::string kFaultRun = "--quiet --no-verify --model 32-15-4 --samples 256
                               "--batch 6 --steps 10";
 }  // namespace
 
-TEST_CASE("chapter: ch07 --fail is a crash under mpirun only: other kinds, --join and threads are refused (exit 2)",
+TEST_CASE("chapter: ch07 --fail is a crash under mpirun only (other kinds, --join, threads refused), bad --max-loss "
+          "and --skip-batch too (exit 2)",
           "[ch07]") {
   const std::pair<const char*, const char*> refused[] = {
       {"--ranks 4 --fail 2@5", "only under mpirun (--comm mpi)"},
@@ -33,6 +34,9 @@ TEST_CASE("chapter: ch07 --fail is a crash under mpirun only: other kinds, --joi
       {"--ranks 4 --fail 1@3:bitflip", "under mpirun only crash"},
       {"--ranks 4 --join 1@3", "--join 1@3"},
       {"--ranks 4 --fail 2@5:melt", "unknown kind 'melt'"},
+      {"--ranks 4 --max-loss nan", "--max-loss"},
+      {"--ranks 4 --max-loss 0", "--max-loss"},
+      {"--ranks 4 --skip-batch -1", "--skip-batch"},
   };
   for (const auto& [flags, said] : refused) {
     auto run = dpt_test::run_program("ch07_zero", kFaultRun + " " + flags);
