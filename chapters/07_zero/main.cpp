@@ -23,12 +23,14 @@
 //     build/reference/bin/ch07_zero --ranks 4 --compare-stages                 # 0..3 side by side
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch07_zero --comm mpi --stage 2
 //     build/reference/bin/ch07_zero --ranks 4 --stage 3 --device cuda          # on GPUs, each rank its own account
+//     scripts/dptrun -np 4 -- build/reference/bin/ch07_zero --batch 6 --save-checkpoint ck --checkpoint-every 2 --fail 2@5
+//         # rank 2 killed at step 5 under mpirun; the supervisor resumes from step 4 on 3 ranks (docs/ch16_restarts.md)
 //
 // Your holes (chapters/07_zero/ch07.h): partition_parameters, shard_bounds;
 // on_bucket_ready and update_parameters (what makes a stage that stage);
 // use_layer (the life of a layer's parameters around each use: at stage 3,
 // gathered before and let go after).
-// Exit code: 0 all verdicts ✔, 3 one ✘, 1 error.
+// Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 5 stopped by --max-loss.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -54,7 +56,7 @@ using namespace dpt::ch07;
 // the lecture, run by every rank; rank 0 narrates. Flags, data, the held-out
 // score, the step check and printing the verdicts are the harness's (lecture.h).
 
-void lecture(Lecture& lec, const Ch07Flags& f) {
+void lecture(Lecture& lec, const Ch07Flags& f, int64_t& spike_step) {
   Context& ctx = lec.ctx();
   const Options& o = lec.o;
   const Narrator& say = lec.say;
@@ -99,6 +101,13 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
   if (f.stage == 0) plan.recorder = &lec.recorder;  // rank 0's step-by-step check against one device
   ZeroRun run = train_zero(ctx, o, data, initial, plan, "ch07 stage " + std::to_string(f.stage), checkpoints);
   ctx.device.set_capacity(0);  // the checks below train references: not under the cap
+  if (f.max_loss > 0 && run.diverged_step >= 0 && ctx.is_root()) {  // a spike: exit 5, for scripts/dptrun
+    spike_step = run.diverged_step;
+    std::cerr << str("ch07_zero: loss spike at step ", run.diverged_step, " (batch ", run.diverged_batch, "): loss ",
+                     run.losses.back(), ", above --max-loss ", f.max_loss, " or not finite; stopped before any later ",
+                     "save, exit ", kLossSpikeExit, " (resume from the last checkpoint with --skip-batch ",
+                     run.diverged_batch, ")\n");
+  }
 
   // ---- 3. Memory and traffic, next to the formulas
   say.section("3. Memory per rank and bytes per step, next to the ZeRO formulas");
@@ -119,7 +128,7 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
     quiet.quiet = true, quiet.metrics.clear();
     // From the same start: the master copy, or the checkpoint this run resumed
     // (possibly written by another number of ranks, which sums in another order).
-    checkpoints.after = nullptr;
+    checkpoints.after = nullptr, checkpoints.starting = nullptr;
     stage0 = train_zero(ctx, quiet, data, initial, zero, "stage 0", checkpoints).weights;
   }
   if (!ctx.is_root()) return;
@@ -127,7 +136,9 @@ void lecture(Lecture& lec, const Ch07Flags& f) {
   std::vector<Tensor> params = model.parameters();
   unflatten(run.weights, params);
   lec.keep(model);
-  verdicts.holds("the loss stayed finite", run.diverged_step < 0,
+  verdicts.holds(f.max_loss > 0 ? "the loss stayed finite and at most --max-loss " + fmt(f.max_loss)
+                                 : std::string("the loss stayed finite"),
+                 run.diverged_step < 0,
                  run.diverged_step < 0 ? "" : "not at step " + std::to_string(run.diverged_step));
   if (!stage0.empty() && ctx.world == 1)
     verdicts.cannot_fail("max |w_stage" + std::to_string(f.stage) + " - w_stage0|", on_one_rank(4));
@@ -156,6 +167,9 @@ int main(int argc, char** argv) {
   chapter.default_ranks = 4;  // the page's first command: on one rank nothing is sharded
   chapter.rank_local_flags = {"--report-json", "--consolidate"};  // rank 0 writes them
   Ch07Flags flags;
-  auto add_flags = [&flags](CLI::App& app, Options&) { add_ch07_flags(app, flags); };  // zero_setup.cpp
-  return run_chapter(argc, argv, chapter, add_flags, [&flags](Lecture& lec) { lecture(lec, flags); });
+  auto add_flags = [&flags](CLI::App& app, Options& options) { add_ch07_flags(app, flags, options); };  // zero_setup.cpp
+  int64_t spike_step = -1;  // rank 0's: the step --max-loss stopped at, for the exit code
+  const int code =
+      run_chapter(argc, argv, chapter, add_flags, [&flags, &spike_step](Lecture& lec) { lecture(lec, flags, spike_step); });
+  return spike_step >= 0 && (code == 0 || code == 3) ? kLossSpikeExit : code;
 }

@@ -8,6 +8,7 @@
 #include "dpt/check.h"
 #include "dpt/report.h"
 #include "dpt/sharded_checkpoint.h"
+#include "zero_fault.h"
 
 namespace dpt::ch07 {
 
@@ -75,6 +76,8 @@ ZeroCheckpoints zero_checkpoints(Context& ctx, const Options& o, const Ch07Flags
         save_zero_checkpoint(ctx, f.save_checkpoint, t, o, adam);
     };
   }
+  hooks.starting = planned_crash(ctx, f.faults);  // --fail: after the saves of the steps before it
+  hooks.max_loss = f.max_loss, hooks.skipped_batches = f.skip_batches;
   return hooks;
 }
 

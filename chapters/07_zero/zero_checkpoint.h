@@ -46,7 +46,8 @@ LoadedShard load_zero_checkpoint(Context& ctx, const std::string& dir, const Opt
 /// Collective: the run's --resume and --save-checkpoint in one: loads
 /// f.resume (if set; a checkpoint at or past --steps is an error) and returns
 /// the hooks that restore it before the first step and save every
-/// f.checkpoint_every steps and after the last. `said`: a line for the
+/// f.checkpoint_every steps and after the last, and f.faults' planned crash
+/// at the start of its step (zero_fault.h). `said`: a line for the
 /// lecture ("Resuming at step 20 from ck."), or "".
 ZeroCheckpoints zero_checkpoints(Context& ctx, const Options& options, const Ch07Flags& f, const AdamConfig& adam,
                                  std::string& said);

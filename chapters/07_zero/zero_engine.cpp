@@ -19,6 +19,7 @@
 #include "dpt/ops.h"
 #include "dpt/report.h"
 #include "sharded_ring.h"
+#include "zero_fault.h"
 #include "zero_layers.h"
 #include "zero_report.h"
 
@@ -298,12 +299,14 @@ ZeroRun train(Context& ctx, const Options& o, const Dataset& data, const std::ve
   ctx.comm.barrier();
   auto start = Clock::now();
   for (int64_t step = first_step; step < o.steps; ++step) {
+    if (checkpoints.starting) checkpoints.starting(step);
     auto step_start = Clock::now();
     ctx.comm.traffic().set_step(step);
+    const int64_t drawn = checkpoints.skipped_batches.empty() ? step : batch_of_step(step, checkpoints.skipped_batches);
     Batch batch;
     {
       MemoryScope scope(MemoryCategory::Activations);
-      batch = gather_batch(data, strided_shard(sampler.indices(step), ctx.rank, ctx.world), ctx.device);
+      batch = gather_batch(data, strided_shard(sampler.indices(drawn), ctx.rank, ctx.world), ctx.device);
     }
     float loss = trainer.step(batch, o.steps);
     run.step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
@@ -312,8 +315,8 @@ ZeroRun train(Context& ctx, const Options& o, const Dataset& data, const std::ve
     metrics.write(step, {{"loss", loss}, {"step_s", run.step_seconds.back()},
                          {"peak_bytes", double(ctx.device.ledger().peak_total())}});
     bar.update(step + 1 - first_step, "loss " + fixed(loss, 4));
-    if (!std::isfinite(loss)) {  // the same value on every rank: all stop here
-      run.diverged_step = step;
+    if (!std::isfinite(loss) || (checkpoints.max_loss > 0 && loss > checkpoints.max_loss)) {  // the same value on
+      run.diverged_step = step, run.diverged_batch = drawn;  // every rank: all stop here, before any save of it
       break;
     }
     if (checkpoints.after) checkpoints.after(step + 1, trainer);

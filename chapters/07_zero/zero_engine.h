@@ -108,7 +108,8 @@ MemorySnapshot snapshot_memory(const Device& device);
 /// What a run measured on this rank.
 struct ZeroRun {
   std::vector<double> losses;      ///< global loss per step (mean over ranks)
-  int64_t diverged_step = -1;      ///< first non-finite loss, -1 if none
+  int64_t diverged_step = -1;      ///< first non-finite loss (or one above max_loss), -1 if none
+  int64_t diverged_batch = -1;     ///< the batch of the global order that step drew, -1 if none
   std::vector<double> step_seconds;  ///< per step, this rank
   double seconds = 0;              ///< the loop's wall time
   TrafficLog traffic;              ///< every rank's sends during the loop
@@ -119,11 +120,19 @@ struct ZeroRun {
 };
 
 /// A run that starts from a checkpoint or saves them (zero_checkpoint.h
-/// makes one from the flags); the default trains from step 0, saving nothing.
+/// makes one from the flags), with its planned crash, its loss bound and the
+/// batches it skips; the default trains from step 0, saving nothing.
 struct ZeroCheckpoints {
   int64_t first_step = 0;                              ///< steps already taken
   std::function<void(ZeroTrainer&)> before;           ///< once, before the first step (restores)
   std::function<void(int64_t steps_done, ZeroTrainer&)> after;  ///< after every step (saves)
+  /// At the start of every step, before its batch (a planned crash: zero_fault.h).
+  std::function<void(int64_t step)> starting;
+  /// > 0: a step whose loss is above it stops the run as a non-finite one does (--max-loss).
+  double max_loss = 0;
+  /// Batches of the global order never drawn (--skip-batch): step k draws
+  /// batch_of_step(k, these) (zero_fault.h).
+  std::vector<int64_t> skipped_batches;
 };
 
 /// Collective: builds the trainer from `initial` (Ψ floats), trains steps

@@ -10,6 +10,7 @@
 #include "dpt/output_file.h"
 #include "dpt/report.h"
 #include "dpt/timing.h"
+#include "zero_fault.h"
 #include "zero_report.h"
 
 namespace dpt::ch07 {
@@ -30,7 +31,7 @@ CLI::Validator finite_in(double low, double high) {
 }
 }  // namespace
 
-void add_ch07_flags(CLI::App& app, Ch07Flags& flags) {
+void add_ch07_flags(CLI::App& app, Ch07Flags& flags, const Options& options) {
   limit_optimizers(app, {"adam", "adamw"}, "ZeRO shards Adam's m and v");
   app.add_option("--stage", flags.stage, "ZeRO stage: 0 plain DP, 1 +optimizer state, 2 +gradients, 3 +parameters")
       ->check(integer_in(0, 3))->capture_default_str();
@@ -58,6 +59,22 @@ void add_ch07_flags(CLI::App& app, Ch07Flags& flags) {
   app.add_option("--resume", flags.resume, "Continue the run saved in DIR (any number of ranks, same global batch)");
   app.add_option("--consolidate", flags.consolidate, "Write the checkpoint in DIR to --save-weights FILE, then stop");
   app.add_flag("--compare-stages", flags.compare, "Run stages 0-3 and print time, bytes and peak memory side by side");
+  add_fault_flags(app, flags.faults);  // under mpirun: a rank's process killed at a step (zero_fault.h)
+  app.add_option("--max-loss", flags.max_loss,
+                 "Stop at the first step whose loss is above X or not finite, exit 5 (for scripts/dptrun)")
+      ->check(number_in(0.0, 1e30));
+  app.add_option("--skip-batch", flags.skip_batches,
+                 "Never draw batch K of the global order: later steps draw the next ones (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(non_negative_integer());
+  app.final_callback([&app, &flags, &options] {  // once --comm and --steps are known: exit 2 with a sentence
+    if (flags.faults.fail.empty() && flags.faults.join.empty()) return;
+    const std::string comm = app.get_option("--comm")->as<std::string>();
+    const int world = comm == "threads" ? 1 : detect_process_environment().world;
+    const std::string problem = zero_fault_problem(flags.faults, comm, world, options.steps);
+    if (!problem.empty()) throw CLI::ValidationError(problem);
+  });
 }
 
 ZeroPlan plan_of(const Options& o, const Ch07Flags& f) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dpt/cli_fwd.h"
+#include "dpt/fault_plan.h"
 #include "dpt/launch.h"
 #include "dpt/options.h"
 #include "dpt/verdict.h"
@@ -29,11 +30,19 @@ struct Ch07Flags {
   std::string resume;           ///< --resume DIR
   std::string consolidate;      ///< --consolidate DIR
   int64_t checkpoint_every = 0;  ///< with --save-checkpoint: every K steps (0: only after the last)
+  FaultFlags faults;            ///< `--fail RANK@STEP` (under mpirun, crash only: zero_fault.h)
+  double max_loss = 0;          ///< --max-loss X: a loss above it stops the run, exit 5 (0: only a non-finite one stops it)
+  std::vector<int64_t> skip_batches;  ///< --skip-batch K (repeatable): batches never drawn
 };
 
+/// The exit code of a run that --max-loss stopped (a loss above it, or not
+/// finite): what scripts/dptrun reads as "roll back and skip the batch".
+constexpr int kLossSpikeExit = 5;
+
 /// Registers chapter 07's flags (and narrows --optimizer to adam | adamw: a
-/// bad value is refused at parse time, exit 2, like every bad flag).
-void add_ch07_flags(CLI::App& app, Ch07Flags& flags);
+/// bad value is refused at parse time, exit 2, like every bad flag); once
+/// every flag is known, checks --fail against the run (`options`: its steps).
+void add_ch07_flags(CLI::App& app, Ch07Flags& flags, const Options& options);
 
 /// The trainer's plan from the flags.
 ZeroPlan plan_of(const Options& o, const Ch07Flags& f);
