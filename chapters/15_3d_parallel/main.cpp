@@ -12,9 +12,9 @@
 // load and save unchanged.
 //
 // With --sp, sequence parallelism (Megatron's): between the exchanges each
-// TP rank holds T/tp positions of every sequence, and f and g become an
-// all-gather and a reduce-scatter along the sequence — the same bytes,
-// 1/tp of those regions' activations (sequence_parallel.h).
+// TP rank holds T/tp positions of every sequence, and f and g change what
+// they move along the sequence — the same bytes, 1/tp of those regions'
+// activations (sequence_parallel.h).
 //
 // --plan ranks every layout of the ranks by predicted memory and step
 // (planner.h); --run-top K trains the best and compares.

@@ -3,15 +3,14 @@
 /// between the blocks' split layers (the LayerNorms, the residual adds, the
 /// embeddings and the head) rank t holds only its T/tp positions of every
 /// sequence, so those activations take 1/tp of the memory. The split layers
-/// still need every position: f becomes an all-gather along the sequence,
-/// g a reduce-scatter — the conjugate pair, each the other's backward.
+/// still need every position: f and g change what they take and give (your
+/// gather_sequence and scatter_sequence, ch15.h).
 /// Attention runs your tp_attention on this pair (exchange_pairs.h); the MLP:
 ///
-///     x_t ─ ln_1 ─ tp_attention ─ + ─ ln_2 ─ AG ─ c_fc ─ gelu ─ c_proj ─ RS ─ +bias ─ +
+///     x_t ─ ln_1 ─ tp_attention ─ + ─ ln_2 ─ gather_sequence ─ c_fc ─ gelu ─ c_proj ─ scatter_sequence ─ +bias ─ +
 ///
-/// An all-reduce is a reduce-scatter then an all-gather, so the ring moves
-/// the same bytes as tensor parallelism alone; what changes is what each
-/// rank keeps between the exchanges.
+/// The ring moves the same bytes as tensor parallelism alone (a verdict);
+/// what changes is what each rank keeps between the exchanges.
 ///
 /// Rank t's rows: positions [t·T/tp, (t+1)·T/tp) of each of the B sequences,
 /// sequence by sequence ((B·T/tp, C), the whole tensor's row order kept).

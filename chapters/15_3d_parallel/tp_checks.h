@@ -42,9 +42,8 @@ void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model
 /// the run). With tp = 1 they cannot fail.
 void add_traffic_verdicts(Verdicts& v, const TpRun& run, const GptShape& shape, int64_t batch, int tp);
 
-/// Rank 0, --sp: forward and backward, the TP group's all-gathers and
-/// reduce-scatters per step against 2 of each per block (no all-reduce),
-/// of B·T·C/tp and B·T·C floats; their ring bytes against those of the 2
+/// Rank 0, --sp: forward and backward, the TP group's collectives per step
+/// against the pair's 4 per block (no all-reduce); their ring bytes against those of the 2
 /// all-reduces per block of B·T·C floats tensor parallelism alone moves;
 /// the replicated gradients summed once (their count by the formula); the
 /// ledger's embeddings/LayerNorm/residual bytes × tp against the same

@@ -2,6 +2,8 @@
 // and the shares put back together (tp_gpt.h).
 #include "tp_gpt.h"
 
+#include <algorithm>
+
 #include "ch12.h"
 #include "ch14.h"
 #include "dpt/check.h"
@@ -48,18 +50,13 @@ std::vector<float> all_shares(Communicator& group, const Tensor& share) {
   return all;
 }
 
-// Shares of rows: each rank's share is `parts` equal sections, section p
-// being rows [p·R/parts + t·r, p·R/parts + (t+1)·r) of the full tensor.
-// `width` is the row length (1 for a bias).
-void put_rows(const std::vector<float>& all, int ranks, int64_t parts, int64_t width, std::vector<float>& out) {
-  const int64_t share = int64_t(all.size()) / ranks, r = share / width / parts, R = r * parts * ranks;
+// Shares of rows (the MLP's c_fc): rank t's share is rows [t·r, (t+1)·r) of
+// the full tensor. `width` is the row length (1 for a bias).
+void put_rows(const std::vector<float>& all, int ranks, int64_t width, std::vector<float>& out) {
+  const int64_t share = int64_t(all.size()) / ranks, R = share / width * ranks;
   const std::size_t base = out.size();
   out.resize(base + std::size_t(R * width));
-  for (int t = 0; t < ranks; ++t)
-    for (int64_t p = 0; p < parts; ++p)
-      for (int64_t i = 0; i < r; ++i)
-        for (int64_t j = 0; j < width; ++j)
-          out[base + std::size_t(((p * R / parts) + t * r + i) * width + j)] = all[std::size_t(t * share + (p * r + i) * width + j)];
+  std::copy(all.begin(), all.begin() + R * width, out.begin() + std::ptrdiff_t(base));  // ranks' shares in rank order
 }
 
 // Shares of columns: rank t's share is (R, k), columns [t·k, (t+1)·k).
@@ -171,8 +168,8 @@ std::vector<float> TensorParallelGpt::gather(bool grads) const {
     whole(b.ln_1_weight), whole(b.ln_1_bias);
     gather_attention(group_, shape_, {of(b.attn.qkv_weight), of(b.attn.qkv_bias), of(b.attn.proj_weight)}, out);
     whole(b.attn.proj_bias), whole(b.ln_2_weight), whole(b.ln_2_bias);
-    put_rows(all_shares(group_, of(b.fc_weight)), tp, 1, C, out);
-    put_rows(all_shares(group_, of(b.fc_bias)), tp, 1, 1, out);
+    put_rows(all_shares(group_, of(b.fc_weight)), tp, C, out);
+    put_rows(all_shares(group_, of(b.fc_bias)), tp, 1, out);
     put_columns(all_shares(group_, of(b.mlp_proj_weight)), tp, C, out);
     whole(b.mlp_proj_bias);
   }

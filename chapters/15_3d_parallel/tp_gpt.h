@@ -63,7 +63,7 @@ class TensorParallelGpt {
   /// Sequence parallel (sequence_parallel.h; defined in sp_gpt.cpp): this
   /// rank's share of the mean cross-entropy over B·T tokens — its T/tp
   /// positions of each sequence, ÷ (B·T) — so the group's shares sum to
-  /// loss(). Collective over the group (2 all-gathers and 2 reduce-scatters
+  /// loss(). Collective over the group (the sequence pair's exchanges, 4
   /// per block each way). After backward the replicated parameters hold
   /// only this rank's positions' gradient: sum them over the group.
   /// The sequence length must divide by the group's size.
