@@ -1,5 +1,6 @@
 // ch15_3d_parallel — chapter 14's GPT split over a grid of ranks: tensor
-// parallel inside each block (Megatron's), data parallel across copies.
+// parallel inside each block (Megatron's), pipeline stages over the blocks
+// (chapter 13's schedules), data parallel across copies of the pipeline.
 //
 // What it teaches: a transformer block splits over tp ranks with two
 // exchanges each way. Attention splits by heads: a head needs only its own
@@ -18,18 +19,27 @@
 // all-gather and a reduce-scatter along the sequence — the same bytes,
 // 1/tp of those regions' activations (sequence_parallel.h).
 //
-// What it leaves out (for now): pipeline stages,
-// the planner — the page says what comes next. Theory: docs/ch15_3d_parallel.md.
+// With --pp P the blocks split by depth over P stages (chapter 13's split),
+// the embeddings on the first, ln_f and the head on the last; each stage's
+// TP group runs its blocks as above, and M micro-batches flow through your
+// chapter 13 run_schedule (1F1B or GPipe), their gradients combined by your
+// accumulate_micro_batch (pipeline_gpt.h). The grid is tp × dp × pp, TP
+// innermost, then DP, then PP (pipeline_grid.h): the axis that talks most
+// on the nearest ranks. DP averages each share once per step.
+//
+// What it leaves out (for now): the planner, ZeRO over the DP group,
+// interleaved stages — the page says what comes next. Theory: docs/ch15_3d_parallel.md.
 //
 // Run it:
 //     build/reference/bin/ch15_3d_parallel                      # 4 rank threads: tp 2 × dp 2
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 4 --check-groups
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 2 --dp 2 --sp
+//     build/reference/bin/ch15_3d_parallel --ranks 8 --tp 2 --pp 2 --dp 2 --micro-batches 4
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
 // Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
-// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp). It uses your chapter 12 (f, g, the parallel layers)
-// and chapter 14 (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
+// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp). It uses your chapter 12 (f, g, the parallel layers),
+// chapter 13 (one_f_one_b, run_schedule, accumulate_micro_batch) and chapter 14 (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
 // ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -41,7 +51,7 @@
 #include "corpus.h"
 #include "dpt/holes.h"
 #include "dpt/lecture.h"
-#include "groups.h"
+#include "pipeline_grid.h"
 #include "outputs.h"
 #include "pair_check.h"
 #include "tp_checks.h"
@@ -89,16 +99,19 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   say.section("1. The text: " + text.description);
 
   // --------------------------------------------------------------------------
-  // 2. The grid: tp ranks share a model (neighbours: on a cluster, one node), dp models side by side.
+  // 2. The grid: tp ranks share a stage (neighbours: on a cluster, one node), dp pipelines side by side, pp stages.
   const Ch15Layout layout = ch15_layout(f, ctx.world);  // checked at the flags
-  const int TP = layout.tp, DP = layout.dp;
-  say.section(str("2. The grid: ", ctx.world, " ranks = tp ", TP, " x dp ", DP, " (TP innermost)",
-                  f.sp ? ", sequence parallel" : ""));
-  ch12::Groups groups(ctx, TP, DP);
-  const std::vector<std::string> members = ch12::check_groups(ctx, groups);  // a wrong split stops here
-  say.say(str("rank r sits at t = r mod ", TP, ", d = floor(r / ", TP, "): the tp ranks of a model are neighbours, since\n"
-              "they exchange activations in every block; the dp ranks holding the same share average its gradient\n"
-              "once per step. Every rank's groups were checked", f.check_groups ? ":" : " (--check-groups prints them)."));
+  const int TP = layout.tp, DP = layout.dp, PP = layout.pp, M = layout.micro_batches;
+  say.section(str("2. The grid: ", ctx.world, " ranks = tp ", TP, " x dp ", DP, " x pp ", PP,
+                  " (TP innermost, then DP, then PP)", f.sp ? ", sequence parallel" : ""));
+  Ch15Grid grid(ctx, TP, DP, PP);
+  const std::vector<std::string> members = check_grid_groups(ctx, grid);  // a wrong split stops here
+  say.say(str("rank r sits at t = r mod ", TP, ", d = floor(r / ", TP, ") mod ", DP, ", p = floor(r / ", TP * DP,
+              "): the tp ranks of a stage are\n"
+              "neighbours, since they exchange activations in every block; the dp ranks holding the same share average\n"
+              "its gradient once per step; the pp stages hand one micro-batch's activations to the next, the fewest\n"
+              "bytes, so they may be farthest apart. Every rank's groups were checked",
+              f.check_groups ? ":" : " (--check-groups prints them).")); 
   if (f.check_groups)  // asked for: printed under --quiet too
     for (const std::string& line : members) std::cout << "  " << line << "\n";
 
@@ -108,7 +121,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   Gpt full(f.lm.shape, Device::host(), rng);  // every rank: the same model from the same seed (or file)
   if (!f.lm.load_weights.empty()) load_ch14_weights(f.lm.load_weights, full, text);
   const GptShape& s = f.lm.shape;
-  say.section(str("3. The model: ", describe(s), ", ", full.num_parameters(), " parameters, split over tp = ", TP));
+  say.section(str("3. The model: ", describe(s), ", ", full.num_parameters(), " parameters, split over tp = ", TP,
+                  PP > 1 ? str(" and ", PP, " stages") : std::string()));
   Table split("ch15: one block on rank t", {"tensor", "full", "rank t's share", "split"});
   split.add_row({"attn.c_attn", str("(", 3 * s.width, ", ", s.width, ")"), str("(", 3 * s.width / TP, ", ", s.width, ")"),
                  "your hole: heads t·H/tp … of q, k and v"});
@@ -122,9 +136,10 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   say.say("The embeddings, LayerNorms and the head are replicated: the residual stream is whole on every rank\n"
           "between the blocks' exchanges, so they need nothing from the other ranks, and a head over a few dozen\n"
           "characters is a sliver of the model (split by vocabulary, its softmax would need a third exchange).");
+  if (PP > 1) print_stages(s, PP, M, f.schedule, say);  // pipeline_gpt.h: which blocks each stage holds
   Holes holes;
   std::unique_ptr<TensorParallelGpt> model;
-  if (!holes.run(ctx.comm, [&] { model = std::make_unique<TensorParallelGpt>(groups.tp(), full, ctx.device); })) {
+  if (!holes.run(ctx.comm, [&] { model = std::make_unique<TensorParallelGpt>(grid.tp(), full, ctx.device, grid.pp_rank(), PP); })) {
     say.say("  3.-5. skipped: not written yet (" + holes.last() + ")");
     if (ctx.is_root()) holes.judge(v);
     return;
@@ -133,24 +148,26 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   if (TP == 1)
     v.cannot_fail(slices, "with --tp 1 (try --tp 2)");
   else
-    v.at_most(slices, attention_slices_gap(ctx, groups.tp(), *model, full), 0,
+    v.at_most(slices, attention_slices_gap(ctx, grid.tp(), *model, full), 0,
               "indexed against the full block: q, k, v rows of the rank's heads; c_proj's columns they meet");
 
   const std::string pair = "gather_sequence, scatter_sequence: sequence parallelism's conjugate pair (--sp)";
   PairFindings pair_found;
   if (TP == 1)
     v.cannot_fail(pair, "with --tp 1 (try --tp 2)");
-  else if (holes.run(ctx.comm, [&] { pair_found = check_sequence_pair(groups.tp(), ctx.device); }))
+  else if (holes.run(ctx.comm, [&] { pair_found = check_sequence_pair(grid.tp(), ctx.device); }))
     add_pair_verdicts(ctx, v, pair_found);  // checked on every run; used by the blocks with --sp
   else
     say.say("  the sequence pair: not written yet (" + holes.last() + ")" + (f.sp ? "" : "; needed only by --sp"));
 
   // --------------------------------------------------------------------------
-  // 4. Training: each TP group one model on its B windows, the DP groups average the shares' gradients.
+  // 4. Training: each pipeline one model on its B windows in M micro-batches, the DP groups average the shares' gradients.
   say.section(str("4. Training: ", f.lm.steps, " steps of ", DP, " x ", f.lm.batch, " sequences of ", s.context,
-                  " characters (", f.lm.optimizer, ", lr ", f.lm.lr, ")"));
+                  " characters", PP > 1 ? str(" in ", M, " micro-batches (", f.schedule, ")") : std::string(), " (",
+                  f.lm.optimizer, ", lr ", f.lm.lr, ")"));
   TpRun result;  // --steps 0: nothing to train, the files are still written
-  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, groups, *model, text, f.lm, f.sp, run.verify, say); })) {
+  const PipelineSetting pipe{M, f.schedule};
+  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, grid, *model, text, f.lm, f.sp, pipe, run.verify, say); })) {
     say.say("  skipped: not written yet (" + holes.last() + ")");
     if (ctx.is_root()) holes.judge(v);
     return;
@@ -163,32 +180,34 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   // 5. What the TP group exchanged: two all-reduces per block each way.
   if (f.lm.steps > 0) say.section("5. What the TP group exchanged per step (its traffic log)");
   Table moved("ch15: TP collectives per step, this rank", {"pass", "calls", "floats each", "Megatron's count"});
-  const double floats = double(f.lm.batch * s.context * s.width);
+  const double floats = double(f.lm.batch / M * s.context * s.width);
+  const int64_t Ls = int64_t(model->blocks().size()) * M;  // this stage's blocks, once per micro-batch
   for (const auto& [pass, m] : {std::pair<const char*, AllReduces>{"forward", result.forward},
                                 std::pair<const char*, AllReduces>{"backward", result.backward}})
     moved.add_row({pass, fmt(m.calls, 4), m.calls > 0 ? fmt(m.bytes / 4 / m.calls, 6) : "-",
-                   f.sp ? "0: the pair instead" : str(2 * s.layers, " of B·T·C = ", fmt(floats, 6))});
+                   f.sp ? "0: the pair instead" : str(2 * Ls, " of B/M·T·C = ", fmt(floats, 6))});
   if (f.sp) {  // the pair instead: what each call moved
     for (const auto& [pass, m] : {std::pair<const char*, Collectives>{"forward", result.sp_forward},
                                   std::pair<const char*, Collectives>{"backward", result.sp_backward}})
       for (const auto& [name, c] : {std::pair<const char*, AllReduces>{" all-gathers", m.all_gather},
                                     std::pair<const char*, AllReduces>{" reduce-scatters", m.reduce_scatter}})
         moved.add_row({std::string(pass) + name, fmt(c.calls, 4), c.calls > 0 ? fmt(c.bytes / 4 / c.calls, 6) : "-",
-                       str(2 * s.layers, " of ", std::string(name) == " all-gathers" ? "B·T·C/tp" : "B·T·C")});
+                       str(2 * Ls, " of ", std::string(name) == " all-gathers" ? "B/M·T·C/tp" : "B/M·T·C")});
   }
   if (say.enabled() && f.lm.steps > 0) moved.print(std::cout);
   if (f.lm.steps > 0 && !f.sp) say.say("forward: g after attention's c_proj and after the MLP's c_proj; backward: f's, in front of c_attn and\n"
           "c_fc, each the gradient of the whole residual stream. Nothing else crosses the TP group.");
   if (f.lm.steps > 0 && f.sp) say.say("--sp: f is an all-gather of the T/tp positions each rank holds, g a reduce-scatter of the partial sums\n"
           "back to them; backward swaps them. After backward, one all-reduce sums the replicated tensors' gradients.");
-  if (f.lm.steps > 0 && f.sp) add_sequence_parallel_verdicts(v, result, s, f.lm.batch, TP);
-  else if (f.lm.steps > 0) add_traffic_verdicts(v, result, s, f.lm.batch, TP);
+  if (f.lm.steps > 0 && f.sp) add_sequence_parallel_verdicts(ctx, v, result, *model, f.lm.batch, M);
+  else if (f.lm.steps > 0) add_traffic_verdicts(ctx, v, result, *model, f.lm.batch, M);
+  if (f.lm.steps > 0 && ctx.is_root()) add_bubble_verdict(v, result, PP, M, f.schedule);
 
   // --------------------------------------------------------------------------
   // 6. The same model as one device's (tp_checks.cpp), and chapter 14's files.
   add_size_verdicts(ctx, v, *model, result, TP, DP, f.lm.steps > 0);  // collective
-  const double spread = replicas_spread(ctx, *model);
-  const std::vector<float> values = model->gather(false);  // the whole model on every rank of each TP group
+  const std::vector<float> values = gather_pipeline(grid.pp(), *model, false);  // the whole model, every stage's part
+  const double spread = replicas_spread(ctx, values);
   if (!ctx.is_root()) return;
   add_step_verdicts(v, result, text, f.lm, DP);
   if (ctx.world == 1)
@@ -198,8 +217,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
               "every share gets the same averaged gradient on its dp copies: bit for bit");
   holes.judge(v);
   write_and_sample(f, values, text, result, say);
-  run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, f.sp ? " --sp" : "", " on ", ctx.world, " ranks")});
-  run.summary.add_row({"parameters", str(parameters_per_rank(s, TP), " per rank of ", full.num_parameters())});
+  run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, " x pp ", PP, f.sp ? " --sp" : "", " on ", ctx.world, " ranks")});
+  run.summary.add_row({"parameters", str(parameters_per_rank(s, TP, 0, PP), " on rank 0 of ", full.num_parameters())});
   if (DP > 1) run.summary.add_row({"DP bytes per step per rank", format_bytes(result.dp_bytes_per_step)});
   if (!result.held_out.empty()) run.summary.add_row({"held-out loss", fixed(result.held_out.back().loss, 4) + " nats"});
   if (f.lm.steps > 0) run.summary.add_row({"steps per second", fixed(double(f.lm.steps) / result.seconds, 2)});
@@ -207,7 +226,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
 
 int main(int argc, char** argv) {
   Ch15Flags flags;
-  Chapter chapter{"ch15_3d_parallel", "a GPT split over a grid of ranks: tensor and data parallel"};
+  Chapter chapter{"ch15_3d_parallel", "a GPT split over a grid of ranks: tensor, pipeline and data parallel"};
   chapter.default_ranks = 4;  // tp 2 x dp 2: a bare run's verdicts on both axes can fail
   return run_model_chapter(argc, argv, chapter, [&flags](CLI::App& app, Options&) { add_ch15_flags(app, flags); },
                            flags.lm.quiet, [&flags](ModelChapterRun& run) { lecture(run, flags); });

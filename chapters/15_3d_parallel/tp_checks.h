@@ -29,33 +29,42 @@ namespace dpt::ch15 {
 double attention_slices_gap(Context& ctx, Communicator& tp_group, const TensorParallelGpt& model, const Gpt& full);
 
 /// Collective over the world: the largest |w − w on world rank 0| over every
-/// parameter of every rank's gathered model (the dp replicas, and the
-/// replicated tensors within each TP group, must stay alike).
-double replicas_spread(Context& ctx, const TensorParallelGpt& model);
+/// entry of every rank's gathered model `mine` (gather_pipeline: the dp
+/// replicas, and the replicated tensors within each TP group, must stay alike).
+double replicas_spread(Context& ctx, const std::vector<float>& mine);
 
 /// Rank 0: each checked step's averaged gradient against one device's on
 /// that step's dp·B windows, from the same weights (chapter 14's check).
 void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const Ch14Flags& f, int dp);
 
 /// Collective over the world: every rank's parameter count against
-/// parameters_per_rank (exact), and, with dp > 1, rank 0's DP all-reduce
-/// payload per step against 4 bytes × that count (each DP group averages
-/// its share's gradients, nothing else).
+/// parameters_per_rank of its stage (exact), and, with dp > 1, every rank's
+/// DP all-reduce payload per step against 4 bytes × that count (each DP
+/// group averages its share's gradients once per step, nothing else).
 void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const TpRun& run, int tp, int dp,
                        bool trained);
 
-/// Rank 0: forward and backward, the TP group's all-reduces per step
-/// against 2 per block each way, each of B·T·C floats (the formula, not
-/// the run). With tp = 1 they cannot fail.
-void add_traffic_verdicts(Verdicts& v, const TpRun& run, const GptShape& shape, int64_t batch, int tp);
+/// Collective over the world: forward and backward, every rank's TP
+/// all-reduces per step against 2 per block of its stage per micro-batch,
+/// each of B/M·T·C floats (the formula, not the run). With tp = 1 they
+/// cannot fail.
+void add_traffic_verdicts(Context& ctx, Verdicts& v, const TpRun& run, const TensorParallelGpt& model, int64_t batch,
+                          int micro_batches);
 
-/// Rank 0, --sp: forward and backward, the TP group's all-gathers and
-/// reduce-scatters per step against 2 of each per block (no all-reduce),
-/// of B·T·C/tp and B·T·C floats; their ring bytes against those of the 2
-/// all-reduces per block of B·T·C floats tensor parallelism alone moves;
-/// the replicated gradients summed once (their count by the formula); the
+/// Collective over the world, --sp: forward and backward, every rank's TP
+/// all-gathers and reduce-scatters per step against 2 of each per block of
+/// its stage per micro-batch (no all-reduce), of b·T·C/tp and b·T·C floats
+/// (b = B/M); their ring bytes against those of the 2 all-reduces per block
+/// of b·T·C floats tensor parallelism alone moves; the stage's replicated
+/// gradients summed once per step (their count by the formula); the
 /// ledger's embeddings/LayerNorm/residual bytes × tp against the same
 /// forward's without --sp.
-void add_sequence_parallel_verdicts(Verdicts& v, const TpRun& run, const GptShape& shape, int64_t batch, int tp);
+void add_sequence_parallel_verdicts(Context& ctx, Verdicts& v, const TpRun& run, const TensorParallelGpt& model,
+                                    int64_t batch, int micro_batches);
+
+/// Rank 0: the schedule its pipeline's stages ran (step 0), replayed on
+/// chapter 13's clock with every forward 1 unit and every backward 2, against
+/// the bubble (P−1)/(M+P−1); with P = 1 it cannot fail.
+void add_bubble_verdict(Verdicts& v, const TpRun& run, int stages, int micro_batches, const std::string& schedule);
 
 }  // namespace dpt::ch15
