@@ -42,8 +42,11 @@ std::vector<int64_t> token_slice(const std::vector<int64_t>& all, int64_t begin,
 
 std::vector<ch13::Op> stage_schedule(const std::string& schedule, int stage, int stages, int micro_batches) {
   DPT_CHECK(schedule == "1f1b" || schedule == "gpipe", "--schedule " << schedule << ": 1f1b or gpipe");
-  return schedule == "gpipe" ? ch13::gpipe(stage, stages, micro_batches)
-                             : ch13::one_f_one_b(stage, stages, micro_batches);
+  if (schedule == "gpipe") return ch13::gpipe(stage, stages, micro_batches);
+  if (stages > 1) return ch13::one_f_one_b(stage, stages, micro_batches);
+  std::vector<ch13::Op> ops;  // one stage: nothing to wait for, each micro-batch forward then backward
+  for (int m = 0; m < micro_batches; ++m) ops.push_back({ch13::Pass::Forward, m}), ops.push_back({ch13::Pass::Backward, m});
+  return ops;
 }
 
 GptStageStep pipeline_gpt_step(Communicator& pp, const TensorParallelGpt& model, const TokenBatch& batch,
@@ -98,7 +101,10 @@ GptStageStep pipeline_gpt_step(Communicator& pp, const TensorParallelGpt& model,
     }
     std::vector<Tensor> micro_grads;
     for (const Tensor& p : params) micro_grads.push_back(p.grad());
-    ch13::accumulate_micro_batch(batch_grads, micro_grads, b, batch_size);  // your chapter 13
+    if (M == 1)
+      batch_grads = micro_grads;  // the batch is its one micro-batch
+    else
+      ch13::accumulate_micro_batch(batch_grads, micro_grads, b, batch_size);  // your chapter 13
     Tensor input_grad = model.has_embeddings() ? Tensor() : inputs[std::size_t(m)].grad();
     outputs[std::size_t(m)] = inputs[std::size_t(m)] = Tensor();  // micro-batch m's activations are released
     add_since(step.traffic.backward, ar, all_reduces_so_far(tp));
@@ -107,7 +113,15 @@ GptStageStep pipeline_gpt_step(Communicator& pp, const TensorParallelGpt& model,
     step.seconds.push_back(stage_seconds_since(start));
     return input_grad;
   };
-  ch13::run_schedule(pp, ops, work);  // your chapter 13
+  if (pp.size() > 1) {
+    ch13::run_schedule(pp, ops, work);  // your chapter 13
+  } else {  // one stage has no neighbour to exchange with: the ops in order, and tp x dp needs none of chapter 13
+    for (const ch13::Op& op : ops)
+      if (op.pass == ch13::Pass::Forward)
+        work.forward(op.micro_batch, Tensor());
+      else
+        work.backward(op.micro_batch, Tensor());
+  }
   for (std::size_t i = 0; i < params.size(); ++i) params[i].set_grad(batch_grads[i]);
   return step;
 }

@@ -55,7 +55,8 @@ struct GptStageStep {
   StageTraffic traffic;               ///< the TP group's, during the ops
 };
 
-/// "1f1b" → your chapter 13 one_f_one_b, "gpipe" → gpipe.
+/// "1f1b" → your chapter 13 one_f_one_b (one stage: F m, B m for each m),
+/// "gpipe" → gpipe.
 std::vector<ch13::Op> stage_schedule(const std::string& schedule, int stage, int stages, int micro_batches);
 
 /// Collective over the stage's TP group and the pipeline `pp` (rank =
@@ -65,6 +66,8 @@ std::vector<ch13::Op> stage_schedule(const std::string& schedule, int stage, int
 /// in the order `ops` through ch13::run_schedule. Afterwards each parameter's
 /// grad() is the gradient of the batch's mean loss (with --sp, of this
 /// rank's positions' share), combined by ch13::accumulate_micro_batch.
+/// With one stage the ops run in order here and one micro-batch needs no
+/// combining: a tp x dp run uses none of chapter 13's holes.
 GptStageStep pipeline_gpt_step(Communicator& pp, const TensorParallelGpt& model, const TokenBatch& batch,
                                int64_t batch_size, int micro_batches, bool sp, const std::vector<ch13::Op>& ops);
 
