@@ -4,14 +4,20 @@
 // 1F1B by its formula; an uneven split of the blocks; every rank's three
 // groups by r = t + tp·(d + dp·p); a layout that does not divide the model
 // is one line, exit 2; under mpirun -np 8; chapter 14's weights files read
-// and written on a pipeline, and trained equal to chapter 14's model.
+// and written on a pipeline, and trained equal to chapter 14's model;
+// run_layout (the planner's entry) runs one layout and reports its traffic.
 #include "support/catch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
+#include "ch15_flags.h"
 #include "dpt/comm.h"
+#include "layout_run.h"
+#include "support/findings.h"
+#include "support/ranks.h"
 #include "support/run_program.h"
 #include "support/weights_gap.h"
 
@@ -140,4 +146,31 @@ TEST_CASE("chapter: a pipeline reads and writes chapter 14's weights file and tr
   REQUIRE(c.exit_code == 0);
   CHECK(dpt_test::weights_gap(ch14, round) == 0);  // cut into stages and tp 4 shares and put back: bit for bit
   for (const std::string& p : {ch14, piped, round}) std::remove(p.c_str());
+}
+
+TEST_CASE("run_layout: one layout trained silently, the same losses on every rank, its stage's traffic", "[ch15]") {
+  Ch15Flags f;
+  f.lm.shape.layers = 3, f.lm.shape.heads = 4, f.lm.shape.width = 32, f.lm.shape.context = 16;
+  f.lm.batch = 4, f.lm.steps = 2, f.lm.eval_batches = 0;
+  f.tp = 2, f.pp = 2;  // 4 ranks: dp 1; M = pp = 2; stage 0 holds blocks 0 and 1, stage 1 block 2
+  dpt_test::Findings found;
+  std::vector<std::vector<double>> losses(4);
+  dpt_test::run_ranks(4, [&](dpt::Context& ctx) {
+    const Corpus text = load_text("synthetic", f.lm.shape.context, f.lm.seed);
+    Ch15Flags mine = f;
+    mine.lm.shape.vocab = text.vocab();
+    const dpt::ch15::TpRun run = dpt::ch15::run_layout(ctx, mine, text);
+    const double blocks = ctx.rank < 2 ? 2 : 1;  // r = t + 2·p: ranks 0, 1 are stage 0
+    if (run.forward.calls != 2 * blocks * 2 || run.backward.calls != 2 * blocks * 2)
+      found.add("rank " + std::to_string(ctx.rank) + ": " + std::to_string(run.forward.calls) + " forward and " +
+                std::to_string(run.backward.calls) + " backward all-reduces, expected 2 per block x M each way");
+    if (!(run.seconds > 0)) found.add("rank " + std::to_string(ctx.rank) + ": no wall time measured");
+    losses[std::size_t(ctx.rank)] = run.train_loss;
+  });
+  found.require_none();
+  for (const std::vector<double>& l : losses) {
+    REQUIRE(l.size() == 2);
+    CHECK(std::isfinite(l[0]));
+    CHECK(l == losses[0]);  // every stage learns the last stage's loss: the same value on every rank
+  }
 }

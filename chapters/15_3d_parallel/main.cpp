@@ -209,7 +209,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   const std::vector<float> values = gather_pipeline(grid.pp(), *model, false);  // the whole model, every stage's part
   const double spread = replicas_spread(ctx, values);
   if (!ctx.is_root()) return;
-  add_step_verdicts(v, result, text, f.lm, DP);
+  add_step_verdicts(v, result, text, f.lm, DP, M);
   if (ctx.world == 1)
     v.cannot_fail("every rank's gathered model holds the same weights after the last step", on_one_rank(4));
   else

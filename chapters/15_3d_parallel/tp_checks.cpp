@@ -83,7 +83,8 @@ std::vector<float> one_device_gradient(const GptShape& shape, const CheckedStep&
 }
 }  // namespace
 
-void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const Ch14Flags& f, int dp) {
+void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const Ch14Flags& f, int dp,
+                       int micro_batches) {
   for (const CheckedStep& c : run.checked) {
     std::vector<std::string> names;
     const std::vector<float> expected = one_device_gradient(f.shape, c, text, f, f.batch * dp, names);
@@ -94,7 +95,10 @@ void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const 
       if (!(d <= diff)) diff = d, worst = i;  // a NaN entry is the worst too
       scale = std::max(scale, double(std::fabs(expected[i])));
     }
-    const std::string where = std::isnan(diff) || diff / scale > 1e-4 ? "; furthest off: " + names[worst] : "";
+    const bool off = std::isnan(diff) || diff / scale > 1e-4;
+    std::string where = off ? "; furthest off: " + names[worst] : "";
+    if (off && micro_batches > 1)
+      where += str("; ", micro_batches, " micro-batches: does your chapter 13 accumulate_micro_batch give the batch's mean?");
     v.at_most(str("step ", c.step, ": the shares' gradients, gathered and averaged = one device's on the global batch "
                   "(max |Δ| / max |g|)"),
               diff / scale, 1e-4,

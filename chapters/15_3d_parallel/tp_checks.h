@@ -35,7 +35,10 @@ double replicas_spread(Context& ctx, const std::vector<float>& mine);
 
 /// Rank 0: each checked step's averaged gradient against one device's on
 /// that step's dp·B windows, from the same weights (chapter 14's check).
-void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const Ch14Flags& f, int dp);
+/// With `micro_batches` > 1 a failure names chapter 13's
+/// accumulate_micro_batch among the suspects.
+void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const Ch14Flags& f, int dp,
+                       int micro_batches = 1);
 
 /// Collective over the world: every rank's parameter count against
 /// parameters_per_rank of its stage (exact), and, with dp > 1, every rank's
