@@ -59,9 +59,9 @@ void add_ch15_flags(CLI::App& app, Ch15Flags& f) {
   f.lm.shape.layers = 2, f.lm.shape.heads = 4, f.lm.shape.width = 64, f.lm.shape.context = 32;
   f.lm.batch = 4, f.lm.steps = 30, f.lm.eval_every = 15, f.lm.eval_batches = 2, f.lm.sample = 0;
   add_ch14_flags(app, f.lm);
-  app.add_option("--tp", f.tp, "Ranks that split each block (tensor parallel; default 2 on an even world, else 1)")
+  app.add_option("--tp", f.tp, "Ranks that split each block (tensor parallel; default 2 where ranks / --pp is even, else 1)")
       ->check(dpt::integer_in(1, dpt::kMaxRanks));
-  app.add_option("--dp", f.dp, "Copies of the split model, data parallel (default: ranks / --tp)")
+  app.add_option("--dp", f.dp, "Copies of the pipeline, data parallel (default: ranks / (--tp x --pp))")
       ->check(dpt::integer_in(1, dpt::kMaxRanks));
   app.add_option("--pp", f.pp, "Pipeline stages: the blocks split by depth, embeddings first, head last (default 1)")
       ->check(dpt::integer_in(1, dpt::kMaxRanks));

@@ -12,8 +12,8 @@
 /// The values of ch15's flags.
 struct Ch15Flags {
   Ch14Flags lm;               ///< chapter 14's flags; --batch is per model (per DP replica)
-  int tp = 0;                 ///< ranks that split each block (0: 2 on an even world, else 1)
-  int dp = 0;                 ///< model replicas (0: ranks / tp)
+  int tp = 0;                 ///< ranks that split each block (0: 2 where ranks / pp is even, else 1)
+  int dp = 0;                 ///< pipeline replicas (0: ranks / (tp · pp))
   bool check_groups = false;  ///< print every rank's coordinates and groups
   bool sp = false;            ///< sequence parallel inside each TP group (needs tp > 1)
   int pp = 1;                 ///< pipeline stages: the blocks split by depth

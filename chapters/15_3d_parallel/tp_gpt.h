@@ -83,7 +83,7 @@ class TensorParallelGpt {
   /// named_parameters() order (the stages' parts follow one another).
   int64_t flat_offset() const;
   /// Mean cross-entropy over B·T tokens (chapter 14's Gpt::loss), the same
-  /// on every rank of the group. Collective over the group.
+  /// on every rank of the group. Collective over the group. One stage only.
   Tensor loss(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets, int64_t batch) const;
   /// Sequence parallel (sequence_parallel.h; defined in sp_gpt.cpp): this
   /// rank's share of the mean cross-entropy over B·T tokens — its T/tp
@@ -91,19 +91,21 @@ class TensorParallelGpt {
   /// loss(). Collective over the group (2 all-gathers and 2 reduce-scatters
   /// per block each way). After backward the replicated parameters hold
   /// only this rank's positions' gradient: sum them over the group.
-  /// The sequence length must divide by the group's size.
+  /// The sequence length must divide by the group's size. One stage only.
   Tensor sequence_parallel_loss(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets,
                                 int64_t batch) const;
-  /// The tensors every rank of the group holds whole, in parameters() order.
+  /// The tensors of this stage every rank of the group holds whole, in
+  /// parameters() order.
   std::vector<Tensor> replicated_parameters() const;
-  /// This rank's tensors, in the full model's named_parameters() order.
+  /// This rank's tensors (of its stage), in the full model's
+  /// named_parameters() order.
   std::vector<Tensor> parameters() const;
   /// Collective over the group: the values (or, `grads`, the gradients) of
   /// this stage's part of the model (all of it with one stage) flattened in
   /// named_parameters() order, on every rank.
   /// Shares are put back by this file's own indexing (not the hole's).
   std::vector<float> gather(bool grads) const;
-  /// This rank's blocks.
+  /// This rank's blocks (its stage's).
   const std::vector<TpBlock>& blocks() const { return blocks_; }
   /// The full model's sizes.
   const GptShape& shape() const { return shape_; }
