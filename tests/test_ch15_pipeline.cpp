@@ -2,7 +2,7 @@
 // every 8-rank layout of a small GPT (4 blocks of 8 heads, width 32, context
 // 16) passes every verdict, with and without --sp; the per-stage traffic of
 // 1F1B by its formula; an uneven split of the blocks; every rank's three
-// groups by r = t + tp·(d + dp·p); a layout that does not divide the model
+// groups, TP innermost, then DP, then PP; a layout that does not divide the model
 // is one line, exit 2; under mpirun -np 8; chapter 14's weights files read
 // and written on a pipeline, and trained equal to chapter 14's model;
 // run_layout (the planner's entry) runs one layout and reports its traffic.
@@ -83,7 +83,7 @@ TEST_CASE("chapter: --check-groups prints every rank's TP, DP and PP groups, TP 
   auto run = dpt_test::run_program(kPipeProgram, kPipeShape + "--ranks 8 --tp 2 --dp 2 --pp 2 --steps 0 --check-groups");
   INFO(run.output);
   CHECK(run.exit_code == 0);
-  // r = t + 2·(d + 2·p): rank 5 is t 1, d 0, p 1; rank 6 is t 0, d 1, p 1.
+  // TP innermost, then DP, then PP: ranks 4-7 are stage 1; in it, 4 and 5 one TP group, 6 and 7 the other.
   for (const char* line : {"rank 0: TP group [0 1] as t=0, DP group [0 2] as d=0, PP group [0 4] as p=0",
                            "rank 5: TP group [4 5] as t=1, DP group [5 7] as d=0, PP group [1 5] as p=1",
                            "rank 6: TP group [6 7] as t=0, DP group [4 6] as d=1, PP group [2 6] as p=1"})

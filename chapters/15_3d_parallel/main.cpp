@@ -38,7 +38,7 @@
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
 // Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
-// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp). It uses your chapter 12 (f, g, the parallel layers),
+// ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp); ch15::grid_place. It uses your chapter 12 (f, g, the parallel layers),
 // chapter 13 (one_f_one_b, run_schedule, accumulate_micro_batch) and chapter 14 (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
 // ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
@@ -104,16 +104,20 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   const int TP = layout.tp, DP = layout.dp, PP = layout.pp, M = layout.micro_batches;
   say.section(str("2. The grid: ", ctx.world, " ranks = tp ", TP, " x dp ", DP, " x pp ", PP,
                   " (TP innermost, then DP, then PP)", f.sp ? ", sequence parallel" : ""));
-  Ch15Grid grid(ctx, TP, DP, PP);
-  const std::vector<std::string> members = check_grid_groups(ctx, grid);  // a wrong split stops here
-  say.say(str("rank r sits at t = r mod ", TP, ", d = floor(r / ", TP, ") mod ", DP, ", p = floor(r / ", TP * DP,
-              "): the tp ranks of a stage are\n"
-              "neighbours, since they exchange activations in every block; the dp ranks holding the same share average\n"
-              "its gradient once per step; the pp stages hand one micro-batch's activations to the next, the fewest\n"
-              "bytes, so they may be farthest apart. Every rank's groups were checked",
-              f.check_groups ? ":" : " (--check-groups prints them).")); 
+  Ch15Grid grid(ctx, TP, DP, PP);  // dpt::Grid's communicators, TP innermost
+  Holes holes;
+  GridPlace place;
+  const bool placed = holes.run(ctx.comm, [&] { place = grid_place(ctx.rank, TP, DP, PP); });  // your hole
+  const GridFindings found = check_grid_groups(ctx, grid, placed ? &place : nullptr);
+  say.say(str("The tp ranks of a stage are neighbours, since they exchange activations in every block; the dp ranks\n"
+              "holding the same share average its gradient once per step; the pp stages hand one micro-batch's\n"
+              "activations to the next, the fewest bytes, so they may be farthest apart.\n",
+              placed ? "Your grid_place was checked against every rank's groups"
+                     : "grid_place: not written yet (" + holes.last() + "); the groups are dpt::Grid's",
+              f.check_groups ? ":" : " (--check-groups prints them)."));
   if (f.check_groups)  // asked for: printed under --quiet too
-    for (const std::string& line : members) std::cout << "  " << line << "\n";
+    for (const std::string& line : found.lines) std::cout << "  " << line << "\n";
+  if (placed && ctx.is_root()) add_grid_verdict(v, found, ctx.world);
 
   // --------------------------------------------------------------------------
   // 3. The model, split: rank t holds heads [t·H/tp, (t+1)·H/tp) and a block of each MLP.
@@ -137,7 +141,6 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
           "between the blocks' exchanges, so they need nothing from the other ranks, and a head over a few dozen\n"
           "characters is a sliver of the model (split by vocabulary, its softmax would need a third exchange).");
   if (PP > 1) print_stages(s, PP, M, f.schedule, say);  // pipeline_gpt.h: which blocks each stage holds
-  Holes holes;
   std::unique_ptr<TensorParallelGpt> model;
   if (!holes.run(ctx.comm, [&] { model = std::make_unique<TensorParallelGpt>(grid.tp(), full, ctx.device, grid.pp_rank(), PP); })) {
     say.say("  3.-5. skipped: not written yet (" + holes.last() + ")");

@@ -1,13 +1,12 @@
 /// @file pipeline_grid.h
 /// @brief Chapter 15's grid: tp × dp × pp ranks on dpt::Grid, TP innermost,
-/// then DP, then PP —
-///
-///     world rank r = t + tp · (d + dp · p)
-///
-/// TP ranks exchange activations in every block (on a cluster: one node's
-/// GPUs, neighbours); DP ranks average gradients once per step; PP ranks
-/// hand one micro-batch's activations to a neighbour stage. The order puts
-/// the chattiest axis on the nearest ranks (Megatron's and picotron's).
+/// then DP, then PP. TP ranks exchange activations in every block (on a
+/// cluster: one node's GPUs, neighbours); DP ranks average gradients once
+/// per step; PP ranks hand one micro-batch's activations to a neighbour
+/// stage. The order puts the chattiest axis on the nearest ranks
+/// (Megatron's and picotron's). Where a rank sits is your hole
+/// (ch15::grid_place); the communicators are dpt::Grid's, and the check
+/// below compares the two.
 #pragma once
 
 #include <memory>
@@ -15,7 +14,9 @@
 #include <vector>
 
 #include "dpt/grid.h"
+#include "ch15.h"
 #include "dpt/launch.h"
+#include "dpt/verdict.h"
 
 namespace dpt::ch15 {
 
@@ -40,11 +41,22 @@ class Ch15Grid {
   Communicator* dp_ = nullptr;
 };
 
-/// Collective over the world: every rank learns the world ranks of its three
-/// groups and checks them against the layout above (written out here, not
-/// asked of dpt::Grid); a wrong member is a dpt::Error naming the rank.
-/// Returns on world rank 0 one line per rank: "rank 5: TP group [4 5] as
-/// t=1, DP group [5 7] as d=0, PP group [1 5] as p=1".
-std::vector<std::string> check_grid_groups(Context& ctx, Ch15Grid& grid);
+/// What the groups dpt::Grid built look like, and whether grid_place agrees.
+struct GridFindings {
+  std::vector<std::string> lines;  ///< world rank 0: "rank 5: TP group [4 5] as t=1, DP group … as d=0, PP group … as p=1"
+  std::string disagreement;        ///< world rank 0: "" or the first rank where grid_place differs, in words
+  int ranks_off = 0;               ///< world rank 0: how many ranks' places grid_place got wrong
+};
+
+/// Collective over the world: every rank learns the world ranks of its
+/// three groups (an all-gather inside each) and its coordinates from
+/// dpt::Grid, and compares them with `mine`, grid_place(ctx.rank, …) (null:
+/// not written yet, nothing compared). A group of the wrong size is a
+/// dpt::Error naming the rank, before any layer talks in it.
+GridFindings check_grid_groups(Context& ctx, Ch15Grid& grid, const GridPlace* mine);
+
+/// World rank 0: the verdict "grid_place = the groups dpt::Grid built" on
+/// `world` ranks.
+void add_grid_verdict(Verdicts& v, const GridFindings& found, int world);
 
 }  // namespace dpt::ch15
