@@ -51,7 +51,8 @@ TEST_CASE("chapter: ch15 on every 8-rank layout, with and without --sp, passes e
 TEST_CASE("chapter: ch15 pipelines count 2 TP all-reduces per block of the stage per micro-batch, of B/M·T·C floats",
           "[ch15]") {
   // tp 2 pp 2 dp 2, M = 4: each stage 2 of the 4 blocks, 2·2·4 = 16 all-reduces each
-  // way; B/M·T·C = 4/4·16·32 = 512 floats each (the formula, written here).
+  // way; B/M·T·C = 4/4·16·32 = 512 floats each (the formula, written here); to its
+  // one neighbour stage each rank sends 4 micro-batches of 512 floats, 8192 bytes.
   auto run = dpt_test::run_program(kPipeProgram, kPipeSmall + "--ranks 8 --tp 2 --pp 2 --dp 2 --micro-batches 4");
   INFO(run.output);
   CHECK(run.exit_code == 0);
@@ -60,6 +61,7 @@ TEST_CASE("chapter: ch15 pipelines count 2 TP all-reduces per block of the stage
                            "\u2714 forward: floats per TP all-reduce = B/M·T·C = 512",
                            "\u2714 backward: floats per TP all-reduce = B/M·T·C = 512",
                            "\u2714 DP all-reduce bytes per step = 4 x parameters per rank",
+                           "\u2714 PP bytes sent per step per rank = M x B/M·T·C floats x 4 to each neighbour stage (rank 0: 8192)",
                            "bubble = (P-1)/(M+P-1) = 20.00 %"})  // (2−1)/(4+2−1)
     CHECK(run.output.find(line) != std::string::npos);
   CHECK(run.output.find("\u2718") == std::string::npos);

@@ -204,6 +204,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
           "back to them; backward swaps them. After backward, one all-reduce sums the replicated tensors' gradients.");
   if (f.lm.steps > 0 && f.sp) add_sequence_parallel_verdicts(ctx, v, result, *model, f.lm.batch, M);
   else if (f.lm.steps > 0) add_traffic_verdicts(ctx, v, result, *model, f.lm.batch, M);
+  if (f.lm.steps > 0) add_pipeline_bytes_verdict(ctx, v, result, *model, f.lm.batch, M, f.sp);  // collective
   if (f.lm.steps > 0 && ctx.is_root()) add_bubble_verdict(v, result, PP, M, f.schedule);
 
   // --------------------------------------------------------------------------

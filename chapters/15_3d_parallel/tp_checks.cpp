@@ -204,6 +204,25 @@ void add_sequence_parallel_verdicts(Context& ctx, Verdicts& v, const TpRun& run,
             " without (rank 0), on step 0's batch: activations, not parameters, are what sequence parallelism splits"));
 }
 
+void add_pipeline_bytes_verdict(Context& ctx, Verdicts& v, const TpRun& run, const TensorParallelGpt& model,
+                                int64_t batch, int micro_batches, bool sp) {
+  const GptShape& s = model.shape();
+  const int M = micro_batches, tp = model.group().size();
+  const double floats = double(batch / M * s.context * s.width) / (sp ? tp : 1);
+  const int neighbours = (model.has_embeddings() ? 0 : 1) + (model.has_head() ? 0 : 1);
+  const double expected = M * neighbours * floats * 4;
+  const double gap = every_rank_gap(ctx, run.pp_bytes_per_step, expected);
+  if (!ctx.is_root()) return;
+  const std::string what = str("PP bytes sent per step per rank = M x ", sp ? "B/M·T·C/tp" : "B/M·T·C",
+                               " floats x 4 to each neighbour stage (rank 0: ", fmt(expected, 6), ")");
+  if (model.stages() == 1)
+    v.cannot_fail(what, "with --pp 1 (try --pp 2)");
+  else
+    v.at_most(what, gap, 0,
+              str("every rank against its own neighbours, from the pipeline's traffic log: activations forward, their "
+                  "gradients back", sp ? ", each TP rank its positions" : ", each TP rank the whole stream"));
+}
+
 void add_bubble_verdict(Verdicts& v, const TpRun& run, int stages, int micro_batches, const std::string& schedule) {
   const std::string what = str("the stages' schedule (", schedule, ") on chapter 13's clock: bubble = (P-1)/(M+P-1) = ",
                                fixed(100 * ch13::bubble_formula(stages, micro_batches), 2), " %");

@@ -65,6 +65,13 @@ void add_traffic_verdicts(Context& ctx, Verdicts& v, const TpRun& run, const Ten
 void add_sequence_parallel_verdicts(Context& ctx, Verdicts& v, const TpRun& run, const TensorParallelGpt& model,
                                     int64_t batch, int micro_batches);
 
+/// Collective over the world: every rank's bytes sent to its neighbour
+/// stages per step against M messages of one micro-batch's residual stream
+/// (B/M·T·C floats, ÷ tp with --sp) to each neighbour, forward and back.
+/// With P = 1 it cannot fail.
+void add_pipeline_bytes_verdict(Context& ctx, Verdicts& v, const TpRun& run, const TensorParallelGpt& model,
+                                int64_t batch, int micro_batches, bool sp);
+
 /// Rank 0: the schedule its pipeline's stages ran (step 0), replayed on
 /// chapter 13's clock with every forward 1 unit and every backward 2, against
 /// the bubble (P−1)/(M+P−1); with P = 1 it cannot fail.

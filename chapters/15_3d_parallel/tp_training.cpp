@@ -107,7 +107,9 @@ TpRun train_tensor_parallel_gpt(Context& ctx, Ch15Grid& grid, TensorParallelGpt&
     }
     optimizer->zero_grad();
     // The TP all-reduces (or the --sp pair) happen inside the stage's blocks, counted per op.
+    const double pp_before = double(pp.traffic().bytes_sent(pp.rank()));
     const GptStageStep step = pipeline_gpt_step(pp, model, mine, B, pipe.micro_batches, sp, ops);
+    run.pp_bytes_per_step += double(pp.traffic().bytes_sent(pp.rank())) - pp_before;
     add_difference(run.forward, {}, step.traffic.forward);
     add_difference(run.backward, {}, step.traffic.backward);
     add_difference(run.sp_forward, {}, step.traffic.sp_forward);
@@ -140,7 +142,7 @@ TpRun train_tensor_parallel_gpt(Context& ctx, Ch15Grid& grid, TensorParallelGpt&
   bar.finish();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double steps = double(std::max<int64_t>(1, f.steps));
-  run.dp_bytes_per_step /= steps;
+  run.dp_bytes_per_step /= steps, run.pp_bytes_per_step /= steps;
   for (AllReduces* a : {&run.forward, &run.backward, &run.sp_forward.all_gather, &run.sp_forward.reduce_scatter,
                         &run.sp_backward.all_gather, &run.sp_backward.reduce_scatter})
     per_step(*a, steps);

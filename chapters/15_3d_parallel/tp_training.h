@@ -30,6 +30,7 @@ struct TpRun {
   AllReduces forward;                  ///< per step, in the TP group during the stage's forwards (its traffic log)
   AllReduces backward;                 ///< per step, in the TP group during the stage's backwards
   double dp_bytes_per_step = 0;        ///< all-reduce payload of the gradients' average in the DP group, per step
+  double pp_bytes_per_step = 0;        ///< bytes this rank sent to its neighbour stages, per step (the pipeline's log)
   Collectives sp_forward;              ///< per step, --sp: the TP group's all-gathers and reduce-scatters in forward
   Collectives sp_backward;             ///< per step, --sp: the same in backward
   double sp_grad_floats = 0;           ///< per step, --sp: floats of the replicated gradients summed over the TP group
