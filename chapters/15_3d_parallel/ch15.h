@@ -1,9 +1,9 @@
 /// @file ch15.h
 /// @brief Chapter 15's holes, specified once: a transformer block's
 /// attention split over a tensor-parallel group by heads — which of its
-/// entries a rank owns, and the forward that joins the ranks' shares — and
-/// sequence parallelism's conjugate pair; and the planner's per-rank model
-/// state of a layout.
+/// entries a rank owns, and the forward that joins the ranks' shares —
+/// sequence parallelism's conjugate pair, a rank's place on the
+/// tp × dp × pp grid, and the planner's per-rank model state of a layout.
 ///
 /// Fill it in `exercises/15_3d_parallel/`; tiered hints are in
 /// \ref ch15_hints. `ctest --preset student -L ch15` checks it against one
@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "dpt/comm.h"
 #include "dpt/tensor.h"
@@ -176,5 +177,42 @@ Tensor gather_sequence(Communicator& group, const Tensor& mine, int64_t batch);
 ///    floats per rank on a ring: half an all-reduce of the whole tensor.
 /// (Hole: exercises/15_3d_parallel/sequence_pair.cpp.)
 Tensor scatter_sequence(Communicator& group, const Tensor& partial, int64_t batch);
+
+// ----------------------------------------------------------------------------
+// the grid (--tp, --dp, --pp; pipeline_grid.h)
+//
+// More words: the world's tp·dp·pp ranks form a grid. A rank's *coordinates*
+// are t (its TP rank: which heads and MLP features it holds), d (its DP rank:
+// which windows of the global batch its pipeline trains on) and p (its
+// pipeline stage). Its *TP group* is the ranks that differ from it in t only,
+// its *DP group* in d only, its *pipeline* (PP group) in p only.
+
+/// One rank's place on the grid.
+struct GridPlace {
+  int t = 0;                  ///< TP coordinate, 0 <= t < tp
+  int d = 0;                  ///< DP coordinate, 0 <= d < dp
+  int p = 0;                  ///< pipeline stage, 0 <= p < pp
+  std::vector<int> tp_group;  ///< the world ranks of its TP group, ordered by their t
+  std::vector<int> dp_group;  ///< the world ranks of its DP group, ordered by their d
+  std::vector<int> pp_group;  ///< the world ranks of its pipeline, ordered by their p (stage 0 first)
+};
+
+/// World rank `rank`'s place on a grid of tp × dp × pp ranks.
+///
+/// On entry: tp, dp, pp >= 1; 0 <= rank < tp·dp·pp (else dpt::Error saying so).
+///
+/// Postconditions:
+///  - each (t, d, p) in range is the place of exactly one world rank;
+///  - rank is in each of its groups, at index t of tp_group, d of dp_group,
+///    p of pp_group; every member of a group has rank's other two coordinates;
+///  - the ranks of a TP group are consecutive world ranks (they exchange
+///    activations in every block: on a cluster, the GPUs of one node);
+///  - the ranks of one stage (the same p) are consecutive world ranks,
+///    stage 0's first (a pipeline's neighbours exchange the least: its
+///    stages may sit farthest apart);
+///  - inside a group, a lower world rank has a lower coordinate.
+/// dpt::Grid builds the communicators; this says where a rank sits.
+/// (Hole: exercises/15_3d_parallel/grid_place.cpp.)
+GridPlace grid_place(int rank, int tp, int dp, int pp);
 
 }  // namespace dpt::ch15

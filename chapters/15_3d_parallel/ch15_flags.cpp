@@ -12,22 +12,42 @@
 constexpr int kBareRanks = 4;
 
 Ch15Layout ch15_layout(const Ch15Flags& f, int world) {
-  // Neither flag: tp 2 where the world is even (TP is the lesson), else 1.
-  const int tp_flag = f.tp > 0 ? f.tp : f.dp > 0 ? 0 : world % 2 == 0 ? 2 : 1;
   Ch15Layout out;
+  const int P = f.pp;
+  // The ranks one pipeline stage's TP and DP groups share out (all of them with --pp 1).
+  const std::string rest = P == 1 ? dpt::ranks_phrase(world) : dpt::ranks_phrase(world) + " over --pp " + std::to_string(P);
+  if (world % P != 0) {
+    out.problem = "--pp " + std::to_string(P) + " does not divide the " + dpt::ranks_phrase(world);
+    return out;
+  }
+  const int left = world / P;
+  // Neither --tp nor --dp: tp 2 where the ranks left are even (TP is the lesson), else 1.
+  const int tp_flag = f.tp > 0 ? f.tp : f.dp > 0 ? 0 : left % 2 == 0 ? 2 : 1;
   if (tp_flag > 0 && f.dp > 0)
-    out.problem = dpt::grid_problem({{"tp", tp_flag, "--tp"}, {"dp", f.dp, "--dp"}}, world);
-  else if (tp_flag > 0 && world % tp_flag != 0)
-    out.problem = "--tp " + std::to_string(tp_flag) + " does not divide the " + dpt::ranks_phrase(world);
-  else if (f.dp > 0 && world % f.dp != 0)
-    out.problem = "--dp " + std::to_string(f.dp) + " does not divide the " + dpt::ranks_phrase(world);
+    out.problem = P == 1 ? dpt::grid_problem({{"tp", tp_flag, "--tp"}, {"dp", f.dp, "--dp"}}, world)
+                         : dpt::grid_problem({{"tp", tp_flag, "--tp"}, {"dp", f.dp, "--dp"}, {"pp", P, "--pp"}}, world);
+  else if (tp_flag > 0 && left % tp_flag != 0)
+    out.problem = "--tp " + std::to_string(tp_flag) + " does not divide the " + rest;
+  else if (f.dp > 0 && left % f.dp != 0)
+    out.problem = "--dp " + std::to_string(f.dp) + " does not divide the " + rest;
   if (!out.problem.empty()) return out;
-  out.tp = tp_flag > 0 ? tp_flag : world / f.dp;
-  out.dp = world / out.tp;
+  out.tp = tp_flag > 0 ? tp_flag : left / f.dp;
+  out.dp = left / out.tp;
+  out.pp = P;
+  out.micro_batches = f.micro_batches > 0 ? f.micro_batches : P;
+  const std::string M = f.micro_batches > 0 ? "--micro-batches " + std::to_string(out.micro_batches)
+                                            : "--micro-batches (default --pp, " + std::to_string(out.micro_batches) + ")";
   out.problem = dpt::ch15::tp_shape_problem(f.lm.shape, out.tp);
-  if (out.problem.empty() && f.sp && out.tp == 1)
+  if (!out.problem.empty()) return out;
+  if (P > f.lm.shape.layers)
+    out.problem = "--pp " + std::to_string(P) + " exceeds the " + std::to_string(f.lm.shape.layers) +
+                  " blocks (--layers): each stage holds at least one";
+  else if (f.lm.batch % out.micro_batches != 0)
+    out.problem = M + " does not divide the batch of " + std::to_string(f.lm.batch) +
+                  " sequences (--batch): the micro-batches are equal";
+  else if (f.sp && out.tp == 1)
     out.problem = "--sp needs --tp 2 or more: it splits the sequence over the TP group, here of 1 rank";
-  else if (out.problem.empty() && f.sp && f.lm.shape.context % out.tp != 0)
+  else if (f.sp && f.lm.shape.context % out.tp != 0)
     out.problem = "--sp: --tp " + std::to_string(out.tp) + " does not divide the context of " +
                   std::to_string(f.lm.shape.context) + " positions (--context): each rank holds an equal share";
   return out;
@@ -39,12 +59,18 @@ void add_ch15_flags(CLI::App& app, Ch15Flags& f) {
   f.lm.shape.layers = 2, f.lm.shape.heads = 4, f.lm.shape.width = 64, f.lm.shape.context = 32;
   f.lm.batch = 4, f.lm.steps = 30, f.lm.eval_every = 15, f.lm.eval_batches = 2, f.lm.sample = 0;
   add_ch14_flags(app, f.lm);
-  app.add_option("--tp", f.tp, "Ranks that split each block (tensor parallel; default 2 on an even world, else 1)")
+  app.add_option("--tp", f.tp, "Ranks that split each block (tensor parallel; default 2 where ranks / --pp is even, else 1)")
       ->check(dpt::integer_in(1, dpt::kMaxRanks));
-  app.add_option("--dp", f.dp, "Copies of the split model, data parallel (default: ranks / --tp)")
+  app.add_option("--dp", f.dp, "Copies of the pipeline, data parallel (default: ranks / (--tp x --pp))")
       ->check(dpt::integer_in(1, dpt::kMaxRanks));
+  app.add_option("--pp", f.pp, "Pipeline stages: the blocks split by depth, embeddings first, head last (default 1)")
+      ->check(dpt::integer_in(1, dpt::kMaxRanks));
+  app.add_option("--micro-batches", f.micro_batches, "Micro-batches per step on each pipeline (default: --pp)")
+      ->check(dpt::integer_in(1, 1 << 20));
+  app.add_option("--schedule", f.schedule, "Chapter 13's pipeline schedule: 1f1b or gpipe")
+      ->check(CLI::IsMember({"1f1b", "gpipe"}))->capture_default_str();
   app.add_flag("--sp", f.sp, "Sequence parallel: between the split layers each TP rank holds context / tp positions");
-  app.add_flag("--check-groups", f.check_groups, "Print every rank's coordinates and TP and DP groups (always checked)");
+  app.add_flag("--check-groups", f.check_groups, "Print every rank's coordinates and TP, DP and PP groups (always checked)");
   add_plan_flags(app, f.plan);
   app.final_callback([&f, &app] {  // once --ranks and the sizes are known: exit 2 with a sentence
     const std::string comm = app.get_option("--comm")->as<std::string>();

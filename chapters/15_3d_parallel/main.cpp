@@ -1,5 +1,6 @@
 // ch15_3d_parallel — chapter 14's GPT split over a grid of ranks: tensor
-// parallel inside each block (Megatron's), data parallel across copies.
+// parallel inside each block (Megatron's), pipeline stages over the blocks
+// (chapter 13's schedules), data parallel across copies of the pipeline.
 //
 // What it teaches: a transformer block splits over tp ranks with two
 // exchanges each way. Attention splits by heads (your hole: which of its
@@ -16,23 +17,34 @@
 // they move along the sequence — the same bytes, 1/tp of those regions'
 // activations (sequence_parallel.h).
 //
+// With --pp P the blocks split by depth over P stages (chapter 13's split),
+// the embeddings on the first, ln_f and the head on the last; each stage's
+// TP group runs its blocks as above, and M micro-batches flow through your
+// chapter 13 run_schedule (1F1B or GPipe), their gradients combined by your
+// accumulate_micro_batch (pipeline_gpt.h). The grid is tp × dp × pp, TP
+// innermost, then DP, then PP (pipeline_grid.h): the axis that talks most
+// on the nearest ranks. DP averages each share once per step.
+//
 // --plan ranks every layout of the ranks by predicted memory and step
 // (planner.h); --run-top K trains the best and compares.
 //
-// What it leaves out (for now): pipeline stages — the page says what comes
-// next. Theory: docs/ch15_3d_parallel.md.
+// What it leaves out (for now): ZeRO over the DP group, interleaved stages
+// — the page says what comes next. Theory: docs/ch15_3d_parallel.md.
 //
 // Run it:
 //     build/reference/bin/ch15_3d_parallel                      # 4 rank threads: tp 2 × dp 2
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 4 --check-groups
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 2 --dp 2 --sp
+//     build/reference/bin/ch15_3d_parallel --ranks 8 --tp 2 --pp 2 --dp 2 --micro-batches 4
 //     build/reference/bin/ch15_3d_parallel --plan --run-top 3 --memory-mib 2
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
 // Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
 // ch15::tp_attention; ch15::gather_sequence and ch15::scatter_sequence (--sp);
-// planner.h: ch15::rank_state_bytes (--plan, and a verdict on every run). It uses your chapter 12 (f, g, the parallel layers)
-// and chapter 14 (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
+// ch15::grid_place; ch15::rank_state_bytes (--plan, and a verdict on every
+// run). It uses your chapter 12 (f, g, the parallel layers), chapter 13
+// (one_f_one_b, run_schedule, accumulate_micro_batch) and chapter 14
+// (attention, LayerNorm). Exit code: 0 all verdicts ✔, 3 one
 // ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -45,7 +57,7 @@
 #include "corpus.h"
 #include "dpt/holes.h"
 #include "dpt/lecture.h"
-#include "groups.h"
+#include "pipeline_grid.h"
 #include "outputs.h"
 #include "pair_check.h"
 #include "planner_check.h"
@@ -102,18 +114,25 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   }
 
   // --------------------------------------------------------------------------
-  // 2. The grid: tp ranks share a model (neighbours: on a cluster, one node), dp models side by side.
+  // 2. The grid: tp ranks share a stage (neighbours: on a cluster, one node), dp pipelines side by side, pp stages.
   const Ch15Layout layout = ch15_layout(f, ctx.world);  // checked at the flags
-  const int TP = layout.tp, DP = layout.dp;
-  say.section(str("2. The grid: ", ctx.world, " ranks = tp ", TP, " x dp ", DP, " (TP innermost)",
-                  f.sp ? ", sequence parallel" : ""));
-  ch12::Groups groups(ctx, TP, DP);
-  const std::vector<std::string> members = ch12::check_groups(ctx, groups);  // a wrong split stops here
-  say.say(str("rank r sits at t = r mod ", TP, ", d = floor(r / ", TP, "): the tp ranks of a model are neighbours, since\n"
-              "they exchange activations in every block; the dp ranks holding the same share average its gradient\n"
-              "once per step. Every rank's groups were checked", f.check_groups ? ":" : " (--check-groups prints them)."));
+  const int TP = layout.tp, DP = layout.dp, PP = layout.pp, M = layout.micro_batches;
+  say.section(str("2. The grid: ", ctx.world, " ranks = tp ", TP, " x dp ", DP, " x pp ", PP,
+                  " (TP innermost, then DP, then PP)", f.sp ? ", sequence parallel" : ""));
+  Ch15Grid grid(ctx, TP, DP, PP);  // dpt::Grid's communicators, TP innermost
+  Holes holes;
+  GridPlace place;
+  const bool placed = holes.run(ctx.comm, [&] { place = grid_place(ctx.rank, TP, DP, PP); });  // your hole
+  const GridFindings found = check_grid_groups(ctx, grid, placed ? &place : nullptr);
+  say.say(str("The tp ranks of a stage are neighbours, since they exchange activations in every block; the dp ranks\n"
+              "holding the same share average its gradient once per step; the pp stages hand one micro-batch's\n"
+              "activations to the next, the fewest bytes, so they may be farthest apart.\n",
+              placed ? "Your grid_place was checked against every rank's groups"
+                     : "grid_place: not written yet (" + holes.last() + "); the groups are dpt::Grid's",
+              f.check_groups ? ":" : " (--check-groups prints them)."));
   if (f.check_groups)  // asked for: printed under --quiet too
-    for (const std::string& line : members) std::cout << "  " << line << "\n";
+    for (const std::string& line : found.lines) std::cout << "  " << line << "\n";
+  if (placed && ctx.is_root()) add_grid_verdict(v, found, ctx.world);
 
   // --------------------------------------------------------------------------
   // 3. The model, split: rank t holds heads [t·H/tp, (t+1)·H/tp) and a block of each MLP.
@@ -121,7 +140,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   Gpt full(f.lm.shape, Device::host(), rng);  // every rank: the same model from the same seed (or file)
   if (!f.lm.load_weights.empty()) load_ch14_weights(f.lm.load_weights, full, text);
   const GptShape& s = f.lm.shape;
-  say.section(str("3. The model: ", describe(s), ", ", full.num_parameters(), " parameters, split over tp = ", TP));
+  say.section(str("3. The model: ", describe(s), ", ", full.num_parameters(), " parameters, split over tp = ", TP,
+                  PP > 1 ? str(" and ", PP, " stages") : std::string()));
   Table split("ch15: one block on rank t", {"tensor", "full", "rank t's share", "split"});
   split.add_row({"attn.c_attn", str("(", 3 * s.width, ", ", s.width, ")"), str("1/", TP, " of it"), "your hole"});
   split.add_row({"attn.c_proj", str("(", s.width, ", ", s.width, ")"), str("1/", TP, " of it, bias whole"), "your hole"});
@@ -134,9 +154,9 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   say.say("The embeddings, LayerNorms and the head are replicated: the residual stream is whole on every rank\n"
           "between the blocks' exchanges, so they need nothing from the other ranks, and a head over a few dozen\n"
           "characters is a sliver of the model (split by vocabulary, its softmax would need a third exchange).");
-  Holes holes;
+  if (PP > 1) print_stages(s, PP, M, f.schedule, say);  // pipeline_gpt.h: which blocks each stage holds
   std::unique_ptr<TensorParallelGpt> model;
-  if (!holes.run(ctx.comm, [&] { model = std::make_unique<TensorParallelGpt>(groups.tp(), full, ctx.device); })) {
+  if (!holes.run(ctx.comm, [&] { model = std::make_unique<TensorParallelGpt>(grid.tp(), full, ctx.device, grid.pp_rank(), PP); })) {
     say.say("  3.-5. skipped: not written yet (" + holes.last() + ")");
     if (ctx.is_root()) holes.judge(v);
     return;
@@ -147,8 +167,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
     v.cannot_fail("attention_slices: its laws (each entry on one rank, a head's entries on its rank)", "with --tp 1 (try --tp 2)");
     v.cannot_fail("tp_attention: the group's output and gradients = one device's", "with --tp 1 (try --tp 2)");
   } else {
-    attention_ok = add_slice_verdicts(ctx, groups.tp(), s, v);
-    if (!holes.run(ctx.comm, [&] { attention_ok = add_attention_probe_verdicts(ctx, groups.tp(), s, v) && attention_ok; }))
+    attention_ok = add_slice_verdicts(ctx, grid.tp(), s, v);
+    if (!holes.run(ctx.comm, [&] { attention_ok = add_attention_probe_verdicts(ctx, grid.tp(), s, v) && attention_ok; }))
       say.say("  tp_attention: not written yet (" + holes.last() + ")");
   }
 
@@ -157,7 +177,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   bool pair_ok = true;
   if (TP == 1)
     v.cannot_fail(pair, "with --tp 1 (try --tp 2)");
-  else if (holes.run(ctx.comm, [&] { pair_found = check_sequence_pair(groups.tp(), ctx.device); }))
+  else if (holes.run(ctx.comm, [&] { pair_found = check_sequence_pair(grid.tp(), ctx.device); }))
     pair_ok = add_pair_verdicts(ctx, v, pair_found);  // checked on every run; used by the blocks with --sp
   else
     say.say("  the sequence pair: not written yet (" + holes.last() + ")" + (f.sp ? "" : "; needed only by --sp"));
@@ -169,11 +189,13 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   }
 
   // --------------------------------------------------------------------------
-  // 4. Training: each TP group one model on its B windows, the DP groups average the shares' gradients.
+  // 4. Training: each pipeline one model on its B windows in M micro-batches, the DP groups average the shares' gradients.
   say.section(str("4. Training: ", f.lm.steps, " steps of ", DP, " x ", f.lm.batch, " sequences of ", s.context,
-                  " characters (", f.lm.optimizer, ", lr ", f.lm.lr, ")"));
+                  " characters", PP > 1 ? str(" in ", M, " micro-batches (", f.schedule, ")") : std::string(), " (",
+                  f.lm.optimizer, ", lr ", f.lm.lr, ")"));
   TpRun result;  // --steps 0: nothing to train, the files are still written
-  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, groups, *model, text, f.lm, f.sp, run.verify, say); })) {
+  const PipelineSetting pipe{M, f.schedule};
+  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, grid, *model, text, f.lm, f.sp, pipe, run.verify, say); })) {
     say.say("  skipped: not written yet (" + holes.last() + ")");
     if (ctx.is_root()) holes.judge(v);
     return;
@@ -186,36 +208,39 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   // 5. What the TP group exchanged: two all-reduces per block each way.
   if (f.lm.steps > 0) say.section("5. What the TP group exchanged per step (its traffic log)");
   Table moved("ch15: TP collectives per step, this rank", {"pass", "calls", "floats each", "Megatron's count"});
-  const double floats = double(f.lm.batch * s.context * s.width);
+  const double floats = double(f.lm.batch / M * s.context * s.width);
+  const int64_t Ls = int64_t(model->blocks().size()) * M;  // this stage's blocks, once per micro-batch
   for (const auto& [pass, m] : {std::pair<const char*, AllReduces>{"forward", result.forward},
                                 std::pair<const char*, AllReduces>{"backward", result.backward}})
     moved.add_row({pass, fmt(m.calls, 4), m.calls > 0 ? fmt(m.bytes / 4 / m.calls, 6) : "-",
-                   f.sp ? "0: the pair instead" : str(2 * s.layers, " of B·T·C = ", fmt(floats, 6))});
+                   f.sp ? "0: the pair instead" : str(2 * Ls, " of B/M·T·C = ", fmt(floats, 6))});
   if (f.sp) {  // the pair instead: what each call moved
     for (const auto& [pass, m] : {std::pair<const char*, Collectives>{"forward", result.sp_forward},
                                   std::pair<const char*, Collectives>{"backward", result.sp_backward}})
       for (const auto& [name, c] : {std::pair<const char*, AllReduces>{" all-gathers", m.all_gather},
                                     std::pair<const char*, AllReduces>{" reduce-scatters", m.reduce_scatter}})
         moved.add_row({std::string(pass) + name, fmt(c.calls, 4), c.calls > 0 ? fmt(c.bytes / 4 / c.calls, 6) : "-",
-                       str(2 * s.layers, " of ", std::string(name) == " all-gathers" ? "B·T·C/tp" : "B·T·C")});
+                       str(2 * Ls, " of ", std::string(name) == " all-gathers" ? "B/M·T·C/tp" : "B/M·T·C")});
   }
   if (say.enabled() && f.lm.steps > 0) moved.print(std::cout);
   if (f.lm.steps > 0 && !f.sp) say.say("forward: the ranks' partial sums of the residual stream; backward: the ranks' shares of its gradient.\n"
           "Nothing else crosses the TP group.");
   if (f.lm.steps > 0 && f.sp) say.say("--sp: the pair moves positions instead of the whole stream: the same bytes. After backward, one\n"
           "all-reduce sums the replicated tensors' gradients.");
-  if (f.lm.steps > 0 && f.sp) add_sequence_parallel_verdicts(v, result, s, f.lm.batch, TP);
-  else if (f.lm.steps > 0) add_traffic_verdicts(v, result, s, f.lm.batch, TP);
+  if (f.lm.steps > 0 && f.sp) add_sequence_parallel_verdicts(ctx, v, result, *model, f.lm.batch, M);
+  else if (f.lm.steps > 0) add_traffic_verdicts(ctx, v, result, *model, f.lm.batch, M);
+  if (f.lm.steps > 0) add_pipeline_bytes_verdict(ctx, v, result, *model, f.lm.batch, M, f.sp);  // collective
+  if (f.lm.steps > 0 && ctx.is_root()) add_bubble_verdict(v, result, PP, M, f.schedule);
 
   // --------------------------------------------------------------------------
   // 6. The same model as one device's (tp_checks.cpp), and chapter 14's files.
   add_size_verdicts(ctx, v, *model, result, TP, DP, f.lm.steps > 0);  // collective
-  if (!holes.run(ctx.comm, [&] { add_plan_verdicts(ctx, v, groups.tp(), full, text, f, TP, DP, result, f.lm.steps > 0); }))
+  if (!holes.run(ctx.comm, [&] { add_plan_verdicts(ctx, v, grid.tp(), full, text, f, PlanLayout{TP, PP, DP, M, f.sp, 0}, grid.pp_rank(), result, f.lm.steps > 0); }))
     say.say("  the planner's memory: not written yet (" + holes.last() + ")");
-  const double spread = replicas_spread(ctx, *model);
-  const std::vector<float> values = model->gather(false);  // the whole model on every rank of each TP group
+  const std::vector<float> values = gather_pipeline(grid.pp(), *model, false);  // the whole model, every stage's part
+  const double spread = replicas_spread(ctx, values);
   if (!ctx.is_root()) return;
-  add_step_verdicts(v, result, text, f.lm, DP);
+  add_step_verdicts(v, result, text, f.lm, DP, M);
   if (ctx.world == 1)
     v.cannot_fail("every rank's gathered model holds the same weights after the last step", on_one_rank(4));
   else
@@ -223,8 +248,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
               "every share gets the same averaged gradient on its dp copies: bit for bit");
   holes.judge(v);
   write_and_sample(f, values, text, result, say);
-  run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, f.sp ? " --sp" : "", " on ", ctx.world, " ranks")});
-  run.summary.add_row({"parameters", str(parameters_per_rank(s, TP), " per rank of ", full.num_parameters())});
+  run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, " x pp ", PP, f.sp ? " --sp" : "", " on ", ctx.world, " ranks")});
+  run.summary.add_row({"parameters", str(parameters_per_rank(s, TP, 0, PP), " on rank 0 of ", full.num_parameters())});
   if (DP > 1) run.summary.add_row({"DP bytes per step per rank", format_bytes(result.dp_bytes_per_step)});
   if (!result.held_out.empty()) run.summary.add_row({"held-out loss", fixed(result.held_out.back().loss, 4) + " nats"});
   if (f.lm.steps > 0) run.summary.add_row({"steps per second", fixed(double(f.lm.steps) / result.seconds, 2)});
@@ -232,7 +257,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
 
 int main(int argc, char** argv) {
   Ch15Flags flags;
-  Chapter chapter{"ch15_3d_parallel", "a GPT split over a grid of ranks: tensor and data parallel"};
+  Chapter chapter{"ch15_3d_parallel", "a GPT split over a grid of ranks: tensor, pipeline and data parallel"};
   chapter.default_ranks = 4;  // tp 2 x dp 2: a bare run's verdicts on both axes can fail
   return run_model_chapter(argc, argv, chapter, [&flags](CLI::App& app, Options&) { add_ch15_flags(app, flags); },
                            flags.lm.quiet, [&flags](ModelChapterRun& run) { lecture(run, flags); });

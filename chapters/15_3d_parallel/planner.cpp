@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ch15.h"
+#include "stage.h"
 
 namespace dpt::ch15 {
 
@@ -46,8 +47,8 @@ std::string PlanLayout::name() const {
 }
 
 int plan_stage_layers(int layers, int stages, int stage) {
-  (void)stage;  // equal stages: pp divides L (layout_problem); chapter 13's split has no remainder then
-  return layers / stages;
+  const ch13::LayerRange r = ch13::stage_layers(layers, stages, stage);  // the split the pipeline runs
+  return r.last - r.first;
 }
 
 double activation_bytes(const PlanModel& model, const PlanLayout& l, int stage) {

@@ -53,9 +53,9 @@ struct RankMemory {
   double total() const { return params + grads + state + activations; }
 };
 
-/// The blocks stage `stage` of `stages` holds: L / stages consecutive ones
-/// (the planner only lists pp dividing L, chapter 13's stage_layers split
-/// with no remainder).
+/// The blocks stage `stage` of `stages` holds: chapter 13's stage_layers
+/// split, as the pipeline runs it (the planner lists only pp dividing L; a
+/// run with an uneven split is judged by the same split).
 int plan_stage_layers(int layers, int stages, int stage);
 
 // rank_state_bytes(model, layout, stage), the model state one rank holds,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dpt/autograd.h"
 #include "dpt/memory_ledger.h"
 #include "dpt/optim.h"
 #include "dpt/report.h"
@@ -15,7 +16,7 @@
 namespace dpt::ch15 {
 
 RankMemory ledger_memory(Communicator& tp_group, const Gpt& full, const Corpus& text, const Ch15Flags& f, bool sp,
-                         Device& device) {
+                         Device& device, int stage, int stages, int micro_batches) {
   const MemoryLedger& ledger = device.ledger();
   auto now = [&ledger](MemoryCategory c) { return double(ledger.current(c)); };
   RankMemory m;
@@ -24,23 +25,29 @@ RankMemory ledger_memory(Communicator& tp_group, const Gpt& full, const Corpus& 
   std::unique_ptr<TensorParallelGpt> split;
   {
     MemoryScope scope(MemoryCategory::Params);
-    split = std::make_unique<TensorParallelGpt>(tp_group, full, device);
+    split = std::make_unique<TensorParallelGpt>(tp_group, full, device, stage, stages);
   }
   m.params = now(MemoryCategory::Params) - params0;
-  const int64_t B = f.lm.batch, T = f.lm.shape.context;
+  const int64_t B = f.lm.batch / micro_batches, T = f.lm.shape.context, C = f.lm.shape.width;
   std::vector<int64_t> starts;
   for (int64_t b = 0; b < B; ++b) starts.push_back(b * T);
   const TokenBatch batch = window_batch(text.train, starts, T);
+  Tensor input;  // a later stage's input: the residual stream, whole or (sp) this rank's positions
+  if (stage > 0) input = Tensor::zeros({B * T / (sp ? tp_group.size() : 1), C}, device);
   {
-    Tensor loss;
+    Tensor out;
     {
       MemoryScope scope(MemoryCategory::Activations);  // all of forward; the region's own scopes nest inside
-      loss = sp ? split->sequence_parallel_loss(batch.inputs, batch.targets, B)
-                : split->loss(batch.inputs, batch.targets, B);
+      out = stages > 1 ? split->stage_forward(input, batch.inputs, batch.targets, B, sp)
+            : sp       ? split->sequence_parallel_loss(batch.inputs, batch.targets, B)
+                       : split->loss(batch.inputs, batch.targets, B);
     }
     m.activations = now(MemoryCategory::Activations) - acts0;
     MemoryScope scope(MemoryCategory::Grads);
-    loss.backward();
+    if (split->has_head())
+      out.backward();
+    else
+      backward(out, Tensor::full(out.shape(), 1.0f, device));  // the gradient the next stage would send
   }  // the graph is gone: what is left are the leaves' gradients
   m.grads = now(MemoryCategory::Grads) - grads0;
   std::vector<Tensor> params = split->parameters();
@@ -58,47 +65,52 @@ RankMemory ledger_memory(Communicator& tp_group, const Gpt& full, const Corpus& 
 }
 
 void add_plan_verdicts(Context& ctx, Verdicts& v, Communicator& tp_group, const Gpt& full, const Corpus& text,
-                       const Ch15Flags& f, int tp, int dp, const TpRun& run, bool trained) {
+                       const Ch15Flags& f, const PlanLayout& layout, int stage, const TpRun& run, bool trained) {
   const PlanModel model = plan_model_of(f);
-  const PlanLayout layout{tp, 1, dp, 1, f.sp, 0};
-  const RankMemory predicted = layout_memory(model, layout);
-  const RankMemory seen = ledger_memory(tp_group, full, text, f, f.sp, ctx.device);
-  // The worst rank's gap per category, and the activations' ratio's range over the ranks.
-  float worst[5] = {float(std::abs(seen.params - predicted.params)), float(std::abs(seen.grads - predicted.grads)),
+  RankMemory predicted = rank_state_bytes(model, layout, stage);
+  predicted.activations = activation_bytes(model, layout, stage);
+  RankMemory seen = ledger_memory(tp_group, full, text, f, layout.sp, ctx.device, stage, layout.pp, layout.micro);
+  seen.activations *= std::min(layout.micro, layout.pp - stage);  // 1F1B's micro-batches in flight on this stage
+  const GroupBytes bytes = group_bytes_per_step(model, layout, stage);
+  const double tp_seen = layout.sp ? 0 : run.forward.bytes + run.backward.bytes;
+  const double sp_gap = std::abs(run.sp_forward.all_gather.bytes + run.sp_backward.all_gather.bytes - bytes.tp_all_gather) +
+                        std::abs(run.sp_forward.reduce_scatter.bytes + run.sp_backward.reduce_scatter.bytes -
+                                 bytes.tp_reduce_scatter);
+  // The worst rank's gap per category, the activations' ratio's range, the groups' bytes.
+  float worst[7] = {float(std::abs(seen.params - predicted.params)), float(std::abs(seen.grads - predicted.grads)),
                     float(std::abs(seen.state - predicted.state)), float(seen.activations / predicted.activations),
-                    float(-seen.activations / predicted.activations)};
-  ctx.comm.all_reduce(worst, 5, ReduceOp::Max);
+                    float(-seen.activations / predicted.activations),
+                    float(trained ? (layout.sp ? sp_gap : std::abs(tp_seen - bytes.tp_all_reduce)) : 0),
+                    float(trained ? std::abs(run.dp_bytes_per_step - bytes.dp) : 0)};
+  ctx.comm.all_reduce(worst, 7, ReduceOp::Max);
   if (!ctx.is_root()) return;
-  const std::string on = str(" (", layout.name(), ", the ledger's bytes on every rank)");
+  const std::string on = str(" (", layout.name(), ", each rank's stage; the ledger's bytes on every rank)");
   v.at_most("planner: parameters per rank = the ledger's" + on, worst[0], 0,
-            str("rank_state_bytes predicts ", format_bytes(predicted.params), ": whole float32 tensors, exact"));
+            str("rank_state_bytes predicts ", format_bytes(predicted.params), " on rank 0: whole float32 tensors, exact"));
   v.at_most("planner: gradients per rank = the ledger's" + on, worst[1], 0,
-            str("predicted ", format_bytes(predicted.grads), " (one per parameter, ZeRO 0)"));
+            str("predicted ", format_bytes(predicted.grads), " on rank 0 (one per parameter, ZeRO 0)"));
   v.at_most("planner: optimizer state per rank = the ledger's" + on, worst[2], 0,
-            str("predicted ", format_bytes(predicted.state), " (", f.lm.optimizer, ")"));
+            str("predicted ", format_bytes(predicted.state), " on rank 0 (", f.lm.optimizer, ")"));
   v.holds("planner: activations per rank within [1, 2] x the formula" + on, -worst[4] >= 1 && worst[3] <= 2,
-          str("ledger / formula from ", fixed(-worst[4], 3), " to ", fixed(worst[3], 3), " over the ranks (formula ",
-              format_bytes(predicted.activations), "): it counts each tensor forward saves; ops' internals add "
-              "less than as much again"));
+          str("ledger (one micro-batch x those 1F1B keeps in flight) / formula from ", fixed(-worst[4], 3), " to ",
+              fixed(worst[3], 3), " over the ranks (formula ", format_bytes(predicted.activations),
+              " on rank 0): it counts each tensor forward saves; ops' internals add less than as much again"));
   if (!trained) return;
-  const GroupBytes bytes = group_bytes_per_step(model, layout, 0);
-  if (tp == 1)
+  if (layout.tp == 1)
     v.cannot_fail("planner: TP bytes per step = the traffic log's", "with --tp 1 (try --tp 2)");
-  else if (f.sp)
-    v.at_most("planner: TP all-gather + reduce-scatter bytes per step = the traffic log's",
-              std::abs(run.sp_forward.all_gather.bytes + run.sp_backward.all_gather.bytes - bytes.tp_all_gather) +
-                  std::abs(run.sp_forward.reduce_scatter.bytes + run.sp_backward.reduce_scatter.bytes -
-                           bytes.tp_reduce_scatter),
-              0, str("predicted ", format_bytes(bytes.tp_all_gather), " + ", format_bytes(bytes.tp_reduce_scatter)));
   else
-    v.at_most("planner: TP all-reduce bytes per step = the traffic log's",
-              std::abs(run.forward.bytes + run.backward.bytes - bytes.tp_all_reduce), 0,
-              str("predicted ", format_bytes(bytes.tp_all_reduce), ": 4 per block of B·T·C floats"));
-  if (dp == 1)
+    v.at_most(layout.sp ? "planner: TP pair bytes per step = the traffic log's, every rank"
+                        : "planner: TP all-reduce bytes per step = the traffic log's, every rank",
+              worst[5], 0,
+              layout.sp ? str("predicted ", format_bytes(bytes.tp_all_gather), " + ", format_bytes(bytes.tp_reduce_scatter),
+                              " on rank 0")
+                        : str("predicted ", format_bytes(bytes.tp_all_reduce),
+                              " on rank 0: 4 per block of the stage per micro-batch, of B/M·T·C floats"));
+  if (layout.dp == 1)
     v.cannot_fail("planner: DP bytes per step = the traffic log's", "with dp 1 (try --dp 2)");
   else
-    v.at_most("planner: DP bytes per step = the traffic log's", std::abs(run.dp_bytes_per_step - bytes.dp), 0,
-              str("predicted ", format_bytes(bytes.dp), ": the rank's gradients, once"));
+    v.at_most("planner: DP bytes per step = the traffic log's, every rank", worst[6], 0,
+              str("predicted ", format_bytes(bytes.dp), " on rank 0: the stage's gradients, once"));
 }
 
 void add_plan_law_verdicts(Verdicts& v, const PlanModel& model, int world) {

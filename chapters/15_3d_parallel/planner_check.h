@@ -18,20 +18,24 @@
 namespace dpt::ch15 {
 
 /// One rank's bytes on its device's memory ledger, by category, for one
-/// step of a fresh copy of the layout: the shares' parameters, one
-/// forward's activations held at its end, the gradients left after backward
+/// step of a fresh copy of its share (of pipeline stage `stage` of
+/// `stages`): the share's parameters, one micro-batch's forward (B /
+/// `micro_batches` sequences; a later stage's input a zero residual stream)
+/// with its activations held at its end, the gradients left after backward
 /// (the graph dropped), the optimizer's state after its first step.
 RankMemory ledger_memory(Communicator& tp_group, const Gpt& full, const Corpus& text, const Ch15Flags& f, bool sp,
-                         Device& device);
+                         Device& device, int stage = 0, int stages = 1, int micro_batches = 1);
 
 /// Collective over the world: every rank's ledger_memory against
-/// layout_memory for the run's layout (tp × dp, pp 1, M 1, ZeRO 0):
-/// parameters, gradients and optimizer state exactly; activations between
-/// the formula and twice it (the formula counts the tensors the forward
-/// saves; the autograd also keeps some ops' internals). With `trained`, the
-/// run's traffic logs per step against group_bytes_per_step, exactly.
+/// rank_state_bytes and activation_bytes of its own stage for the run's
+/// layout (tp × pp × dp, M, sp; ZeRO 0): parameters, gradients and
+/// optimizer state exactly; activations (one micro-batch's, times the
+/// micro-batches 1F1B keeps in flight on the stage) between the formula and
+/// twice it (the formula counts the tensors the forward saves; the autograd
+/// also keeps some ops' internals). With `trained`, every rank's traffic
+/// logs per step against group_bytes_per_step of its stage, exactly.
 void add_plan_verdicts(Context& ctx, Verdicts& v, Communicator& tp_group, const Gpt& full, const Corpus& text,
-                       const Ch15Flags& f, int tp, int dp, const TpRun& run, bool trained);
+                       const Ch15Flags& f, const PlanLayout& layout, int stage, const TpRun& run, bool trained);
 
 /// Rank 0, --plan: rank_state_bytes' parameters at pp 1 against 4 ×
 /// parameters_per_rank for every tp the world allows, and its stages

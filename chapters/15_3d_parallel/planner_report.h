@@ -36,8 +36,8 @@ std::string plan_flags_problem(const PlanFlags& flags, int world);
 
 namespace dpt::ch15 {
 
-/// "" when this build can train `layout` (chapter 15 runs tp × dp, with or
-/// without sp), else "not runnable in this build: <why>".
+/// "" when this build can train `layout` (chapter 15 runs tp × dp × pp, any
+/// M, with or without sp; not ZeRO), else "not runnable in this build: <why>".
 std::string runnable_problem(const PlanLayout& layout);
 
 /// Spearman's rank correlation of two equally long lists (ties get their

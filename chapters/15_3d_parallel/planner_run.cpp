@@ -7,7 +7,7 @@
 #include "dpt/ops.h"
 #include "dpt/nn.h"
 #include "planner_report.h"
-#include "tp_gpt.h"
+#include "layout_run.h"
 #include "tp_training.h"
 
 namespace dpt::ch15 {
@@ -30,39 +30,36 @@ double plan_measured_gflops() {
   return 2.0 * 128 * 128 * 128 / std::max(best, 1e-9) / 1e9;
 }
 
-// One collective kind's calls and payload on a group's traffic log, so far.
-struct PlanLogged {
-  double calls = 0, bytes = 0;
-};
-PlanLogged plan_logged(Communicator* group, const char* name) {
-  if (group == nullptr) return {};
-  TrafficLog& log = group->traffic();
-  return {double(log.collective_calls(name, log.rank())), double(log.collective_bytes(name, log.rank()))};
+// Seconds the link model charges one step's collectives and messages, from
+// what this rank's run logged per step: each collective a ring over n ranks
+// (chapter 08): an all-reduce of S is 2(n−1) messages of S/n, a
+// reduce-scatter of S (n−1) of S/n, an all-gather of this rank's s (n−1) of
+// s; the pipeline's sends one message per micro-batch each way.
+double plan_ring_seconds(const LinkModel& link, int n, double all_reduces, double all_reduce_bytes,
+                         double reduce_scatters, double reduce_scatter_bytes, double all_gathers,
+                         double all_gather_bytes) {
+  if (n <= 1) return 0;
+  auto beta = [&link](double bytes) { return link.transfer_seconds(int64_t(bytes)); };
+  return (2 * all_reduces + reduce_scatters + all_gathers) * (n - 1) * link.latency_us * 1e-6 +
+         2 * (n - 1) * beta(all_reduce_bytes / n) + (n - 1) * beta(reduce_scatter_bytes / n) +
+         (n - 1) * beta(all_gather_bytes);
 }
 
-// Seconds the link model charges the group's collectives between two
-// readings: each call a ring over n ranks (chapter 08): an all-reduce of S
-// is 2(n−1) messages of S/n, a reduce-scatter of S (n−1) of S/n, an
-// all-gather of this rank's s (n−1) of s.
-struct PlanGroupClock {
-  Communicator* group = nullptr;
-  PlanLogged all_reduce, reduce_scatter, all_gather;
-  explicit PlanGroupClock(Communicator* g)
-      : group(g), all_reduce(plan_logged(g, "all_reduce")), reduce_scatter(plan_logged(g, "reduce_scatter")),
-        all_gather(plan_logged(g, "all_gather")) {}
-  double seconds_since(const LinkModel& link) const {
-    if (group == nullptr || group->size() == 1) return 0;
-    const double n = group->size(), alpha = link.latency_us * 1e-6;
-    auto beta = [&link](double bytes) { return link.transfer_seconds(int64_t(bytes)); };
-    const PlanGroupClock now(group);
-    const double ar = now.all_reduce.calls - all_reduce.calls, ar_b = now.all_reduce.bytes - all_reduce.bytes;
-    const double rs = now.reduce_scatter.calls - reduce_scatter.calls,
-                 rs_b = now.reduce_scatter.bytes - reduce_scatter.bytes;
-    const double ag = now.all_gather.calls - all_gather.calls, ag_b = now.all_gather.bytes - all_gather.bytes;
-    return (2 * ar + rs + ag) * (n - 1) * alpha + 2 * (n - 1) * beta(ar_b / n) + (n - 1) * beta(rs_b / n) +
-           (n - 1) * beta(ag_b);
-  }
-};
+double plan_link_seconds(const TpRun& r, const PlanLayout& l, const PlanMachine& machine) {
+  const LinkModel& tp_link = plan_group_link(1, l.tp, machine);
+  const double tp = plan_ring_seconds(tp_link, l.tp, r.forward.calls + r.backward.calls + (l.sp ? 1 : 0),
+                                      r.forward.bytes + r.backward.bytes + r.sp_grad_floats * 4,
+                                      r.sp_forward.reduce_scatter.calls + r.sp_backward.reduce_scatter.calls,
+                                      r.sp_forward.reduce_scatter.bytes + r.sp_backward.reduce_scatter.bytes,
+                                      r.sp_forward.all_gather.calls + r.sp_backward.all_gather.calls,
+                                      r.sp_forward.all_gather.bytes + r.sp_backward.all_gather.bytes);
+  const double dp = plan_ring_seconds(plan_group_link(l.tp, l.dp, machine), l.dp, 1, r.dp_bytes_per_step, 0, 0, 0, 0);
+  const LinkModel& pp_link = plan_group_link(l.tp * l.dp, l.pp, machine);
+  const double pp = l.pp > 1 ? 2.0 * l.micro * pp_link.latency_us * 1e-6 +
+                                   pp_link.transfer_seconds(int64_t(r.pp_bytes_per_step))
+                             : 0;
+  return tp + dp + pp;
+}
 }  // namespace
 
 PlanModel plan_model_of(const Ch15Flags& f) { return {f.lm.shape, f.lm.batch, f.lm.optimizer != "sgd"}; }
@@ -82,25 +79,19 @@ void run_plan(ModelChapterRun& run, const Ch15Flags& f, const Corpus& text) {
   Context& ctx = run.ctx;
   const PlanModel model = plan_model_of(f);
   const PlanMachine machine = plan_machine_of(ctx, f.plan);
-  // A layout runnable_problem lets through: tp x dp, with or without sp. A
-  // pipeline (pp, M) joins here with the 3-D grid's trainer, and its line in
-  // runnable_problem goes.
+  // A layout runnable_problem lets through (any tp x pp x dp, M, sp), trained
+  // by the lecture's own trainer (layout_run.h) for a few steps.
   auto train = [&](const PlanLayout& l) {
-    ch12::Groups groups(ctx, l.tp, l.dp);
-    Rng rng(f.lm.seed);
-    const Gpt full(f.lm.shape, Device::host(), rng);
-    TensorParallelGpt split(groups.tp(), full, ctx.device);
-    Ch14Flags brief = f.lm;
-    brief.steps = kPlanSteps, brief.eval_batches = 0;
-    const PlanGroupClock tp_clock(&groups.tp()), dp_clock(groups.dp());
-    const TpRun r = train_tensor_parallel_gpt(ctx, groups, split, text, brief, l.sp, false, Narrator(false));
-    float wall = float(r.seconds);
-    ctx.comm.all_reduce(&wall, 1, ReduceOp::Max);  // the slowest rank ends the step
-    const double link = tp_clock.seconds_since(plan_group_link(1, l.tp, machine)) +
-                        dp_clock.seconds_since(plan_group_link(l.tp, l.dp, machine));
-    float step = float((double(wall) + link) / double(kPlanSteps));
-    ctx.comm.broadcast(&step, 1, 0);  // rank 0's clock for every rank: they compare one list
-    return double(step);
+    Ch15Flags g = f;
+    g.tp = l.tp, g.dp = l.dp, g.pp = l.pp, g.micro_batches = l.micro, g.sp = l.sp;
+    g.lm.steps = kPlanSteps;
+    const TpRun r = run_layout(ctx, g, text);
+    // The slowest rank ends the step: its wall time and its links.
+    float step[2] = {float(r.seconds / double(kPlanSteps)), float(plan_link_seconds(r, l, machine))};
+    ctx.comm.all_reduce(step, 2, ReduceOp::Max);
+    float total = step[0] + step[1];
+    ctx.comm.broadcast(&total, 1, 0);  // rank 0's clock for every rank: they compare one list
+    return double(total);
   };
   plan_section(run, f.plan, model, machine, train);
 }

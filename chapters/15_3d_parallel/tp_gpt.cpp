@@ -6,6 +6,7 @@
 
 #include "ch12.h"
 #include "ch14.h"
+#include "stage.h"
 #include "dpt/check.h"
 #include "dpt/memory_ledger.h"
 #include "dpt/ops.h"
@@ -23,6 +24,13 @@ std::string tp_shape_problem(const GptShape& shape, int tp) {
 int64_t parameters_per_rank(const GptShape& s, int tp) {
   const int64_t C = s.width, L = s.layers;
   return (12 * L * C * C + 7 * L * C) / tp + 6 * L * C + 2 * s.vocab * C + s.context * C + 2 * C;
+}
+
+int64_t parameters_per_rank(const GptShape& s, int tp, int stage, int stages) {
+  const ch13::LayerRange r = ch13::stage_layers(s.layers, stages, stage);
+  const int64_t C = s.width, L = r.last - r.first;
+  return (12 * L * C * C + 7 * L * C) / tp + 6 * L * C + (stage == 0 ? s.vocab * C + s.context * C : 0) +
+         (stage + 1 == stages ? s.vocab * C + 2 * C : 0);
 }
 
 namespace {
@@ -70,14 +78,17 @@ void put_columns(const std::vector<float>& all, int ranks, int64_t rows, std::ve
 }
 }  // namespace
 
-TensorParallelGpt::TensorParallelGpt(Communicator& group, const Gpt& full, Device& device)
-    : group_(group), shape_(full.shape()) {
+TensorParallelGpt::TensorParallelGpt(Communicator& group, const Gpt& full, Device& device, int stage, int stages)
+    : group_(group), shape_(full.shape()), stage_(stage), stages_(stages) {
   const std::string problem = tp_shape_problem(shape_, group.size());
   DPT_CHECK(problem.empty(), problem);
   const int t = group.rank(), tp = group.size();
   const int64_t C = shape_.width, h = 4 * C / tp;  // rank t's MLP features [t·h, (t+1)·h)
-  wte_ = leaf(full.wte, device), wpe_ = leaf(full.wpe, device);
-  for (const GptBlock& b : full.blocks) {
+  const ch13::LayerRange range = ch13::stage_layers(shape_.layers, stages, stage);
+  first_layer_ = range.first;
+  if (has_embeddings()) wte_ = leaf(full.wte, device), wpe_ = leaf(full.wpe, device);
+  for (int l = range.first; l < range.last; ++l) {
+    const GptBlock& b = full.blocks[std::size_t(l)];
     TpBlock mine;
     mine.ln_1_weight = leaf(b.ln_1_weight, device), mine.ln_1_bias = leaf(b.ln_1_bias, device);
     mine.attn = attention_slices(b, shape_, t, tp, device);  // your hole
@@ -88,65 +99,87 @@ TensorParallelGpt::TensorParallelGpt(Communicator& group, const Gpt& full, Devic
     mine.mlp_proj_bias = leaf(b.mlp_proj_bias, device);
     blocks_.push_back(mine);
   }
+  if (!has_head()) return;
   ln_f_weight_ = leaf(full.ln_f_weight, device), ln_f_bias_ = leaf(full.ln_f_bias, device);
   lm_head_weight_ = leaf(full.lm_head_weight, device);
 }
 
+int64_t TensorParallelGpt::flat_offset() const {
+  if (has_embeddings()) return 0;
+  const int64_t C = shape_.width;
+  return shape_.vocab * C + shape_.context * C + first_layer_ * (12 * C * C + 13 * C);  // wte, wpe, earlier blocks
+}
+
+Tensor TensorParallelGpt::stage_forward(const Tensor& input, const std::vector<int64_t>& inputs,
+                                        const std::vector<int64_t>& targets, int64_t batch, bool sp) const {
+  DPT_CHECK(has_embeddings() != input.defined(), "stage " << stage_ << ": an input activation "
+                                                           << (has_embeddings() ? "on the first stage" : "missing"));
+  Tensor x = has_embeddings() ? embed(inputs, batch, sp) : input;
+  x = sp ? run_blocks_sp(x, batch) : run_blocks(x, batch);
+  return has_head() ? head_loss(x, targets, batch, sp) : x;
+}
+
 Tensor TensorParallelGpt::loss(const std::vector<int64_t>& inputs, const std::vector<int64_t>& targets,
                                int64_t batch) const {
+  DPT_CHECK(stages_ == 1, "loss(): the whole model, not stage " << stage_ << " of " << stages_);
+  return stage_forward(Tensor(), inputs, targets, batch, false);
+}
+
+namespace {
+// The embeddings, LayerNorms and residual adds are charged to Activations on
+// the ledger (the region sequence parallelism splits: sp_gpt.cpp does the same).
+MemoryScope residual_region() { return MemoryScope(MemoryCategory::Activations); }
+}  // namespace
+
+Tensor TensorParallelGpt::embed(const std::vector<int64_t>& inputs, int64_t batch, bool sp) const {
+  if (sp) return embed_positions(inputs, batch);
   const int64_t n = int64_t(inputs.size()), time = n / batch;
-  DPT_CHECK(batch > 0 && n % batch == 0 && time <= shape_.context && targets.size() == inputs.size(),
-            "tensor-parallel GPT: " << n << " tokens do not make " << batch << " sequences of at most "
-                                    << shape_.context << " with as many targets");
+  DPT_CHECK(batch > 0 && n % batch == 0 && time <= shape_.context,
+            "tensor-parallel GPT: " << n << " tokens do not make " << batch << " sequences of at most " << shape_.context);
   std::vector<int64_t> positions(inputs.size());
   for (int64_t i = 0; i < n; ++i) positions[std::size_t(i)] = i % time;
-  // The embeddings, LayerNorms and residual adds are charged to Activations on
-  // the ledger (the region sequence parallelism splits: sp_gpt.cpp does the same).
-  auto region = [] { return MemoryScope(MemoryCategory::Activations); };
-  Tensor x;
-  {
-    auto scope = region();
-    x = add(embedding(wte_, inputs), embedding(wpe_, positions));  // (B·T, C), whole on every rank
-  }
+  auto scope = residual_region();
+  return add(embedding(wte_, inputs), embedding(wpe_, positions));  // (B·T, C), whole on every rank
+}
+
+Tensor TensorParallelGpt::run_blocks(Tensor x, int64_t batch) const {
   for (const TpBlock& b : blocks_) {
     Tensor h;
     {
-      auto scope = region();
+      auto scope = residual_region();
       h = ch14::layer_norm(x, b.ln_1_weight, b.ln_1_bias);
     }
     Tensor a = tp_attention(group_, tensor_parallel_pair(group_), h, b.attn, shape_, batch);
     {
-      auto scope = region();
+      auto scope = residual_region();
       x = add(x, a);
       h = ch14::layer_norm(x, b.ln_2_weight, b.ln_2_bias);
     }
     h = gelu(ch12::column_parallel_linear(group_, h, b.fc_weight, b.fc_bias));  // (B·T, 4C/tp): split
     Tensor m = ch12::row_parallel_linear(group_, h, b.mlp_proj_weight, b.mlp_proj_bias);
-    auto scope = region();
+    auto scope = residual_region();
     x = add(x, m);
   }
-  {
-    auto scope = region();
-    x = ch14::layer_norm(x, ln_f_weight_, ln_f_bias_);
-  }
-  return softmax_cross_entropy(linear(x, lm_head_weight_, Tensor()), targets);
+  return x;
 }
 
 std::vector<Tensor> TensorParallelGpt::parameters() const {
-  std::vector<Tensor> out{wte_, wpe_};
+  std::vector<Tensor> out;
+  if (has_embeddings()) out = {wte_, wpe_};
   for (const TpBlock& b : blocks_)
     out.insert(out.end(), {b.ln_1_weight, b.ln_1_bias, b.attn.qkv_weight, b.attn.qkv_bias, b.attn.proj_weight,
                            b.attn.proj_bias, b.ln_2_weight, b.ln_2_bias, b.fc_weight, b.fc_bias, b.mlp_proj_weight,
                            b.mlp_proj_bias});
-  out.insert(out.end(), {ln_f_weight_, ln_f_bias_, lm_head_weight_});
+  if (has_head()) out.insert(out.end(), {ln_f_weight_, ln_f_bias_, lm_head_weight_});
   return out;
 }
 
 std::vector<Tensor> TensorParallelGpt::replicated_parameters() const {
-  std::vector<Tensor> out{wte_, wpe_};
+  std::vector<Tensor> out;
+  if (has_embeddings()) out = {wte_, wpe_};
   for (const TpBlock& b : blocks_)
     out.insert(out.end(), {b.ln_1_weight, b.ln_1_bias, b.attn.proj_bias, b.ln_2_weight, b.ln_2_bias, b.mlp_proj_bias});
-  out.insert(out.end(), {ln_f_weight_, ln_f_bias_, lm_head_weight_});
+  if (has_head()) out.insert(out.end(), {ln_f_weight_, ln_f_bias_, lm_head_weight_});
   return out;
 }
 
@@ -163,7 +196,7 @@ std::vector<float> TensorParallelGpt::gather(bool grads) const {
     const std::vector<float> v = of(p).to_vector();
     out.insert(out.end(), v.begin(), v.end());
   };
-  whole(wte_), whole(wpe_);
+  if (has_embeddings()) whole(wte_), whole(wpe_);
   for (const TpBlock& b : blocks_) {
     whole(b.ln_1_weight), whole(b.ln_1_bias);
     gather_attention(group_, shape_, {of(b.attn.qkv_weight), of(b.attn.qkv_bias), of(b.attn.proj_weight)}, out);
@@ -173,7 +206,7 @@ std::vector<float> TensorParallelGpt::gather(bool grads) const {
     put_columns(all_shares(group_, of(b.mlp_proj_weight)), tp, C, out);
     whole(b.mlp_proj_bias);
   }
-  whole(ln_f_weight_), whole(ln_f_bias_), whole(lm_head_weight_);
+  if (has_head()) whole(ln_f_weight_), whole(ln_f_bias_), whole(lm_head_weight_);
   return out;
 }
 

@@ -2,7 +2,7 @@
 """crosscheck_ch15.py — chapter 15's grid against the nanoGPT-style PyTorch model, layout by layout.
 
 What it checks: the issue's "the same model whatever the layout". For each
-layout (tp × dp, threads or mpirun) and optimizer, ch15_3d_parallel writes
+layout (tp × dp × pp, threads or mpirun) and optimizer, ch15_3d_parallel writes
 the initial weights and the tokens in chapter 14's files, trains --no-shuffle
 from those weights on that layout, and saves the gathered model; PyTorch
 (nanogpt.py, one device, float32) trains from the same file on the same
@@ -20,6 +20,9 @@ within 2.5e-6 (the metrics print 6 digits); the worst tensor 8.5e-7 with SGD
 on every layout, 1.7e-5 with AdamW (tp 2 dp 4's mlp.c_fc.bias: Adam divides
 each entry by its own running magnitude, chapter 14 measured 1.8e-5 the same
 way), the others under 4e-6; mpirun's numbers equal the threads' bit for bit.
+A pipeline (--pp 2, M = 2 micro-batches of 2 sequences) adds one more float
+sum per gradient (the micro-batches' weighted sum, chapter 13's
+accumulate_micro_batch), also far under the bound.
 
 The pieces (running the chapter, the PyTorch training, the comparison, the
 controls that must be told apart) are crosscheck_ch14.py's, imported: one
@@ -48,9 +51,10 @@ CHAPTER = "ch15_3d_parallel"
 # Chapter 14's small model with 4 heads of 8 (so tp 4 divides them); 4 sequences per dp copy.
 SHAPE = {"layers": 2, "heads": 4, "width": 32, "context": 16, "batch": 4}
 
-# (ranks, tp, dp) per launch: tp alone, tp with dp, every rank one tp group, and two of the issue's
-# 8-rank layouts; under mpirun both axes.
-LAYOUTS = {"threads": [(2, 2, 1), (4, 2, 2), (4, 4, 1), (8, 2, 4), (8, 4, 2)], "mpi": [(4, 2, 2)]}
+# (ranks, tp, dp, pp) per launch: tp alone, tp with dp, every rank one tp group, three of the issue's
+# 8-rank layouts (one a pipeline of 2 stages, a block each); under mpirun both axes.
+LAYOUTS = {"threads": [(2, 2, 1, 1), (4, 2, 2, 1), (4, 4, 1, 1), (8, 2, 4, 1), (8, 4, 2, 1), (8, 2, 2, 2)],
+           "mpi": [(4, 2, 2, 1)]}
 
 
 def main():
@@ -58,7 +62,7 @@ def main():
     parser.add_argument("--bin-dir", required=True, help=f"folder with {CHAPTER}")
     parser.add_argument("--optimizer", choices=sorted(ch14.LEARNING_RATES), help="default: both")
     parser.add_argument("--comm", choices=sorted(LAYOUTS), default="threads",
-                        help="threads: tp 2, tp 2 dp 2, tp 4, tp 2 dp 4, tp 4 dp 2 in one process; "
+                        help="threads: tp 2, tp 2 dp 2, tp 4, tp 2 dp 4, tp 4 dp 2, tp 2 dp 2 pp 2 in one process; "
                              "mpi: mpirun -np 4, tp 2 dp 2")
     args = parser.parse_args()
 
@@ -70,10 +74,10 @@ def main():
     rows = []
     try:
         for optimizer in [args.optimizer] if args.optimizer else sorted(ch14.LEARNING_RATES):
-            for ranks, tp, dp in LAYOUTS[args.comm]:
+            for ranks, tp, dp, pp in LAYOUTS[args.comm]:
                 with tempfile.TemporaryDirectory(prefix="dpt_crosscheck_ch15_") as workdir:
                     rows.append(ch14.check(exe, optimizer, args.comm, ranks, workdir, layout=["--tp", str(tp),
-                                           "--dp", str(dp)], replicas=dp, shape=SHAPE))
+                                           "--dp", str(dp), "--pp", str(pp)], replicas=dp, shape=SHAPE))
     except cc.HolesNotFilled as error:  # CTest: SKIP_RETURN_CODE 77
         print(f"skipped: the chapter's exercise holes are not filled yet ({error})")
         return 77
