@@ -69,7 +69,7 @@ TEST_CASE("fault plan: the flags are repeatable and checked at parse time", "[fa
   CHECK_THROWS_AS(bad.parse(std::vector<std::string>{"2@5:melt", "--fail"}), CLI::ValidationError);
 }
 
-TEST_CASE("fault plan: a rank is out from its crash or freeze until its join; a spare until its join",
+TEST_CASE("fault plan: a rank is out from its crash or freeze until its join, a spare until its join",
           "[fault_plan]") {
   const FaultPlan plan = plan_of({"2@5", "1@3:freeze", "0@4:slow:3"}, {"2@9", "3@4"});
   for (int64_t s = 0; s < 12; ++s) {
