@@ -8,6 +8,7 @@
 
 #include "ch14_flags.h"
 #include "dpt/cli_fwd.h"
+#include "step_chart.h"
 
 /// The values of ch15's flags.
 struct Ch15Flags {
@@ -16,6 +17,7 @@ struct Ch15Flags {
   int dp = 0;                 ///< model replicas (0: ranks / tp)
   bool check_groups = false;  ///< print every rank's coordinates and groups
   bool sp = false;            ///< sequence parallel inside each TP group (needs tp > 1)
+  dpt::ch15::StepChartFlags chart;  ///< --gantt, --gantt-step, --slow-rank, --slowdown (step_chart.h)
 };
 
 /// The layout the flags give on `world` ranks.

@@ -25,6 +25,7 @@
 //     build/reference/bin/ch15_3d_parallel                      # 4 rank threads: tp 2 × dp 2
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 4 --check-groups
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 2 --dp 2 --sp
+//     build/reference/bin/ch15_3d_parallel --slow-rank 2 --gantt step.svg   # one step drawn, a straggler named
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
 // Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
@@ -150,7 +151,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   say.section(str("4. Training: ", f.lm.steps, " steps of ", DP, " x ", f.lm.batch, " sequences of ", s.context,
                   " characters (", f.lm.optimizer, ", lr ", f.lm.lr, ")"));
   TpRun result;  // --steps 0: nothing to train, the files are still written
-  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, groups, *model, text, f.lm, f.sp, run.verify, say); })) {
+  StepChart chart(f.chart, f.lm.steps, run.verify, ctx);  // one step's spans on every rank, and a straggler (--slow-rank)
+  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, groups, *model, text, f.lm, f.sp, run.verify, say, chart); })) {
     say.say("  skipped: not written yet (" + holes.last() + ")");
     if (ctx.is_root()) holes.judge(v);
     return;
@@ -158,6 +160,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   if (ctx.is_root() && say.enabled() && !result.held_out.empty())
     say.say(str("held-out loss after ", result.held_out.back().step, " steps: ", fixed(result.held_out.back().loss, 4),
                 " nats per character (ln V = ", fixed(std::log(double(s.vocab)), 4), ")"));
+  report_step_chart(ctx, chart, f.chart, std::vector<int>(std::size_t(ctx.world), 0),  // one stage: every rank's row in it
+                    str("tp ", TP, " x dp ", DP), v, say);
 
   // --------------------------------------------------------------------------
   // 5. What the TP group exchanged: two all-reduces per block each way.

@@ -71,7 +71,7 @@ double gathered_held_out_loss(const TensorParallelGpt& model, const Corpus& text
 }  // namespace
 
 TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParallelGpt& model, const Corpus& text,
-                                const Ch14Flags& f, bool sp, bool verify, const Narrator& say) {
+                                const Ch14Flags& f, bool sp, bool verify, const Narrator& say, StepChart& chart) {
   TpRun run;
   const int64_t B = f.batch, T = f.shape.context;
   const int D = groups.dp_size(), d = groups.dp_rank();
@@ -88,14 +88,19 @@ TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParall
       run.region_bytes = region_bytes(model, mine, B, true, ctx.device);
       run.region_bytes_without_sp = region_bytes(model, mine, B, false, ctx.device);
     }
+    chart.begin_step(s);  // the charted step's spans are stored on every rank (step_chart.h)
     optimizer->zero_grad();
     const AllReduces before = all_reduces_so_far(groups.tp());
     const Collectives pair_before = pair_so_far(groups.tp());
     // The same on every rank of the TP group; with --sp, this rank's share.
+    StepChart::Compute forward(chart, "forward");  // a span; --slow-rank's lasts --slowdown times as long
     Tensor loss = sp ? model.sequence_parallel_loss(mine.inputs, mine.targets, B) : model.loss(mine.inputs, mine.targets, B);
+    forward.end();
     const AllReduces between = all_reduces_so_far(groups.tp());
     const Collectives pair_between = pair_so_far(groups.tp());
+    StepChart::Compute backward(chart, "backward");
     loss.backward();
+    backward.end();
     add_difference(run.forward, before, between);
     add_difference(run.backward, between, all_reduces_so_far(groups.tp()));
     add_difference(run.sp_forward, pair_before, pair_between);
@@ -114,7 +119,11 @@ TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParall
       dp->all_reduce(&global_loss, 1, ReduceOp::Avg);
     }
     if (checked) run.checked.back().averaged_gradient = model.gather(true);
-    optimizer->step();
+    {
+      auto span = ctx.trace.span("optimizer", "compute");
+      optimizer->step();
+    }
+    chart.end_step(s);
     require_finite_loss(global_loss, s, f.lr);  // the same value on every rank: all stop alike
     run.train_loss.push_back(global_loss);
     if (((s + 1) % f.eval_every == 0 || s + 1 == f.steps) && f.eval_batches > 0) {

@@ -14,6 +14,7 @@
 #include "dpt/report.h"
 #include "groups.h"
 #include "lm_training.h"
+#include "step_chart.h"
 #include "tp_gpt.h"
 
 namespace dpt::ch15 {
@@ -51,8 +52,9 @@ struct TpRun {
 /// each step's global batch of dp·B (chapter 14's sampler); the held-out
 /// loss is the gathered model's on rank 0. `sp`: sequence parallel
 /// (TensorParallelGpt::sequence_parallel_loss, the replicated gradients
-/// summed over the TP group after backward).
+/// summed over the TP group after backward). `chart` records its step and
+/// slows its straggler (step_chart.h).
 TpRun train_tensor_parallel_gpt(Context& ctx, ch12::Groups& groups, TensorParallelGpt& model, const Corpus& text,
-                                const Ch14Flags& f, bool sp, bool verify, const Narrator& say);
+                                const Ch14Flags& f, bool sp, bool verify, const Narrator& say, StepChart& chart);
 
 }  // namespace dpt::ch15
