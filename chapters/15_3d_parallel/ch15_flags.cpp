@@ -72,6 +72,7 @@ void add_ch15_flags(CLI::App& app, Ch15Flags& f) {
   app.add_flag("--sp", f.sp, "Sequence parallel: between the split layers each TP rank holds context / tp positions");
   app.add_flag("--check-groups", f.check_groups, "Print every rank's coordinates and TP, DP and PP groups (always checked)");
   add_plan_flags(app, f.plan);
+  dpt::ch15::add_step_chart_flags(app, f.chart);
   app.final_callback([&f, &app] {  // once --ranks and the sizes are known: exit 2 with a sentence
     const std::string comm = app.get_option("--comm")->as<std::string>();
     const CLI::Option* ranks = app.get_option("--ranks");
@@ -80,5 +81,7 @@ void add_ch15_flags(CLI::App& app, Ch15Flags& f) {
     const Ch15Layout l = ch15_layout(f, world);
     if (!l.problem.empty()) throw CLI::ValidationError(l.problem);
     if (const std::string p = plan_flags_problem(f.plan, world); !p.empty()) throw CLI::ValidationError(p);
+    const std::string chart = dpt::ch15::step_chart_problem(f.chart, world, f.lm.steps);
+    if (!chart.empty()) throw CLI::ValidationError(chart);
   });
 }

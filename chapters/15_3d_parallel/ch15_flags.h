@@ -9,6 +9,7 @@
 #include "ch14_flags.h"
 #include "dpt/cli_fwd.h"
 #include "planner_report.h"
+#include "step_chart.h"
 
 /// The values of ch15's flags.
 struct Ch15Flags {
@@ -21,6 +22,7 @@ struct Ch15Flags {
   int micro_batches = 0;      ///< micro-batches per step on each pipeline (0: pp)
   std::string schedule = "1f1b";  ///< chapter 13's schedule: "1f1b" or "gpipe"
   PlanFlags plan;             ///< --plan and its flags (planner_report.h)
+  dpt::ch15::StepChartFlags chart;  ///< --gantt, --gantt-step, --slow-rank, --slowdown (step_chart.h)
 };
 
 /// The layout the flags give on `world` ranks.

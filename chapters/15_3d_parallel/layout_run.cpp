@@ -20,8 +20,9 @@ TpRun run_layout(Context& ctx, const Ch15Flags& f, const Corpus& text) {
   TensorParallelGpt model(grid.tp(), full, ctx.device, grid.pp_rank(), layout.pp);
   Ch14Flags quiet = f.lm;
   quiet.eval_batches = 0;  // no held-out evaluation inside the timed steps
+  StepChart chart(f.chart, quiet.steps, /*verify=*/false, ctx);  // --slow-rank slows the layout run too
   return train_tensor_parallel_gpt(ctx, grid, model, text, quiet, f.sp, {layout.micro_batches, f.schedule},
-                                   /*verify=*/false, Narrator(false));
+                                   /*verify=*/false, Narrator(false), chart);
 }
 
 }  // namespace dpt::ch15

@@ -37,6 +37,7 @@
 //     build/reference/bin/ch15_3d_parallel --ranks 4 --tp 2 --dp 2 --sp
 //     build/reference/bin/ch15_3d_parallel --ranks 8 --tp 2 --pp 2 --dp 2 --micro-batches 4
 //     build/reference/bin/ch15_3d_parallel --plan --run-top 3 --memory-mib 2
+//     build/reference/bin/ch15_3d_parallel --slow-rank 2 --gantt step.svg   # one step drawn, a straggler named
 //     mpirun --oversubscribe -np 4 build/reference/bin/ch15_3d_parallel --comm mpi
 //
 // Your holes (chapters/15_3d_parallel/ch15.h): ch15::attention_slices and
@@ -195,7 +196,8 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
                   f.lm.optimizer, ", lr ", f.lm.lr, ")"));
   TpRun result;  // --steps 0: nothing to train, the files are still written
   const PipelineSetting pipe{M, f.schedule};
-  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, grid, *model, text, f.lm, f.sp, pipe, run.verify, say); })) {
+  StepChart chart(f.chart, f.lm.steps, run.verify, ctx);  // one step's spans on every rank, and a straggler (--slow-rank)
+  if (f.lm.steps > 0 && !holes.run(ctx.comm, [&] { result = train_tensor_parallel_gpt(ctx, grid, *model, text, f.lm, f.sp, pipe, run.verify, say, chart); })) {
     say.say("  skipped: not written yet (" + holes.last() + ")");
     if (ctx.is_root()) holes.judge(v);
     return;
@@ -203,6 +205,10 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   if (ctx.is_root() && say.enabled() && !result.held_out.empty())
     say.say(str("held-out loss after ", result.held_out.back().step, " steps: ", fixed(result.held_out.back().loss, 4),
                 " nats per character (ln V = ", fixed(std::log(double(s.vocab)), 4), ")"));
+  std::vector<int> stage_of(std::size_t(ctx.world));  // every rank's stage, as the grid placed it: the chart's row groups
+  const int my_stage = grid.pp_rank();
+  ctx.comm.all_gather(&my_stage, stage_of.data(), 1);
+  report_step_chart(ctx, chart, f.chart, stage_of, str("tp ", TP, " x dp ", DP, " x pp ", PP), v, say);
 
   // --------------------------------------------------------------------------
   // 5. What the TP group exchanged: two all-reduces per block each way.

@@ -3,6 +3,7 @@
 #include "pipeline_gpt.h"
 
 #include <chrono>
+#include <optional>
 #include <iostream>
 
 #include "dpt/autograd.h"
@@ -50,7 +51,8 @@ std::vector<ch13::Op> stage_schedule(const std::string& schedule, int stage, int
 }
 
 GptStageStep pipeline_gpt_step(Communicator& pp, const TensorParallelGpt& model, const TokenBatch& batch,
-                               int64_t batch_size, int micro_batches, bool sp, const std::vector<ch13::Op>& ops) {
+                               int64_t batch_size, int micro_batches, bool sp, const std::vector<ch13::Op>& ops,
+                               StepChart* chart) {
   const int M = micro_batches;
   DPT_CHECK(M >= 1 && batch_size % M == 0, M << " micro-batches do not divide a batch of " << batch_size);
   Communicator& tp = model.group();
@@ -67,6 +69,8 @@ GptStageStep pipeline_gpt_step(Communicator& pp, const TensorParallelGpt& model,
   work.input_buffer = [&](int) { return Tensor::empty({rows, C}, device); };
   work.output_grad_buffer = [&](int) { return Tensor::empty({rows, C}, device); };
   work.forward = [&](int m, const Tensor& input) {
+    std::optional<StepChart::Compute> span;  // on --slow-rank it lasts --slowdown times as long
+    if (chart != nullptr) span.emplace(*chart, "forward");
     const auto start = std::chrono::steady_clock::now();
     const AllReduces ar = all_reduces_so_far(tp);
     const Collectives pair = pair_so_far(tp);
@@ -87,6 +91,8 @@ GptStageStep pipeline_gpt_step(Communicator& pp, const TensorParallelGpt& model,
     return model.has_head() ? Tensor() : out;
   };
   work.backward = [&](int m, const Tensor& output_grad) {
+    std::optional<StepChart::Compute> span;
+    if (chart != nullptr) span.emplace(*chart, "backward");
     const auto start = std::chrono::steady_clock::now();
     const AllReduces ar = all_reduces_so_far(tp);
     const Collectives pair = pair_so_far(tp);

@@ -20,6 +20,7 @@
 #include "dpt/comm.h"
 #include "dpt/report.h"
 #include "dpt/text_windows.h"
+#include "step_chart.h"
 #include "tp_gpt.h"
 
 namespace dpt::ch15 {
@@ -67,9 +68,11 @@ std::vector<ch13::Op> stage_schedule(const std::string& schedule, int stage, int
 /// grad() is the gradient of the batch's mean loss (with --sp, of this
 /// rank's positions' share), combined by ch13::accumulate_micro_batch.
 /// With one stage the ops run in order here and one micro-batch needs no
-/// combining: a tp x dp run uses none of chapter 13's holes.
+/// combining: a tp x dp run uses none of chapter 13's holes. Each op is a
+/// compute span of `chart` ("forward", "backward"; null: none).
 GptStageStep pipeline_gpt_step(Communicator& pp, const TensorParallelGpt& model, const TokenBatch& batch,
-                               int64_t batch_size, int micro_batches, bool sp, const std::vector<ch13::Op>& ops);
+                               int64_t batch_size, int micro_batches, bool sp, const std::vector<ch13::Op>& ops,
+                               StepChart* chart = nullptr);
 
 /// Collective over the TP group and `pp`: the whole model's values (or,
 /// `grads`, gradients) flattened in named_parameters() order, on every rank —

@@ -86,7 +86,7 @@ void record_stages(Communicator& pp, const GptStageStep& step, TpRun& run) {
 
 TpRun train_tensor_parallel_gpt(Context& ctx, Ch15Grid& grid, TensorParallelGpt& model, const Corpus& text,
                                 const Ch14Flags& f, bool sp, const PipelineSetting& pipe, bool verify,
-                                const Narrator& say) {
+                                const Narrator& say, StepChart& chart) {
   TpRun run;
   const int64_t B = f.batch, T = f.shape.context;
   const int D = grid.dp_size(), d = grid.dp_rank();
@@ -105,10 +105,11 @@ TpRun train_tensor_parallel_gpt(Context& ctx, Ch15Grid& grid, TensorParallelGpt&
       run.region_bytes = region_bytes(model, mine, B, true, ctx.device);
       run.region_bytes_without_sp = region_bytes(model, mine, B, false, ctx.device);
     }
+    chart.begin_step(s);  // the charted step's spans are stored on every rank (step_chart.h)
     optimizer->zero_grad();
     // The TP all-reduces (or the --sp pair) happen inside the stage's blocks, counted per op.
     const double pp_before = double(pp.traffic().bytes_sent(pp.rank()));
-    const GptStageStep step = pipeline_gpt_step(pp, model, mine, B, pipe.micro_batches, sp, ops);
+    const GptStageStep step = pipeline_gpt_step(pp, model, mine, B, pipe.micro_batches, sp, ops, &chart);
     run.pp_bytes_per_step += double(pp.traffic().bytes_sent(pp.rank())) - pp_before;
     add_difference(run.forward, {}, step.traffic.forward);
     add_difference(run.backward, {}, step.traffic.backward);
@@ -130,7 +131,11 @@ TpRun train_tensor_parallel_gpt(Context& ctx, Ch15Grid& grid, TensorParallelGpt&
       dp->all_reduce(&global_loss, 1, ReduceOp::Avg);
     }
     if (checked) run.checked.back().averaged_gradient = gather_pipeline(pp, model, true);
-    optimizer->step();
+    {
+      auto span = ctx.trace.span("optimizer", "compute");
+      optimizer->step();
+    }
+    chart.end_step(s);
     require_finite_loss(global_loss, s, f.lr);  // the same value on every rank: all stop alike
     run.train_loss.push_back(global_loss);
     if (((s + 1) % f.eval_every == 0 || s + 1 == f.steps) && f.eval_batches > 0) {

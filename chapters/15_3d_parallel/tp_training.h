@@ -18,6 +18,7 @@
 #include "lm_training.h"
 #include "pipeline_gpt.h"
 #include "pipeline_grid.h"
+#include "step_chart.h"
 #include "tp_gpt.h"
 
 namespace dpt::ch15 {
@@ -54,9 +55,10 @@ struct PipelineSetting {
 /// [d·B, (d+1)·B) of each step's global batch of dp·B (chapter 14's
 /// sampler) in `pipe.micro_batches` micro-batches; the held-out loss is the
 /// gathered model's on rank 0. `sp`: sequence parallel (the replicated
-/// gradients summed over the TP group after the last micro-batch).
+/// gradients summed over the TP group after the last micro-batch). `chart`
+/// records its step and slows its straggler (step_chart.h).
 TpRun train_tensor_parallel_gpt(Context& ctx, Ch15Grid& grid, TensorParallelGpt& model, const Corpus& text,
                                 const Ch14Flags& f, bool sp, const PipelineSetting& pipe, bool verify,
-                                const Narrator& say);
+                                const Narrator& say, StepChart& chart);
 
 }  // namespace dpt::ch15

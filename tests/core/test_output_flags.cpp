@@ -54,7 +54,7 @@ const std::map<std::string, std::vector<std::string>> kChapterOutputs = {
     {"ch07_zero", {"--report-json"}},          {"ch08_collectives", {"--plot"}},
     {"ch09_parameter_server", {"--plot"}},     {"ch10_compression", {"--plot"}},
     {"ch13_pipeline_parallel", {"--gantt", "--gantt-trace"}}, {"ch02_batching", {"--sweep-plot"}},
-    {"ch14_language_model", {"--plot"}},       {"ch15_3d_parallel", {"--plot"}}};
+    {"ch14_language_model", {"--plot"}},       {"ch15_3d_parallel", {"--plot", "--gantt"}}};
 
 // Programs that launch no ranks (ch11's --ranks sizes a section's threads), so have no --trace.
 const std::set<std::string> kOneProcessWithoutTrace = {"ch01_sgd", "ch02_batching", "ch11_mixed_precision"};

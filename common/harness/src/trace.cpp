@@ -66,7 +66,7 @@ SpanState Tracer::begin_span(std::string_view name, std::string_view category,
     if (open.tracer == this && open.category == state.category) state.counts = false;
   t_open.push_back({this, state.category});
   state.start = TraceClock::now();
-  if (enabled_) state.event = start_event(name, category, args, state.start);
+  if (enabled_ || storing_) state.event = start_event(name, category, args, state.start);
   return state;
 }
 
@@ -173,6 +173,17 @@ double Tracer::seconds(std::string_view category) const {
 void Tracer::reset_seconds() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::fill(seconds_.begin(), seconds_.end(), 0.0);
+}
+
+std::vector<RecordedSpan> Tracer::spans_between(TraceClock::time_point from, TraceClock::time_point to) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<RecordedSpan> out;
+  for (const Event& e : events_) {
+    if (e.phase != 'X' || e.dur.count() < 0 || e.ts < from - origin_ || e.ts + e.dur > to - origin_) continue;
+    out.push_back({e.name, e.category, micros(e.ts) / 1e6, micros(e.ts + e.dur) / 1e6, e.lane});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const RecordedSpan& a, const RecordedSpan& b) { return a.start < b.start; });
+  return out;
 }
 
 std::size_t Tracer::event_count() const {

@@ -128,7 +128,7 @@ void Communicator::send(const float* data, int64_t count, int dst, int tag) {
   check_tag(tag, "send");
   detail::finish_gpu_work(data);
   in_order([&] {
-    TraceSpan span(tracer_, "send", "comm", {{"bytes", 4.0 * count}, {"peer", double(dst)}});
+    TraceSpan span(tracer_, span_name("send"), "comm", {{"bytes", 4.0 * count}, {"peer", double(dst)}});
     backend_->send(data, count, dst, tag);
     traffic_.record_send(dst, 4 * count);
   });
@@ -141,7 +141,7 @@ void Communicator::recv(float* data, int64_t count, int src, int tag) {
   check_tag(tag, "recv");
   detail::finish_gpu_work(data);
   in_order([&] {
-    TraceSpan span(tracer_, "recv", "comm", {{"bytes", 4.0 * count}, {"peer", double(src)}});
+    TraceSpan span(tracer_, span_name("recv"), "comm", {{"bytes", 4.0 * count}, {"peer", double(src)}});
     backend_->recv(data, count, src, tag);
   });
 }
@@ -158,7 +158,7 @@ void Communicator::sendrecv(const float* send_buf, int64_t send_count, int dst, 
   detail::finish_gpu_work(send_buf);
   detail::finish_gpu_work(recv_buf);
   in_order([&] {
-    TraceSpan span(tracer_, "sendrecv", "comm",
+    TraceSpan span(tracer_, span_name("sendrecv"), "comm",
                    {{"bytes", 4.0 * send_count}, {"peer", double(dst)}, {"from", double(src)}});
     backend_->sendrecv(send_buf, send_count, dst, recv_buf, recv_count, src, tag);
     traffic_.record_send(dst, 4 * send_count);
@@ -169,7 +169,7 @@ void Communicator::all_reduce(float* data, int64_t count, ReduceOp op) {
   check_count(count, data, "all_reduce");
   detail::finish_gpu_work(data);
   in_order([&] {
-    TraceSpan span(tracer_, "all_reduce", "comm", {{"bytes", 4.0 * count}});
+    TraceSpan span(tracer_, span_name("all_reduce"), "comm", {{"bytes", 4.0 * count}});
     backend_->all_reduce(data, count, op);
     traffic_.record_collective("all_reduce", 4 * count);
   });
@@ -182,7 +182,7 @@ void Communicator::reduce_scatter(const float* send_buf, float* recv_buf, int64_
   detail::finish_gpu_work(send_buf);
   detail::finish_gpu_work(recv_buf);
   in_order([&] {
-    TraceSpan span(tracer_, "reduce_scatter", "comm", {{"bytes", 4.0 * recv_count * size_}});
+    TraceSpan span(tracer_, span_name("reduce_scatter"), "comm", {{"bytes", 4.0 * recv_count * size_}});
     backend_->reduce_scatter(send_buf, recv_buf, recv_count, op);
     traffic_.record_collective("reduce_scatter", 4 * recv_count * size_);
   });
@@ -194,7 +194,7 @@ void Communicator::all_gather(const float* send_buf, float* recv_buf, int64_t se
   detail::finish_gpu_work(send_buf);
   detail::finish_gpu_work(recv_buf);
   in_order([&] {
-    TraceSpan span(tracer_, "all_gather", "comm", {{"bytes", 4.0 * send_count}});
+    TraceSpan span(tracer_, span_name("all_gather"), "comm", {{"bytes", 4.0 * send_count}});
     backend_->all_gather(send_buf, recv_buf, send_count);
     traffic_.record_collective("all_gather", 4 * send_count);
   });
@@ -205,7 +205,7 @@ void Communicator::broadcast(float* data, int64_t count, int root) {
   check_peer(root, size_, "broadcast");
   detail::finish_gpu_work(data);
   in_order([&] {
-    TraceSpan span(tracer_, "broadcast", "comm", {{"bytes", 4.0 * count}, {"root", double(root)}});
+    TraceSpan span(tracer_, span_name("broadcast"), "comm", {{"bytes", 4.0 * count}, {"root", double(root)}});
     backend_->broadcast(data, count, root);
     traffic_.record_collective("broadcast", 4 * count);
   });
@@ -213,7 +213,7 @@ void Communicator::broadcast(float* data, int64_t count, int root) {
 
 void Communicator::barrier() {
   in_order([&] {
-    TraceSpan span(tracer_, "barrier", "comm");
+    TraceSpan span(tracer_, span_name("barrier"), "comm");
     backend_->barrier();
     traffic_.record_collective("barrier", 0);
   });
@@ -256,7 +256,7 @@ void Communicator::send_bytes(const void* data, int64_t bytes, int dst, int tag)
     wire = words.data();
   }
   in_order([&] {
-    TraceSpan span(tracer_, "send", "comm", {{"bytes", double(bytes)}, {"peer", double(dst)}});
+    TraceSpan span(tracer_, span_name("send"), "comm", {{"bytes", double(bytes)}, {"peer", double(dst)}});
     backend_->send(wire, words_of(bytes), dst, tag);
     traffic_.record_send(dst, bytes);
   });
@@ -274,7 +274,7 @@ void Communicator::recv_bytes(void* data, int64_t bytes, int src, int tag) {
     wire = words.data();
   }
   in_order([&] {
-    TraceSpan span(tracer_, "recv", "comm", {{"bytes", double(bytes)}, {"peer", double(src)}});
+    TraceSpan span(tracer_, span_name("recv"), "comm", {{"bytes", double(bytes)}, {"peer", double(src)}});
     backend_->recv(wire, words_of(bytes), src, tag);
   });
   if (!direct && bytes) std::memcpy(data, words.data(), std::size_t(bytes));
@@ -291,7 +291,7 @@ void Communicator::all_gather_bytes(const void* send_buf, void* recv_buf, int64_
     send_buf = apart.data();
   }
   in_order([&] {
-    TraceSpan span(tracer_, "all_gather", "comm", {{"bytes", double(bytes)}});
+    TraceSpan span(tracer_, span_name("all_gather"), "comm", {{"bytes", double(bytes)}});
     backend_->all_gather_bytes(send_buf, recv_buf, bytes);
     traffic_.record_collective("all_gather", bytes);
   });

@@ -54,7 +54,9 @@ class Grid {
   Grid(Communicator& world, std::vector<GridAxis> axes);
 
   /// The ranks that differ from this one only on `axis`, ranked by their
-  /// coordinate on it (`group(axis).rank() == coord(axis)`).
+  /// coordinate on it (`group(axis).rank() == coord(axis)`). Named after the
+  /// axis (Communicator::name), the world too when the axis spans it, so a
+  /// timeline tells a TP collective from a DP one.
   Communicator& group(const std::string& axis);
   /// This rank's coordinate on `axis`, 0 <= coord < size(axis).
   int coord(const std::string& axis) const;

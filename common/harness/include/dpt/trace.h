@@ -27,6 +27,7 @@
 /// arrows.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
@@ -41,6 +42,15 @@
 namespace dpt {
 
 class Communicator;
+
+/// One complete span a Tracer stored, on the clock every rank's timeline shares.
+struct RecordedSpan {
+  std::string name;      ///< "forward", "tp all_reduce"
+  std::string category;  ///< "compute", "comm", …
+  double start = 0;      ///< seconds since the tracer's origin (the run's common origin)
+  double end = 0;        ///< seconds since the origin, >= start
+  int lane = 0;          ///< 0 the rank's own thread, 1 its progress thread, 2 and 3 its GPU streams
+};
 
 /// One rank's timeline. Thread-safe (the rank thread and its progress thread
 /// both record).
@@ -79,6 +89,15 @@ class Tracer : public SpanRecorder {
   void gpu_span(std::string_view name, std::string_view category, GpuStream stream, TraceClock::time_point start,
                 TraceClock::time_point end, std::initializer_list<TraceArg> args = {});
 
+  /// Stores spans from now until stop_storing() even when not enabled: a
+  /// chart of one step needs that step's spans without a --trace file.
+  void start_storing() { storing_ = true; }
+  /// Ends start_storing()'s window (spans are stored again only if enabled).
+  void stop_storing() { storing_ = false; }
+  /// The stored complete spans that began at or after `from` and ended by
+  /// `to`, in the order they began.
+  std::vector<RecordedSpan> spans_between(TraceClock::time_point from, TraceClock::time_point to) const;
+
   /// Seconds spent in spans of `category` since the last reset, on all of the
   /// rank's threads. A span nested in a span of the same category on the same
   /// thread is counted once (the outer one).
@@ -107,6 +126,7 @@ class Tracer : public SpanRecorder {
 
   int rank_;
   bool enabled_;
+  std::atomic<bool> storing_{false};  // start_storing()'s window: read on the rank's and its progress thread
   TraceClock::time_point origin_;
   mutable std::mutex mutex_;
   std::vector<std::string> categories_;

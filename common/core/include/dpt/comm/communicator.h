@@ -63,6 +63,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dpt/check.h"
@@ -113,6 +114,11 @@ class Communicator {
   const std::string& backend() const { return backend_name_; }
   /// Seconds a call may wait on a peer before it throws dpt::Timeout.
   double timeout_s() const { return timeout_s_; }
+  /// The group's name ("tp", "dp"; "" for none): its calls' spans are named
+  /// "tp all_reduce", so a timeline tells the groups apart (dpt::Grid names its groups).
+  const std::string& name() const { return name_; }
+  /// Names the group; its later calls' spans carry the name.
+  void set_name(std::string name) { name_ = std::move(name); }
 
   // ---- point-to-point: what chapter algorithms are built from ----
   /// Sends data[0, count) to `dst`. Up to the eager limit it returns at once
@@ -238,6 +244,7 @@ class Communicator {
                TrafficLog traffic);
   template <class Body>
   void in_order(Body&& body);
+  std::string span_name(const char* call) const { return name_.empty() ? call : name_ + " " + call; }
   template <class T>
   static void check_typed() {
     static_assert(std::is_trivially_copyable<T>::value && !std::is_pointer<T>::value,
@@ -250,6 +257,7 @@ class Communicator {
   double timeout_s_;
   TrafficLog traffic_;
   SpanRecorder* tracer_ = nullptr;  // where calls report their spans (span.h); may be null
+  std::string name_;                // prefixes its calls' span names ("tp all_reduce"); "" for none
   std::vector<int> parent_ranks_;  // made by split: parent_ranks_[r] = parent rank of r; empty for a world
   std::unique_ptr<detail::AsyncQueue> async_;
 };
