@@ -1,0 +1,54 @@
+/// @file run_record.h
+/// @brief What the ranks of chapter 16 leave for the verdicts (provided): the
+/// ledger of committed steps, the heals, the checksum rounds, the dropped
+/// steps and every last member's weights. Shared by the rank threads, under
+/// one mutex; read by rank 0 once every rank is done.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace dpt::ch16 {
+
+/// One committed step: which global samples it consumed, under which quorum.
+struct LedgerEntry {
+  int64_t slot = 0;              ///< the loop's step slot it committed in
+  int64_t quorum_id = 0;         ///< the quorum that committed it
+  int members = 0;               ///< how many ranks computed it
+  float lr = 0;                  ///< the learning rate it was applied with
+  std::vector<int64_t> samples;  ///< global sample indices, in the global batch's order
+};
+
+/// One heal: a joining rank received the state of a live peer.
+struct HealEntry {
+  int64_t slot = 0;
+  int joiner = 0, source = 0;  ///< world ranks
+  int64_t bytes = 0;           ///< what the source's traffic log counted to the joiner
+  int64_t expected_bytes = 0;  ///< 4·(Ψ parameters + Ψ momentum) + 2 × 8 (step, cursor)
+  double seconds = 0;          ///< measured on the joiner
+  std::vector<float> sent, received;  ///< the source's parameters, the joiner's after the heal
+};
+
+/// One checksum round that disagreed.
+struct MismatchEntry {
+  int64_t slot = 0;
+  std::vector<int> named;        ///< world ranks whose checksum was not the majority's
+  int64_t rolled_back_to = 0;    ///< committed steps after the rollback
+  int64_t steps_undone = 0;
+};
+
+/// Everything the verdicts read.
+struct RunRecord {
+  std::mutex mutex;
+  std::vector<LedgerEntry> ledger;
+  std::vector<HealEntry> heals;
+  std::vector<MismatchEntry> mismatches;
+  std::vector<std::string> dropped;           ///< "step 8: stopped because rank 2 failed: …"
+  std::vector<std::vector<float>> finals;     ///< by world rank: weights at the end (empty: not a member)
+  std::vector<double> finish_seconds;         ///< by world rank: wall time its loop took
+  int64_t checks = 0;                          ///< checksum rounds that agreed
+};
+
+}  // namespace dpt::ch16
