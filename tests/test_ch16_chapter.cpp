@@ -71,6 +71,18 @@ TEST_CASE("chapter: the bare run plans a crash and a join, and its verdicts pass
   require_all_pass(run, with(kCore, {"heal of rank 3 at step 12: bytes"}));
 }
 
+TEST_CASE("chapter: a crash in the ring's last hop, announced to nobody, every verdict passes", "[ch16]") {
+  require_all_pass(run_ch16("--ring --fail 1@5 --detect-timeout 0.5"),
+                   with(kCore, {"replicas parted only where a bit flip was planned"}));
+}
+
+TEST_CASE("chapter: a half-done ring with the step applied before the vote parts the replicas: ✘", "[ch16]") {
+  auto run = run_ch16("--ring --fail 3@5 --apply-before-vote --detect-timeout 0.5");
+  INFO(run.output);
+  CHECK(run.exit_code == 3);
+  CHECK(has(run.output, "✘ replicas parted only where a bit flip was planned"));
+}
+
 TEST_CASE("chapter: a step applied before the vote is caught by the replay verdict", "[ch16]") {
   auto run = run_ch16("--fail 2@5 --apply-before-vote");
   INFO(run.output);

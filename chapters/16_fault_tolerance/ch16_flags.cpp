@@ -27,6 +27,8 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
       ->check(number_in(0, 3600))->capture_default_str();
   app.add_flag("--apply-before-vote", f.apply_before_vote,
                "The broken transaction: apply the reduced gradient before every member has agreed");
+  app.add_flag("--ring", f.ring, "The step's all-reduce as a ring of sendrecv: a crash lands in its last hop, "
+                                 "unannounced, so some members finish the sum and one does not");
   app.final_callback([&f, &options, &app] {  // once --ranks, --steps and --optimizer are known
     const std::string comm = app.get_option("--comm")->as<std::string>();
     if (comm != "threads")

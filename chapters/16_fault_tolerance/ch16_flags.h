@@ -22,8 +22,9 @@ struct Ch16Flags {
   bool no_faults = false;         ///< --no-faults: a run with nothing planned
   std::string keep = "global";    ///< --keep global|per-rank
   int64_t check_every = 4;        ///< --check-every K
-  double detect_s = 1.0;          ///< --detect-timeout S: a group's call, and a quorum's wait, give up after S
+  double detect_s = 2.0;          ///< --detect-timeout S: a group's call, and a quorum's wait, give up after S
   bool apply_before_vote = false; ///< --apply-before-vote: the broken transaction
+  bool ring = false;              ///< --ring: the gradient all-reduce as a ring of sendrecv
 };
 
 /// Registers the flags into `flags`; checks them against --ranks, --steps and

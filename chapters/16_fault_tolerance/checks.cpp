@@ -74,6 +74,20 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
     v.holds("the bit flip of " + e.flag + " found by a checksum, rank " + std::to_string(e.rank) + " named", named,
             std::to_string(record.mismatches.size()) + " checksum round(s) disagreed");
   }
+  // 6. Every checksum disagreement is a planned bit flip: replicas that part
+  // for any other reason (a step half applied) are a fault of the run.
+  int unplanned = 0;
+  std::string first_unplanned;
+  for (const MismatchEntry& m : record.mismatches) {
+    bool planned_flip = false;
+    for (const FaultEvent& e : plan.events())
+      planned_flip = planned_flip || (e.kind == FaultKind::BitFlip && e.step <= m.slot && m.named == std::vector<int>{e.rank});
+    if (!planned_flip && unplanned++ == 0)
+      first_unplanned = "step " + std::to_string(m.slot) + ": ranks " + ranks_text(m.named) + " differ from the majority";
+  }
+  v.holds("replicas parted only where a bit flip was planned", unplanned == 0,
+          unplanned == 0 ? std::to_string(record.mismatches.size()) + " disagreement(s), each a planned flip"
+                         : first_unplanned + " with no bit flip planned: a step applied on some members only?");
   for (const MismatchEntry& m : record.mismatches)
     summary.add_row({"checksums disagree at step " + std::to_string(m.slot),
                      "named " + ranks_text(m.named) + ", " + std::to_string(m.steps_undone) + " steps rolled back"});

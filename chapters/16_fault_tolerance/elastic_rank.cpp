@@ -20,6 +20,7 @@
 #include "dpt/comm/communicator.h"
 #include "dpt/ops.h"
 #include "dpt/quorum_group.h"
+#include "ring_step.h"
 
 namespace dpt::ch16 {
 
@@ -315,7 +316,11 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
     grad.insert(grad.end(), g.begin(), g.end());
   }
   if (slow_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slow_ - 1) * seconds_since(t0)));
-  q.comm->all_reduce(grad.data(), int64_t(grad.size()), ReduceOp::Sum);
+  if (s_.ring && !ring_all_reduce(*q.comm, grad, crash_here)) {  // died mid-ring: nobody is told
+    lh_.leave(rank_, "crashed at step " + std::to_string(slot) + ", in the ring's last hop");
+    return false;
+  }
+  if (!s_.ring) q.comm->all_reduce(grad.data(), int64_t(grad.size()), ReduceOp::Sum);
   if (crash_here) {  // after its gradient went in, before the vote: the survivors hold a full sum
     lh_.leave(rank_, "crashed at step " + std::to_string(slot));
     revoke(*q.comm, "world rank " + std::to_string(rank_) + " crashed at step " + std::to_string(slot));

@@ -20,6 +20,7 @@ struct ElasticSettings {
   bool keep_global_batch = true; ///< true: --batch × world samples per step on any quorum; false: --batch per member, lr scaled
   int64_t check_every = 4;       ///< checksum round every K slots (and after every quorum change)
   bool apply_before_vote = false;  ///< the broken transaction: apply the reduced gradient before the vote
+  bool ring = false;             ///< the gradient all-reduce as a ring of sendrecv (a crash: in its last hop, unannounced)
 };
 
 /// Rank `rank`'s loop over o.steps step slots. A crash or freeze in `plan`

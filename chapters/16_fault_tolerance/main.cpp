@@ -22,6 +22,7 @@
 //     build/reference/bin/ch16_fault_tolerance --fail 0@6:bitflip --check-every 4
 //     build/reference/bin/ch16_fault_tolerance --fail 2@5 --keep per-rank
 //     build/reference/bin/ch16_fault_tolerance --apply-before-vote     # the broken transaction: ✘
+//     build/reference/bin/ch16_fault_tolerance --apply-before-vote --ring --detect-timeout 0.5  # half-applied
 //
 // Left out: ZeRO's lost shard, restarts under mpirun (scripts/dptrun), a real
 // failure detector's heartbeats. Theory: docs/ch16_fault_tolerance.md.
@@ -56,6 +57,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   s.keep_global_batch = f.keep == "global";
   s.check_every = f.check_every;
   s.apply_before_vote = f.apply_before_vote;
+  s.ring = f.ring;
 
   // --------------------------------------------------------------------------
   // 1. The plan. Nobody in the run reads it but the failing ranks themselves:
@@ -92,10 +94,14 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   for (const std::string& line : shared.lighthouse->history()) say.say("  " + line);
   RunRecord& record = *shared.record;
   for (const std::string& d : record.dropped) say.say("  dropped " + d.substr(0, 160));
-  if (s.apply_before_vote)
-    say.say("  --apply-before-vote: the survivors applied a step the vote then dropped. Their replicas still\n"
-            "  agree (each applied the same half-step), but the weights hold an update no ledger entry accounts\n"
+  if (s.apply_before_vote && !s.ring)
+    say.say("  --apply-before-vote: the survivors applied a step the vote then dropped. Each applied the same\n"
+            "  sum, so their replicas still agree, but the weights hold an update no ledger entry accounts\n"
             "  for: the replay below disagrees, and the batch is consumed again.");
+  if (s.apply_before_vote && s.ring)
+    say.say("  --apply-before-vote --ring: the crash left the ring half done: the ranks downstream of it had\n"
+            "  the whole sum and applied it, its upstream neighbour had none. The replicas now differ: the next\n"
+            "  checksum round names the rank in the minority (the one that did NOT apply) and rolls all back.");
   say.section("3. Verdicts against the ledger's one-device replay and the plan");
   add_ch16_verdicts(lec.verdicts, lec.summary, o, lec.data, plan, s, record);
   for (int r = 0; r < ctx.world; ++r)
