@@ -23,10 +23,11 @@ std::vector<float> replay_ledger(const Options& o, const Dataset& data, const st
 /// samples in commit order, cut into epochs of `samples`, each whole epoch a
 /// permutation of 0..samples-1 and the last, partial one without a repeat.
 struct ExactlyOnce {
-  bool ok = false;
+  bool ok = false;       ///< every sample of every whole epoch once, no repeat in the last
   int64_t consumed = 0;  ///< samples over all committed steps
   std::string seen;      ///< "3 epochs and 128 samples, none missing, none twice", or the first fault
 };
+/// The check above, on `ledger` over a data set of `samples` samples.
 ExactlyOnce check_exactly_once(const std::vector<LedgerEntry>& ledger, int64_t samples);
 
 }  // namespace dpt::ch16

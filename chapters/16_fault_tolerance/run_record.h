@@ -23,28 +23,30 @@ struct LedgerEntry {
 
 /// One heal: a joining rank received the state of a live peer.
 struct HealEntry {
-  int64_t slot = 0;
-  int joiner = 0, source = 0;  ///< world ranks
+  int64_t slot = 0;            ///< the slot it happened in
+  int joiner = 0;              ///< the world rank that received
+  int source = 0;              ///< the world rank that sent
   int64_t bytes = 0;           ///< what the source's traffic log counted to the joiner
   int64_t expected_bytes = 0;  ///< 4·(Ψ parameters + Ψ momentum) + 2 × 8 (step, cursor)
   double seconds = 0;          ///< measured on the joiner
-  std::vector<float> sent, received;  ///< the source's parameters, the joiner's after the heal
+  std::vector<float> sent;      ///< the source's parameters as it sent them
+  std::vector<float> received;  ///< the joiner's parameters after the heal
 };
 
 /// One checksum round that disagreed.
 struct MismatchEntry {
-  int64_t slot = 0;
+  int64_t slot = 0;              ///< the slot whose check disagreed
   std::vector<int> named;        ///< world ranks whose checksum was not the majority's
   int64_t rolled_back_to = 0;    ///< committed steps after the rollback
-  int64_t steps_undone = 0;
+  int64_t steps_undone = 0;      ///< committed steps the rollback undid
 };
 
 /// Everything the verdicts read.
 struct RunRecord {
-  std::mutex mutex;
-  std::vector<LedgerEntry> ledger;
-  std::vector<HealEntry> heals;
-  std::vector<MismatchEntry> mismatches;
+  std::mutex mutex;                        ///< guards every field
+  std::vector<LedgerEntry> ledger;         ///< committed steps, in commit order
+  std::vector<HealEntry> heals;            ///< every heal
+  std::vector<MismatchEntry> mismatches;   ///< every checksum round that disagreed
   std::vector<std::string> dropped;           ///< "step 8: stopped because rank 2 failed: …"
   std::vector<std::vector<float>> finals;     ///< by world rank: weights at the end (empty: not a member)
   std::vector<double> finish_seconds;         ///< by world rank: wall time its loop took

@@ -44,7 +44,7 @@ const char* fault_kind_name(FaultKind kind);
 struct FaultEvent {
   int rank = 0;         ///< the world rank it happens to
   int64_t step = 0;     ///< the step (from 0) at whose start it happens
-  FaultKind kind = FaultKind::Crash;
+  FaultKind kind = FaultKind::Crash;  ///< what happens
   double factor = 1;    ///< Slow: how many times slower (> 1); else 1
   std::string flag;     ///< "--fail 2@5:crash": how the user wrote it, for messages
 };
