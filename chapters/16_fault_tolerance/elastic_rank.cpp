@@ -5,7 +5,10 @@
 //   fault    this slot's planned event for this rank (fault_plan.h)
 //   check    every K slots and after a change: compare parameter checksums,
 //            roll everyone back to the last agreed state if one differs
-//   step     gradient all-reduce, then the vote; apply only after the vote
+//   step     gradient all-reduce, then commit_step (ch16.h): on all or none
+//
+// The heal and the check are in heal_check.cpp, the state's helpers in
+// rank_state.cpp.
 //
 // A collective that throws (a revoked group, a timeout) drops the slot on
 // every member: nobody has applied anything, the cursor has not moved.
@@ -17,104 +20,15 @@
 #include <cstring>
 #include <thread>
 
+#include "ch16.h"
 #include "dpt/comm/communicator.h"
 #include "dpt/ops.h"
 #include "dpt/quorum_group.h"
+#include "elastic_rank_parts.h"
 #include "ring_step.h"
 
 namespace dpt::ch16 {
-
-namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-
-double seconds_since(SteadyClock::time_point t0) {
-  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
-}
-
-// What a process holds: lost with it on a crash.
-struct RankState {
-  MLP model;
-  std::vector<Tensor> params;
-  std::vector<float> momentum;  // flat, Ψ
-  int64_t committed = 0, cursor = 0;
-};
-
-RankState fresh_state(const Options& o, Device& device) {
-  RankState st{build_model(o, device), {}, {}, 0, 0};
-  st.params = st.model.parameters();
-  st.momentum.assign(std::size_t(st.model.num_parameters()), 0.0f);
-  return st;
-}
-
-std::vector<float> flat_parameters(const RankState& st) {
-  std::vector<float> flat;
-  for (const Tensor& p : st.params) {
-    std::vector<float> v = p.to_vector();
-    flat.insert(flat.end(), v.begin(), v.end());
-  }
-  return flat;
-}
-
-void set_flat_parameters(RankState& st, const std::vector<float>& flat) {
-  std::size_t at = 0;
-  for (Tensor& p : st.params) {
-    Tensor host = Tensor::zeros(p.shape(), Device::host());
-    std::memcpy(host.data(), flat.data() + at, std::size_t(p.numel()) * sizeof(float));
-    p.copy_from(host);
-    at += std::size_t(p.numel());
-  }
-}
-
-// FNV-1a over the parameters' bytes: equal replicas, equal sums.
-uint64_t checksum_of(const std::vector<float>& flat) {
-  uint64_t h = 1469598103934665603ULL;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(flat.data());
-  for (std::size_t i = 0; i < flat.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ULL;
-  return h;
-}
-
-struct Cursor {
-  int64_t committed, cursor;
-};
-
-struct Snapshot {
-  bool valid = false;
-  std::vector<float> params, momentum;
-  int64_t committed = 0, cursor = 0;
-};
-
-class ElasticRank {
- public:
-  ElasticRank(int rank, Device& device, const Options& o, const Dataset& data, const FaultPlan& plan,
-              const ElasticSettings& s, Lighthouse& lh, RunRecord& record)
-      : rank_(rank), device_(device), o_(o), data_(data), plan_(plan), s_(s), lh_(lh), record_(record),
-        st_(fresh_state(o, device)) {}
-
-  void run();
-
- private:
-  // A crash or a freeze: this process is gone. True when a join restarts it at *slot.
-  bool out_until_join(int64_t& slot, bool crashed, const std::string& why);
-  void heal(const Quorum& q, int64_t slot);
-  HealEntry& heal_entry(int64_t slot, int joiner);
-  void check(const Quorum& q, int64_t slot);
-  bool step(const Quorum& q, int64_t slot, bool crash_here);
-  void apply(const std::vector<float>& grad, float lr);
-  void drop(int64_t slot, const std::string& what);
-
-  const int rank_;
-  Device& device_;
-  const Options& o_;
-  const Dataset& data_;
-  const FaultPlan& plan_;
-  const ElasticSettings& s_;
-  Lighthouse& lh_;
-  RunRecord& record_;
-  RankState st_;
-  Snapshot snap_;
-  double slow_ = 1;
-};
+namespace parts {
 
 bool ElasticRank::out_until_join(int64_t& slot, bool crashed, const std::string& why) {
   if (crashed) lh_.leave(rank_, why);  // a crash closes the connection; a freeze just goes quiet
@@ -132,6 +46,11 @@ bool ElasticRank::out_until_join(int64_t& slot, bool crashed, const std::string&
   slow_ = 1;
   slot = join;
   return true;
+}
+
+void ElasticRank::keep(Replica& replica) {
+  set_flat_parameters(st_, replica.params);
+  st_.momentum = std::move(replica.momentum);
 }
 
 void ElasticRank::drop(int64_t slot, const std::string& what) {
@@ -203,98 +122,6 @@ void ElasticRank::run() {
   record_.finish_seconds[std::size_t(rank_)] = seconds_since(t0);
 }
 
-// The heal of `joiner` at `slot` (record_.mutex held): the source and the
-// joiner each fill their half, in either order.
-HealEntry& ElasticRank::heal_entry(int64_t slot, int joiner) {
-  for (HealEntry& h : record_.heals)
-    if (h.slot == slot && h.joiner == joiner) return h;
-  record_.heals.push_back(HealEntry{});
-  record_.heals.back().slot = slot;
-  record_.heals.back().joiner = joiner;
-  return record_.heals.back();
-}
-
-// The source sends, to each member behind, its parameters, its momentum and
-// (step, cursor); the joiner takes them and is then a replica like any other.
-void ElasticRank::heal(const Quorum& q, int64_t slot) {
-  Communicator& comm = *q.comm;
-  const int64_t psi = st_.model.num_parameters();
-  if (q.index == q.source) {
-    std::vector<float> flat = flat_parameters(st_);
-    const Cursor where{st_.committed, st_.cursor};
-    for (int j : q.behind) {
-      const int64_t before = comm.traffic().bytes(q.index, j);
-      comm.send(flat.data(), psi, j, 11);
-      comm.send(st_.momentum.data(), psi, j, 12);
-      comm.send(&where, 1, j, 13);
-      std::lock_guard<std::mutex> lock(record_.mutex);
-      HealEntry& h = heal_entry(slot, q.members[std::size_t(j)]);
-      h.source = rank_;
-      h.bytes = comm.traffic().bytes(q.index, j) - before;
-      h.expected_bytes = 4 * (psi + psi) + 2 * 8;
-      h.sent = flat;
-    }
-    return;
-  }
-  const auto t0 = SteadyClock::now();
-  std::vector<float> flat(std::size_t(psi), 0.0f);
-  comm.recv(flat.data(), psi, q.source, 11);
-  comm.recv(st_.momentum.data(), psi, q.source, 12);
-  Cursor where{0, 0};
-  comm.recv(&where, 1, q.source, 13);
-  set_flat_parameters(st_, flat);
-  st_.committed = where.committed, st_.cursor = where.cursor;
-  const double seconds = seconds_since(t0);
-  std::lock_guard<std::mutex> lock(record_.mutex);
-  HealEntry& h = heal_entry(slot, rank_);
-  h.seconds = seconds;
-  h.received = flat_parameters(st_);
-}
-
-// Every member's checksum; the majority's is the good one. All agree: this is
-// the new last good state. One differs: name it, everyone goes back.
-void ElasticRank::check(const Quorum& q, int64_t slot) {
-  std::vector<float> flat = flat_parameters(st_);
-  const std::vector<uint64_t> sums = q.comm->all_gather(checksum_of(flat));
-  std::vector<int> named;
-  uint64_t majority = sums[0];
-  int best = 0;
-  for (uint64_t c : sums) {
-    const int votes = int(std::count(sums.begin(), sums.end(), c));
-    if (votes > best) best = votes, majority = c;
-  }
-  for (std::size_t i = 0; i < sums.size(); ++i)
-    if (sums[i] != majority) named.push_back(q.members[i]);
-  if (named.empty()) {
-    snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};
-    if (q.index == 0) {
-      std::lock_guard<std::mutex> lock(record_.mutex);
-      ++record_.checks;
-    }
-    return;
-  }
-  DPT_CHECK(snap_.valid, "rank " << rank_ << ": the checksums disagree at step " << slot
-                                 << " and this rank has no earlier agreed state to go back to");
-  const int64_t undone = st_.committed - snap_.committed;
-  set_flat_parameters(st_, snap_.params);
-  st_.momentum = snap_.momentum;
-  st_.committed = snap_.committed, st_.cursor = snap_.cursor;
-  if (q.index == 0) {
-    std::lock_guard<std::mutex> lock(record_.mutex);
-    record_.mismatches.push_back({slot, named, snap_.committed, undone});
-    record_.ledger.resize(std::size_t(snap_.committed));  // those steps never happened
-  }
-}
-
-void ElasticRank::apply(const std::vector<float>& grad, float lr) {
-  std::vector<float> flat = flat_parameters(st_);
-  for (std::size_t i = 0; i < flat.size(); ++i) {  // momentum SGD, μ = 0.9
-    st_.momentum[i] = 0.9f * st_.momentum[i] + grad[i];
-    flat[i] -= lr * st_.momentum[i];
-  }
-  set_flat_parameters(st_, flat);
-}
-
 // The transaction. Returns false when this rank crashed in it.
 bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
   const auto t0 = SteadyClock::now();
@@ -309,10 +136,11 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
   Batch b = gather_batch(data_, shard, device_);
   softmax_cross_entropy(st_.model.forward(b.x), b.y).backward();
   std::vector<float> grad;
+  bool fine = true;  // this member's own gradient, before the sum
   const float weight = float(hi - lo) / float(global);  // a mean over the shard, weighted into the global mean
   for (const Tensor& p : st_.params) {
     std::vector<float> g = p.grad().to_vector();
-    for (float& x : g) x *= weight;
+    for (float& x : g) x *= weight, fine = fine && std::isfinite(x);
     grad.insert(grad.end(), g.begin(), g.end());
   }
   if (slow_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slow_ - 1) * seconds_since(t0)));
@@ -326,14 +154,25 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
     revoke(*q.comm, "world rank " + std::to_string(rank_) + " crashed at step " + std::to_string(slot));
     return false;
   }
-  if (s_.apply_before_vote) apply(grad, lr);
-  float fine = std::all_of(grad.begin(), grad.end(), [](float x) { return std::isfinite(x); }) ? 1.0f : 0.0f;
-  q.comm->all_reduce(&fine, 1, ReduceOp::Sum);  // the vote: it returns only if every member reached it
-  if (fine != float(n)) {
-    drop(slot, "a member's reduced gradient was not finite");
+  Replica replica{flat_parameters(st_), std::move(st_.momentum)};
+  bool committed = false;
+  try {
+    if (s_.apply_before_vote) {  // the broken order: applied whatever the vote then says
+      apply_momentum(replica, grad, lr);
+      Replica ignored = replica;
+      committed = commit_step(*q.comm, ignored, grad, lr, fine);
+    } else {
+      committed = commit_step(*q.comm, replica, grad, lr, fine);  // your hole (ch16.h)
+    }
+  } catch (...) {
+    keep(replica);
+    throw;
+  }
+  keep(replica);
+  if (!committed) {
+    drop(slot, "a member's gradient was not finite: the vote said no");
     return true;
   }
-  if (!s_.apply_before_vote) apply(grad, lr);
   ++st_.committed;
   st_.cursor += global;
   if (q.index == 0) {
@@ -343,11 +182,16 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
   return true;
 }
 
-}  // namespace
+}  // namespace parts
 
 void run_elastic_rank(int rank, Device& device, const Options& o, const Dataset& data, const FaultPlan& plan,
                       const ElasticSettings& s, Lighthouse& lighthouse, RunRecord& record) {
-  ElasticRank(rank, device, o, data, plan, s, lighthouse, record).run();
+  try {
+    parts::ElasticRank(rank, device, o, data, plan, s, lighthouse, record).run();
+  } catch (...) {  // an error that ends the run (an unwritten hole): nobody waits to join any more
+    lighthouse.finished();
+    throw;
+  }
 }
 
 }  // namespace dpt::ch16

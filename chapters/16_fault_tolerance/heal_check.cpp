@@ -1,0 +1,93 @@
+// heal_check.cpp — the heal of a rank that is behind, from a live peer, and
+// the checksum round that finds a flipped bit and rolls every member back
+// (elastic_rank_parts.h).
+#include <algorithm>
+
+#include "elastic_rank_parts.h"
+
+namespace dpt::ch16::parts {
+
+// The heal of `joiner` at `slot` (record_.mutex held): the source and the
+// joiner each fill their half, in either order.
+HealEntry& ElasticRank::heal_entry(int64_t slot, int joiner) {
+  for (HealEntry& h : record_.heals)
+    if (h.slot == slot && h.joiner == joiner) return h;
+  record_.heals.push_back(HealEntry{});
+  record_.heals.back().slot = slot;
+  record_.heals.back().joiner = joiner;
+  return record_.heals.back();
+}
+
+// The source sends, to each member behind, its parameters, its momentum and
+// (step, cursor); the joiner takes them and is then a replica like any other.
+void ElasticRank::heal(const Quorum& q, int64_t slot) {
+  Communicator& comm = *q.comm;
+  const int64_t psi = st_.model.num_parameters();
+  if (q.index == q.source) {
+    std::vector<float> flat = flat_parameters(st_);
+    const Cursor where{st_.committed, st_.cursor};
+    for (int j : q.behind) {
+      const int64_t before = comm.traffic().bytes(q.index, j);
+      comm.send(flat.data(), psi, j, 11);
+      comm.send(st_.momentum.data(), psi, j, 12);
+      comm.send(&where, 1, j, 13);
+      std::lock_guard<std::mutex> lock(record_.mutex);
+      HealEntry& h = heal_entry(slot, q.members[std::size_t(j)]);
+      h.source = rank_;
+      h.bytes = comm.traffic().bytes(q.index, j) - before;
+      h.expected_bytes = 4 * (psi + psi) + 2 * 8;
+      h.sent = flat;
+    }
+    return;
+  }
+  const auto t0 = SteadyClock::now();
+  std::vector<float> flat(std::size_t(psi), 0.0f);
+  comm.recv(flat.data(), psi, q.source, 11);
+  comm.recv(st_.momentum.data(), psi, q.source, 12);
+  Cursor where{0, 0};
+  comm.recv(&where, 1, q.source, 13);
+  set_flat_parameters(st_, flat);
+  st_.committed = where.committed, st_.cursor = where.cursor;
+  const double seconds = seconds_since(t0);
+  std::lock_guard<std::mutex> lock(record_.mutex);
+  HealEntry& h = heal_entry(slot, rank_);
+  h.seconds = seconds;
+  h.received = flat_parameters(st_);
+}
+
+// Every member's checksum; the majority's is the good one. All agree: this is
+// the new last good state. One differs: name it, everyone goes back.
+void ElasticRank::check(const Quorum& q, int64_t slot) {
+  std::vector<float> flat = flat_parameters(st_);
+  const std::vector<uint64_t> sums = q.comm->all_gather(checksum_of(flat));
+  std::vector<int> named;
+  uint64_t majority = sums[0];
+  int best = 0;
+  for (uint64_t c : sums) {
+    const int votes = int(std::count(sums.begin(), sums.end(), c));
+    if (votes > best) best = votes, majority = c;
+  }
+  for (std::size_t i = 0; i < sums.size(); ++i)
+    if (sums[i] != majority) named.push_back(q.members[i]);
+  if (named.empty()) {
+    snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};
+    if (q.index == 0) {
+      std::lock_guard<std::mutex> lock(record_.mutex);
+      ++record_.checks;
+    }
+    return;
+  }
+  DPT_CHECK(snap_.valid, "rank " << rank_ << ": the checksums disagree at step " << slot
+                                 << " and this rank has no earlier agreed state to go back to");
+  const int64_t undone = st_.committed - snap_.committed;
+  set_flat_parameters(st_, snap_.params);
+  st_.momentum = snap_.momentum;
+  st_.committed = snap_.committed, st_.cursor = snap_.cursor;
+  if (q.index == 0) {
+    std::lock_guard<std::mutex> lock(record_.mutex);
+    record_.mismatches.push_back({slot, named, snap_.committed, undone});
+    record_.ledger.resize(std::size_t(snap_.committed));  // those steps never happened
+  }
+}
+
+}  // namespace dpt::ch16::parts
