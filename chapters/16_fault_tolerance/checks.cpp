@@ -92,6 +92,18 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
     summary.add_row({"checksums disagree at step " + std::to_string(m.slot),
                      "named " + ranks_text(m.named) + ", " + std::to_string(m.steps_undone) + " steps rolled back"});
   for (const std::string& d : record.dropped) summary.add_row({"dropped", d.substr(0, 110)});
+  // 7. Where the slots went: each committed, dropped, or undone by a rollback,
+  // and only a crash or a freeze (one slot each) drops one.
+  int64_t undone = 0, failures = 0;
+  for (const MismatchEntry& m : record.mismatches) undone += m.steps_undone;
+  for (const FaultEvent& e : plan.events()) failures += e.kind == FaultKind::Crash || e.kind == FaultKind::Freeze;
+  const int64_t committed = int64_t(record.ledger.size()), dropped = int64_t(record.dropped.size());
+  v.holds("every slot committed, dropped, or undone by a rollback", committed + dropped + undone == o.steps,
+          std::to_string(committed) + " + " + std::to_string(dropped) + " + " + std::to_string(undone) + " of " +
+              std::to_string(o.steps) + " slots");
+  v.at_most("slots dropped, at most one per planned crash or freeze", double(dropped), double(failures),
+            dropped <= failures ? "the survivors go on from the next slot"
+                                : "a slot was dropped with no failure planned: does the step ever commit?");
   summary.add_row({"steps committed / slots", std::to_string(record.ledger.size()) + " / " + std::to_string(o.steps)});
   summary.add_row({"checksum rounds that agreed", std::to_string(record.checks)});
   if (freezes) summary.add_row({"a freeze costs", "one --detect-timeout in the step's call, one in the next quorum's wait"});

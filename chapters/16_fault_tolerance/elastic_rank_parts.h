@@ -16,6 +16,7 @@
 
 namespace dpt::ch16::parts {
 
+/// The clock the loop measures with.
 using SteadyClock = std::chrono::steady_clock;
 
 /// Seconds from `t0` to now.
@@ -60,6 +61,7 @@ struct Snapshot {
 /// One rank's loop over the step slots (elastic_rank.h's run_elastic_rank).
 class ElasticRank {
  public:
+  /// Rank `rank`'s loop, as run_elastic_rank's arguments say; a fresh state.
   ElasticRank(int rank, Device& device, const Options& o, const Dataset& data, const FaultPlan& plan,
               const ElasticSettings& s, Lighthouse& lh, RunRecord& record)
       : rank_(rank), device_(device), o_(o), data_(data), plan_(plan), s_(s), lh_(lh), record_(record),
