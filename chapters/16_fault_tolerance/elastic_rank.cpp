@@ -62,6 +62,13 @@ void ElasticRank::drop(int64_t slot, const std::string& what) {
   std::string line = what.substr(0, what.find('\n'));
   const std::size_t cause = line.find("failed: ");  // a revoke names the world rank in its reason
   if (cause != std::string::npos) line = line.substr(cause + 8) + " (the group was revoked)";
+  if (line.compare(0, 6, "[rank ") == 0) line = line.substr(line.find("] ") + 2);  // format_error's tag
+  if (line.find(" waited ") != std::string::npos) {  // a timeout names the group's ranks: say whose they are
+    line = line.substr(0, line.find("; other ranks"));
+    std::string world;
+    for (std::size_t i = 0; i < members_.size(); ++i) world += (i ? ", " : "") + std::to_string(members_[i]);
+    line = "in the group of world ranks {" + world + "}, " + line;
+  }
   record_.dropped.push_back(prefix + line);
 }
 
@@ -77,6 +84,7 @@ void ElasticRank::run() {
   if (!mine.empty() && mine.front().kind == FaultKind::Join && !out_until_join(slot, false, "")) return;  // a spare
   while (slot < o_.steps) {
     const Quorum q = lh_.quorum(rank_, slot, st_.committed);
+    members_ = q.members;
     if (!q.member) {  // left out (asked too late): rejoin next slot with a fresh state, healed
       st_ = fresh_state(o_, device_);
       snap_ = Snapshot{};

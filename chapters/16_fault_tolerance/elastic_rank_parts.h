@@ -91,6 +91,7 @@ class ElasticRank {
   RankState st_;
   Snapshot snap_;
   double slow_ = 1;
+  std::vector<int> members_;  // the last quorum's, for messages
 };
 
 }  // namespace dpt::ch16::parts

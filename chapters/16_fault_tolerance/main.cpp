@@ -104,7 +104,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   say.section("2. Quorums: the id changes exactly when the membership does");
   for (const std::string& line : shared.lighthouse->history()) say.say("  " + line);
   RunRecord& record = *shared.record;
-  for (const std::string& d : record.dropped) say.say("  dropped " + d.substr(0, 160));
+  for (const std::string& d : record.dropped) say.say("  dropped " + d.substr(0, 230));
   if (s.apply_before_vote && !s.ring)
     say.say("  --apply-before-vote: the survivors applied a step the vote then dropped. Each applied the same\n"
             "  sum, so their replicas still agree, but the weights hold an update no ledger entry accounts\n"
