@@ -55,6 +55,15 @@ TEST_CASE("chapter: a bit flip is found by the checksums, the rank named, the ru
                    with(kCore, {"the bit flip of --fail 1@5:bitflip found by a checksum, rank 1 named"}));
 }
 
+TEST_CASE("chapter: a bit flip met by a join: found before the heal spreads it, every verdict passes", "[ch16]") {
+  // The flip is on rank 0, the heal's source, between two checks; rank 3 joins at the next one.
+  require_all_pass(run_ch16("--fail 0@5:bitflip --fail 3@2 --join 3@6 --check-every 4"),
+                   with(kCore, {"the bit flip of --fail 0@5:bitflip found by a checksum, rank 0 named",
+                                "heal of rank 3 at step 6: max |w_joiner"}));
+  require_all_pass(run_ch16("--fail 1@5:bitflip --fail 3@2 --join 3@6 --check-every 4"),
+                   with(kCore, {"the bit flip of --fail 1@5:bitflip found by a checksum, rank 1 named"}));
+}
+
 TEST_CASE("chapter: a frozen rank is left out after the bounded wait, every verdict passes", "[ch16]") {
   require_all_pass(run_ch16("--fail 2@4:freeze --detect-timeout 0.5"), kCore);
 }

@@ -1,10 +1,11 @@
 // elastic_rank.cpp — one rank of chapter 16 (elastic_rank.h). A slot:
 //
 //   quorum   ask the lighthouse who trains (bounded wait)
+//   check    every K slots and after a change: compare parameter checksums,
+//            roll everyone back to the last agreed state if one differs (a
+//            member about to heal abstains: a corrupted source is found first)
 //   heal     a member behind receives parameters, momentum, step and cursor
 //   fault    this slot's planned event for this rank (fault_plan.h)
-//   check    every K slots and after a change: compare parameter checksums,
-//            roll everyone back to the last agreed state if one differs
 //   step     gradient all-reduce, then commit_step (ch16.h): on all or none
 //
 // The heal and the check are in heal_check.cpp, the state's helpers in
@@ -100,8 +101,9 @@ void ElasticRank::run() {
     if (e && e->kind == FaultKind::Slow) slow_ = e->factor;
     const bool behind = std::count(q.behind.begin(), q.behind.end(), q.index) > 0;
     try {
+      if (slot % s_.check_every == 0 || q.new_group || !q.behind.empty()) check(q, slot, behind);
       if (!q.behind.empty() && (behind || q.index == q.source)) heal(q, slot);
-      if (e && e->kind == FaultKind::BitFlip) {  // silent data corruption: bit 22 of the first weight
+      if (e && e->kind == FaultKind::BitFlip) {  // silent: found by a later check
         std::vector<float> flat = flat_parameters(st_);
         uint32_t bits;
         std::memcpy(&bits, &flat[0], 4);
@@ -109,7 +111,6 @@ void ElasticRank::run() {
         std::memcpy(&flat[0], &bits, 4);
         set_flat_parameters(st_, flat);
       }
-      if (slot % s_.check_every == 0 || q.new_group || !q.behind.empty()) check(q, slot);
       const bool crash_here = e && e->kind == FaultKind::Crash;
       if (!step(q, slot, crash_here)) {  // crashed: this process is gone
         if (out_until_join(slot, false, "")) continue;

@@ -75,7 +75,7 @@ class ElasticRank {
   bool out_until_join(int64_t& slot, bool crashed, const std::string& why);
   void heal(const Quorum& q, int64_t slot);
   HealEntry& heal_entry(int64_t slot, int joiner);
-  void check(const Quorum& q, int64_t slot);
+  void check(const Quorum& q, int64_t slot, bool behind);
   bool step(const Quorum& q, int64_t slot, bool crash_here);
   void drop(int64_t slot, const std::string& what);
   void keep(Replica& replica);  // what the step left in the replica becomes this rank's state

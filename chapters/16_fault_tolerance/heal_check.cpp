@@ -48,6 +48,7 @@ void ElasticRank::heal(const Quorum& q, int64_t slot) {
   comm.recv(&where, 1, q.source, 13);
   set_flat_parameters(st_, flat);
   st_.committed = where.committed, st_.cursor = where.cursor;
+  snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};  // what every voter agreed on just now
   const double seconds = seconds_since(t0);
   std::lock_guard<std::mutex> lock(record_.mutex);
   HealEntry& h = heal_entry(slot, rank_);
@@ -55,39 +56,47 @@ void ElasticRank::heal(const Quorum& q, int64_t slot) {
   h.received = flat_parameters(st_);
 }
 
-// Every member's checksum; the majority's is the good one. All agree: this is
-// the new last good state. One differs: name it, everyone goes back.
-void ElasticRank::check(const Quorum& q, int64_t slot) {
+// Every member's checksum; the majority's is the good one. A member that is
+// behind (about to heal) abstains: it holds no state of the run yet. All
+// voters agree: this is the new last good state. One differs: name it,
+// every voter goes back to the last good state (which a joiner then gets).
+void ElasticRank::check(const Quorum& q, int64_t slot, bool behind) {
+  struct Vote {
+    uint64_t sum;
+    uint64_t voting;
+  };
   std::vector<float> flat = flat_parameters(st_);
-  const std::vector<uint64_t> sums = q.comm->all_gather(checksum_of(flat));
+  const std::vector<Vote> votes = q.comm->all_gather(Vote{behind ? 0 : checksum_of(flat), behind ? 0u : 1u});
   std::vector<int> named;
-  uint64_t majority = sums[0];
+  uint64_t majority = 0;
   int best = 0;
-  for (uint64_t c : sums) {
-    const int votes = int(std::count(sums.begin(), sums.end(), c));
-    if (votes > best) best = votes, majority = c;
+  for (const Vote& v : votes) {
+    if (!v.voting) continue;
+    const int agree = int(std::count_if(votes.begin(), votes.end(),
+                                        [&](const Vote& w) { return w.voting && w.sum == v.sum; }));
+    if (agree > best) best = agree, majority = v.sum;
   }
-  for (std::size_t i = 0; i < sums.size(); ++i)
-    if (sums[i] != majority) named.push_back(q.members[i]);
+  for (std::size_t i = 0; i < votes.size(); ++i)
+    if (votes[i].voting && votes[i].sum != majority) named.push_back(q.members[i]);
+  if (behind) return;
   if (named.empty()) {
     snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};
-    if (q.index == 0) {
+    if (q.index == q.source) {
       std::lock_guard<std::mutex> lock(record_.mutex);
       ++record_.checks;
     }
     return;
   }
   DPT_CHECK(snap_.valid, "rank " << rank_ << ": the checksums disagree at step " << slot
-                                 << " and this rank has no earlier agreed state to go back to");
+                                 << " and this rank has no agreed state to go back to");
   const int64_t undone = st_.committed - snap_.committed;
   set_flat_parameters(st_, snap_.params);
   st_.momentum = snap_.momentum;
   st_.committed = snap_.committed, st_.cursor = snap_.cursor;
-  if (q.index == 0) {
-    std::lock_guard<std::mutex> lock(record_.mutex);
+  std::lock_guard<std::mutex> lock(record_.mutex);  // every voter does the same; the first writes the record
+  if (record_.ledger.size() > std::size_t(snap_.committed)) record_.ledger.resize(std::size_t(snap_.committed));
+  if (record_.mismatches.empty() || record_.mismatches.back().slot != slot)
     record_.mismatches.push_back({slot, named, snap_.committed, undone});
-    record_.ledger.resize(std::size_t(snap_.committed));  // those steps never happened
-  }
 }
 
 }  // namespace dpt::ch16::parts
