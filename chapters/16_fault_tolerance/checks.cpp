@@ -18,6 +18,12 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return "{" + out + "}";
 }
 
+// A disagreement names `rank`: alone, or among every voter when there was no majority.
+bool names(const MismatchEntry& m, int rank) {
+  if (m.tie) return std::count(m.named.begin(), m.named.end(), rank) > 0;
+  return m.named == std::vector<int>{rank};
+}
+
 }  // namespace
 
 void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Dataset& data, const FaultPlan& plan,
@@ -70,7 +76,7 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
     if (e.kind != FaultKind::BitFlip) continue;
     bool named = false;
     for (const MismatchEntry& m : record.mismatches)
-      named = named || (m.slot >= e.step && m.named == std::vector<int>{e.rank});
+      named = named || (m.slot >= e.step && names(m, e.rank));
     v.holds("the bit flip of " + e.flag + " found by a checksum, rank " + std::to_string(e.rank) + " named", named,
             std::to_string(record.mismatches.size()) + " checksum round(s) disagreed");
   }
@@ -81,7 +87,7 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
   for (const MismatchEntry& m : record.mismatches) {
     bool planned_flip = false;
     for (const FaultEvent& e : plan.events())
-      planned_flip = planned_flip || (e.kind == FaultKind::BitFlip && e.step <= m.slot && m.named == std::vector<int>{e.rank});
+      planned_flip = planned_flip || (e.kind == FaultKind::BitFlip && e.step <= m.slot && names(m, e.rank));
     if (!planned_flip && unplanned++ == 0)
       first_unplanned = "step " + std::to_string(m.slot) + ": ranks " + ranks_text(m.named) + " differ from the majority";
   }
@@ -90,7 +96,7 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
                          : first_unplanned + " with no bit flip planned: a step applied on some members only?");
   for (const MismatchEntry& m : record.mismatches)
     summary.add_row({"checksums disagree at step " + std::to_string(m.slot),
-                     "named " + ranks_text(m.named) + ", " + std::to_string(m.steps_undone) + " steps rolled back"});
+                     (m.tie ? "no majority, all named " : "named ") + ranks_text(m.named) + ", " + std::to_string(m.steps_undone) + " steps rolled back"});
   for (const std::string& d : record.dropped) summary.add_row({"dropped", d.substr(0, 110)});
   // 7. Where the slots went: each committed, dropped, or undone by a rollback,
   // and only a crash or a freeze (one slot each) drops one.

@@ -73,6 +73,24 @@ void ElasticRank::drop(int64_t slot, const std::string& what) {
   record_.dropped.push_back(prefix + line);
 }
 
+// After the last slot: one more quorum and checksum round, so that a flip in
+// the last K slots is found too (and a rank behind is healed), as a real run
+// checks before its final checkpoint.
+void ElasticRank::final_check() {
+  const Quorum q = lh_.quorum(rank_, o_.steps, st_.committed);
+  if (!q.member) return;
+  members_ = q.members;
+  const bool behind = std::count(q.behind.begin(), q.behind.end(), q.index) > 0;
+  try {
+    check(q, o_.steps, behind);
+    if (!q.behind.empty() && (behind || q.index == q.source)) heal(q, o_.steps);
+  } catch (const PeerFailed& failed) {
+    drop(o_.steps, failed.what());
+  } catch (const Timeout& timeout) {
+    drop(o_.steps, timeout.what());
+  }
+}
+
 void ElasticRank::run() {
   const auto t0 = SteadyClock::now();
   int64_t slot = 0;
@@ -125,6 +143,7 @@ void ElasticRank::run() {
     }
     ++slot;
   }
+  if (slot >= o_.steps) final_check();
   if (slot >= o_.steps) lh_.finished();  // ranks waiting to join later need not wait any more
   std::lock_guard<std::mutex> lock(record_.mutex);
   if (slot >= o_.steps) record_.finals[std::size_t(rank_)] = flat_parameters(st_);

@@ -76,6 +76,7 @@ class ElasticRank {
   void heal(const Quorum& q, int64_t slot);
   HealEntry& heal_entry(int64_t slot, int joiner);
   void check(const Quorum& q, int64_t slot, bool behind);
+  void final_check();
   bool step(const Quorum& q, int64_t slot, bool crash_here);
   void drop(int64_t slot, const std::string& what);
   void keep(Replica& replica);  // what the step left in the replica becomes this rank's state

@@ -56,7 +56,8 @@ void ElasticRank::heal(const Quorum& q, int64_t slot) {
   h.received = flat_parameters(st_);
 }
 
-// Every member's checksum; the majority's is the good one. A member that is
+// Every member's checksum; a strict majority's is the good one (without one,
+// every voter is named: two replicas can tell that they differ, not who is wrong). A member that is
 // behind (about to heal) abstains: it holds no state of the run yet. All
 // voters agree: this is the new last good state. One differs: name it,
 // every voter goes back to the last good state (which a joiner then gets).
@@ -76,8 +77,11 @@ void ElasticRank::check(const Quorum& q, int64_t slot, bool behind) {
                                         [&](const Vote& w) { return w.voting && w.sum == v.sum; }));
     if (agree > best) best = agree, majority = v.sum;
   }
+  int voters = 0;
+  for (const Vote& v : votes) voters += int(v.voting);
+  const bool tie = 2 * best <= voters;  // no strict majority (two replicas, or two against two): all suspect
   for (std::size_t i = 0; i < votes.size(); ++i)
-    if (votes[i].voting && votes[i].sum != majority) named.push_back(q.members[i]);
+    if (votes[i].voting && (votes[i].sum != majority || (tie && best < voters))) named.push_back(q.members[i]);
   if (behind) return;
   if (named.empty()) {
     snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};
@@ -96,7 +100,7 @@ void ElasticRank::check(const Quorum& q, int64_t slot, bool behind) {
   std::lock_guard<std::mutex> lock(record_.mutex);  // every voter does the same; the first writes the record
   if (record_.ledger.size() > std::size_t(snap_.committed)) record_.ledger.resize(std::size_t(snap_.committed));
   if (record_.mismatches.empty() || record_.mismatches.back().slot != slot)
-    record_.mismatches.push_back({slot, named, snap_.committed, undone});
+    record_.mismatches.push_back({slot, named, snap_.committed, undone, tie});
 }
 
 }  // namespace dpt::ch16::parts

@@ -112,21 +112,28 @@ Quorum Lighthouse::quorum(int rank, int64_t slot, int64_t committed) {
   std::unique_lock<std::mutex> lock(mutex_);
   Round& round = rounds_[slot];
   if (!round.formed) {
-    if (round.asked.empty())
-      round.deadline = std::chrono::steady_clock::now() +
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s_));
+    if (round.asked.empty()) {
+      round.opened = std::chrono::steady_clock::now();
+      round.deadline = round.opened + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                          std::chrono::duration<double>(wait_s_));
+    }
     round.asked[rank] = committed;
     wake_.notify_all();
     for (;;) {
       if (round.formed) break;
-      bool all = true;
+      bool all = true, holder = false;  // a holder: a rank of the last quorum, so the run's state goes on
       for (int r : expected_) all = all && round.asked.count(r);
       for (const auto& [r, from] : joining_) all = all && (from > slot || round.asked.count(r));
-      if (all || std::chrono::steady_clock::now() >= round.deadline) {
+      for (int r : last_members_) holder = holder || round.asked.count(r);
+      const auto now = std::chrono::steady_clock::now();
+      if (all || (now >= round.deadline && holder)) {
         form(slot, round);
         break;
       }
-      wake_.wait_until(lock, round.deadline);
+      if (now >= round.deadline + 4 * (round.deadline - round.opened))
+        DPT_FAIL("the quorum of step " << slot << ": no rank of the last quorum " << rank_list(last_members_)
+                                       << " asked within 5 x --detect-timeout: the run's state is gone with them");
+      wake_.wait_until(lock, now >= round.deadline ? now + (round.deadline - round.opened) / 10 : round.deadline);
     }
   }
   Quorum q;

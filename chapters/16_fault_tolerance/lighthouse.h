@@ -9,7 +9,8 @@
 /// a server would: a rank that left (its process ended: `leave`), a rank
 /// that announced it will join at a step (`expect`), and a rank that did not
 /// ask within the bounded wait (frozen, or too slow to be told apart): left
-/// out, and named.
+/// out, and named. A quorum keeps at least one rank of the last one (someone
+/// must hold the run's state): without one it waits 5 waits, then is an error.
 ///
 ///     Quorum q = lighthouse.quorum(rank, step, committed);   // blocks, bounded
 ///     if (!q.member) ...                  // asked too late: join again
@@ -76,7 +77,7 @@ class Lighthouse {
   struct Round {
     std::map<int, int64_t> asked;  // rank -> committed
     bool formed = false;
-    std::chrono::steady_clock::time_point deadline;
+    std::chrono::steady_clock::time_point opened, deadline;
     std::vector<int> members;
     int64_t id = 0, step = 0;
     int source = -1;

@@ -39,6 +39,7 @@ struct MismatchEntry {
   std::vector<int> named;        ///< world ranks whose checksum was not the majority's
   int64_t rolled_back_to = 0;    ///< committed steps after the rollback
   int64_t steps_undone = 0;      ///< committed steps the rollback undid
+  bool tie = false;              ///< no strict majority: `named` holds every voter
 };
 
 /// Everything the verdicts read.
