@@ -87,7 +87,7 @@ TEST_CASE("lighthouse: a rank that does not ask is left out after the wait, and 
 }
 
 TEST_CASE("ledger: the exactly-once check counts epochs and refuses a repeat", "[ch16]") {
-  std::vector<LedgerEntry> ledger{{0, 0, 2, 0.1f, {3, 1}}, {1, 0, 2, 0.1f, {0, 2}}, {2, 1, 1, 0.1f, {2}}};
+  std::vector<LedgerEntry> ledger{{0, 0, 2, 0.1f, {3, 1}, {0, 1}}, {1, 0, 2, 0.1f, {0, 2}, {0, 1}}, {2, 1, 1, 0.1f, {2}, {0}}};
   const ExactlyOnce once = check_exactly_once({ledger[0], ledger[1]}, 4);
   CHECK(once.ok);
   CHECK(once.consumed == 4);

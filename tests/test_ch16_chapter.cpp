@@ -26,6 +26,7 @@ void require_all_pass(const dpt_test::ProgramResult& run, const std::vector<std:
 }
 
 const std::vector<std::string> kCore = {"the run finished on the plan's ranks", "replicas identical",
+                                        "the quorum id changes exactly when the membership does",
                                         "the run = one device replaying the ledger",
                                         "the ledger consumed every sample of every epoch exactly once"};
 

@@ -205,7 +205,7 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
   st_.cursor += global;
   if (q.index == 0) {
     std::lock_guard<std::mutex> lock(record_.mutex);
-    record_.ledger.push_back(LedgerEntry{slot, q.id, n, lr, batch});
+    record_.ledger.push_back(LedgerEntry{slot, q.id, n, lr, batch, q.members});
   }
   return true;
 }

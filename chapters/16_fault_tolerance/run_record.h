@@ -19,6 +19,7 @@ struct LedgerEntry {
   int members = 0;               ///< how many ranks computed it
   float lr = 0;                  ///< the learning rate it was applied with
   std::vector<int64_t> samples;  ///< global sample indices, in the global batch's order
+  std::vector<int> ranks;        ///< the quorum's world ranks
 };
 
 /// One heal: a joining rank received the state of a live peer.
