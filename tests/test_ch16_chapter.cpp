@@ -102,7 +102,8 @@ TEST_CASE("chapter: a step applied before the vote is caught by the replay verdi
 
 TEST_CASE("chapter: bad --fail and --join values exit 2 naming the flag", "[ch16]") {
   for (const char* bad : {"--fail 9@2", "--fail 1@99", "--fail x", "--fail 1@2:melt", "--join 1@3 --join 1@5",
-                          "--fail 1@2 --fail 1@4", "--fail 0@1 --fail 1@1 --fail 2@1 --fail 3@1"}) {
+                          "--fail 1@2 --fail 1@4", "--fail 0@1 --fail 1@1 --fail 2@1 --fail 3@1",
+                          "--fail 1@5:bitflip --fail 1@6 --check-every 4"}) {
     auto run = run_ch16(bad);
     INFO(bad << "\n" << run.output);
     CHECK(run.exit_code == 2);

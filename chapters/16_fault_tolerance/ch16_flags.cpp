@@ -1,6 +1,9 @@
 // ch16_flags.cpp — chapter 16's flags and their checks (ch16_flags.h).
 #include "ch16_flags.h"
 
+#include <algorithm>
+#include <string>
+
 #include "dpt/launch.h"
 
 namespace dpt::ch16 {
@@ -12,6 +15,24 @@ FaultPlan plan_of(const Ch16Flags& flags, int world, int64_t steps) {
   bare.fail.push_back(std::to_string(world - 1) + "@" + std::to_string(steps / 4));
   bare.join.push_back(std::to_string(world - 1) + "@" + std::to_string(steps / 2));
   return FaultPlan(bare);
+}
+
+std::string unseen_flip_problem(const FaultPlan& plan, int64_t check_every, int64_t steps) {
+  for (const FaultEvent& flip : plan.events()) {
+    if (flip.kind != FaultKind::BitFlip) continue;
+    const int64_t next_check = std::min(steps, (flip.step / check_every + 1) * check_every);
+    for (const FaultEvent& e : plan.events()) {
+      if (e.rank != flip.rank || e.step <= flip.step || e.kind == FaultKind::Slow) continue;
+      const bool before = e.step < next_check || (e.step == next_check && e.kind == FaultKind::Freeze);
+      if (before && e.kind != FaultKind::Join)
+        return e.flag + " comes before the checksum round of step " + std::to_string(next_check) + " that finds " +
+               flip.flag + ": a flip must be checked before its rank's next fault (" +
+               (e.kind == FaultKind::BitFlip ? "a second flip may undo it unseen" : "a rank that is gone cannot be compared") +
+               "; lower --check-every or move one)";
+      break;  // only the rank's next event matters
+    }
+  }
+  return "";
 }
 
 void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
@@ -41,8 +62,11 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
       throw CLI::ValidationError("--no-faults", "given with --fail or --join: pick one");
     const CLI::Option* ranks = app.get_option("--ranks");
     const int world = ranks->count() ? ranks->as<int>() : kBareRanks;
-    const std::string problem = fault_plan_problem(plan_of(f, world, options.steps), world, options.steps);
+    const FaultPlan plan = plan_of(f, world, options.steps);
+    const std::string problem = fault_plan_problem(plan, world, options.steps);
     if (!problem.empty()) throw CLI::ValidationError(problem);
+    const std::string unseen = unseen_flip_problem(plan, f.check_every, options.steps);
+    if (!unseen.empty()) throw CLI::ValidationError(unseen);
   });
 }
 

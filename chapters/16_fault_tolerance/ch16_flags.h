@@ -36,4 +36,9 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& flags, Options& options);
 /// on one rank or with --no-faults).
 FaultPlan plan_of(const Ch16Flags& flags, int world, int64_t steps);
 
+/// "" when every bit flip of `plan` meets a checksum round (every
+/// `check_every` steps, and once after the last) before its rank's next
+/// crash, freeze or flip; else one sentence naming the --fail value at fault.
+std::string unseen_flip_problem(const FaultPlan& plan, int64_t check_every, int64_t steps);
+
 }  // namespace dpt::ch16
