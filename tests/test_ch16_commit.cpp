@@ -97,6 +97,7 @@ TEST_CASE("commit_step: a member that crashed: the others' error passes through,
   for (int m : {0, 2}) {
     INFO("member 1 never reached commit_step (its group was revoked): member " << m << " must see the group's "
          "PeerFailed, and its replica must be as it was: a step is applied on all members or on none");
+    INFO("member " << m << "'s commit_step ended with: " << out[std::size_t(m)].result);
     CHECK(out[std::size_t(m)].result.find("PeerFailed") == 0);
     CHECK(out[std::size_t(m)].result.find("member 1 crashed") != std::string::npos);
     CHECK(same_bits(out[std::size_t(m)].replica, replica_of(m)));
