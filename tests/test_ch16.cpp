@@ -76,7 +76,7 @@ TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", 
 }
 
 TEST_CASE("lighthouse: a rank that does not ask is left out after the wait, and a late one is told", "[ch16]") {
-  Lighthouse lighthouse(3, {0, 1, 2}, 0.2, 5.0);
+  Lighthouse lighthouse(3, {0, 1, 2}, 1.0, 5.0);  // a wait far above two threads' start apart
   std::vector<Quorum> q(2);
   std::thread a([&] { q[0] = lighthouse.quorum(0, 0, 0); });
   std::thread b([&] { q[1] = lighthouse.quorum(1, 0, 0); });
