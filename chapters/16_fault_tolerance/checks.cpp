@@ -26,6 +26,20 @@ bool names(const MismatchEntry& m, int rank) {
 
 }  // namespace
 
+bool final_model(const Options& o, const RunRecord& record, MLP& model) {
+  for (const std::vector<float>& w : record.finals) {
+    if (w.empty()) continue;
+    model = build_model(o, Device::host());
+    std::size_t at = 0;
+    for (Tensor& p : model.parameters()) {
+      std::copy(w.begin() + std::ptrdiff_t(at), w.begin() + std::ptrdiff_t(at + std::size_t(p.numel())), p.data());
+      at += std::size_t(p.numel());
+    }
+    return true;
+  }
+  return false;
+}
+
 void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Dataset& data, const FaultPlan& plan,
                        const ElasticSettings& s, RunRecord& record) {
   // Who finished, against who the plan leaves in at the last step.
