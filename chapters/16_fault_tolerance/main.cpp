@@ -72,6 +72,8 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
     for (const FaultEvent& e : plan.events()) say.say("  planned: " + e.flag);
     if (f.faults.fail.empty() && f.faults.join.empty() && !plan.empty())
       say.say("  (a bare run plans one crash and one join; --fail/--join plan your own, --no-faults none)");
+    say.say("  every step: ask the lighthouse who is in (the quorum), compare checksums, heal who is behind,\n"
+            "  then gradient, all-reduce, and commit_step: the step is applied on every member or on none");
     std::vector<int> first;
     for (int r = 0; r < ctx.world; ++r) {
       bool spare = false;
@@ -105,6 +107,12 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   for (const std::string& line : shared.lighthouse->history()) say.say("  " + line);
   RunRecord& record = *shared.record;
   for (const std::string& d : record.dropped) say.say("  dropped " + d.substr(0, 230));
+  if (!record.dropped.empty() && !s.apply_before_vote)
+    say.say("  a dropped step applied nothing on any member and moved no cursor: its samples came again in the\n"
+            "  next step, split over whoever was in (--keep " + f.keep + ")");
+  for (const HealEntry& h : record.heals)
+    say.say(str("  rank ", h.joiner, " came back with nothing at step ", h.slot, " and received ", h.bytes,
+                " bytes from rank ", h.source, " (parameters, momentum, step, cursor)"));
   if (s.apply_before_vote && !s.ring)
     say.say("  --apply-before-vote: the survivors applied a step the vote then dropped. Each applied the same\n"
             "  sum, so their replicas still agree, but the weights hold an update no ledger entry accounts\n"
