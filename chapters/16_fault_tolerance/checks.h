@@ -1,0 +1,28 @@
+/// @file checks.h
+/// @brief Chapter 16's verdicts (provided): what the run left in its record,
+/// judged against the oracles (replay.h) and the plan it was given.
+#pragma once
+
+#include "dpt/data.h"
+#include "dpt/fault_plan.h"
+#include "dpt/nn.h"
+#include "dpt/options.h"
+#include "dpt/report.h"
+#include "dpt/verdict.h"
+#include "elastic_rank.h"
+#include "run_record.h"
+
+namespace dpt::ch16 {
+
+/// Summary rows and verdicts: replicas identical, the run equal to the
+/// ledger's one-device replay, every sample once, the last quorum the plan's
+/// survivors, each heal's bytes and weights, each bit flip found and named.
+/// The model the run ends with, for --save-weights and the held-out score:
+/// the flags' architecture holding the lowest finishing rank's weights
+/// (every finisher holds the same, a verdict says). False when none finished.
+bool final_model(const Options& o, const RunRecord& record, MLP& model);
+
+void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Dataset& data, const FaultPlan& plan,
+                       const ElasticSettings& s, RunRecord& record);
+
+}  // namespace dpt::ch16

@@ -1,0 +1,98 @@
+/// @file elastic_rank_parts.h
+/// @brief The parts of one rank of chapter 16 (provided; private to the
+/// chapter): its state, the helpers on it, and the loop's class, whose
+/// member functions live in elastic_rank.cpp (the slot, the transaction) and
+/// heal_check.cpp (the heal, the checksum round).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ch16.h"
+#include "dpt/nn.h"
+#include "elastic_rank.h"
+
+namespace dpt::ch16::parts {
+
+/// The clock the loop measures with.
+using SteadyClock = std::chrono::steady_clock;
+
+/// Seconds from `t0` to now.
+double seconds_since(SteadyClock::time_point t0);
+
+/// What a process holds: lost with it on a crash.
+struct RankState {
+  MLP model;                    ///< the replica
+  std::vector<Tensor> params;   ///< model.parameters(), handles
+  std::vector<float> momentum;  ///< flat, Ψ
+  int64_t committed = 0;        ///< committed steps behind it
+  int64_t cursor = 0;           ///< position in the stream of samples (data_cursor.cpp)
+};
+
+/// A new process: the flags' model, zero momentum, nothing committed.
+RankState fresh_state(const Options& o, Device& device);
+
+/// The parameters, flat, on the host.
+std::vector<float> flat_parameters(const RankState& st);
+
+/// Writes `flat` into the parameters (on their device).
+void set_flat_parameters(RankState& st, const std::vector<float>& flat);
+
+/// FNV-1a over the parameters' bytes: equal replicas, equal sums.
+uint64_t checksum_of(const std::vector<float>& flat);
+
+/// What a heal sends besides the tensors.
+struct Cursor {
+  int64_t committed;  ///< committed steps
+  int64_t cursor;     ///< position in the stream of samples
+};
+
+/// The last state every member agreed on (a checksum round): where a rollback goes.
+struct Snapshot {
+  bool valid = false;            ///< false until the first agreeing round
+  std::vector<float> params;     ///< flat
+  std::vector<float> momentum;   ///< flat
+  int64_t committed = 0;         ///< committed steps then
+  int64_t cursor = 0;            ///< the cursor then
+};
+
+/// One rank's loop over the step slots (elastic_rank.h's run_elastic_rank).
+class ElasticRank {
+ public:
+  /// Rank `rank`'s loop, as run_elastic_rank's arguments say; a fresh state.
+  ElasticRank(int rank, Device& device, const Options& o, const Dataset& data, const FaultPlan& plan,
+              const ElasticSettings& s, Lighthouse& lh, RunRecord& record)
+      : rank_(rank), device_(device), o_(o), data_(data), plan_(plan), s_(s), lh_(lh), record_(record),
+        st_(fresh_state(o, device)) {}
+
+  /// Every slot of the run, as elastic_rank.cpp's comment says.
+  void run();
+
+ private:
+  // A crash or a freeze: this process is gone. True when a join restarts it at *slot.
+  bool out_until_join(int64_t& slot, bool crashed, const std::string& why);
+  void heal(const Quorum& q, int64_t slot);
+  HealEntry& heal_entry(int64_t slot, int joiner);
+  void check(const Quorum& q, int64_t slot, bool behind);
+  void final_check();
+  bool step(const Quorum& q, int64_t slot, bool crash_here);
+  void drop(int64_t slot, const std::string& what);
+  void keep(Replica& replica);  // what the step left in the replica becomes this rank's state
+
+  const int rank_;
+  Device& device_;
+  const Options& o_;
+  const Dataset& data_;
+  const FaultPlan& plan_;
+  const ElasticSettings& s_;
+  Lighthouse& lh_;
+  RunRecord& record_;
+  RankState st_;
+  Snapshot snap_;
+  double slow_ = 1;
+  std::vector<int> members_;  // the last quorum's, for messages
+};
+
+}  // namespace dpt::ch16::parts

@@ -1,0 +1,108 @@
+/// @file lighthouse.h
+/// @brief The quorum service (provided): every rank asks it, at the start of
+/// every step, "who trains this step?"; it answers one membership and one step
+/// to all of them, and a communicator of exactly those ranks.
+///
+/// torchft calls this service the lighthouse, TorchElastic the rendezvous:
+/// here it is an object the rank threads share, standing in for a server
+/// they would reach over the network. What it knows of failures is what such
+/// a server would: a rank that left (its process ended: `leave`), a rank
+/// that announced it will join at a step (`expect`), and a rank that did not
+/// ask within the bounded wait (frozen, or too slow to be told apart): left
+/// out, and named. A quorum keeps at least one rank of the last one (someone
+/// must hold the run's state): without one it waits 5 waits, then is an error.
+///
+///     Quorum q = lighthouse.quorum(rank, step, committed);   // blocks, bounded
+///     if (!q.member) ...                  // asked too late: join again
+///     q.comm->all_reduce(...);            // a group of exactly q.members
+///
+/// The quorum id changes exactly when the membership does. The group changes
+/// with it, and also when a member reports the group broken (a collective
+/// that threw): a revoked group is never used again.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dpt/comm/communicator.h"
+
+namespace dpt::ch16 {
+
+/// What the lighthouse answered one rank for one step.
+struct Quorum {
+  bool member = false;           ///< false: this rank asked after the quorum formed without it
+  int64_t id = 0;                ///< changes exactly when `members` changes
+  std::vector<int> members;      ///< world ranks, ascending; index = rank in `comm`
+  int index = -1;                ///< this rank's index in `members`
+  Communicator* comm = nullptr;  ///< this rank's endpoint in the quorum's group
+  int64_t step = 0;              ///< committed steps the quorum goes on from (the most any member has)
+  int source = -1;               ///< index of the member that heals the others (lowest with `step` committed)
+  std::vector<int> behind;       ///< indices of members with fewer committed steps: they heal from `source`
+  bool new_group = false;        ///< the group was made for this step (a change, or the last one broke)
+  std::string change;            ///< what changed since the last quorum, in words ("" if nothing)
+};
+
+/// The quorum service of one run of `world` ranks.
+class Lighthouse {
+ public:
+  /// `first` are the ranks in the run at step 0; `wait_s` bounds how long a
+  /// quorum waits for a rank it expects; groups time out after `group_timeout_s`.
+  Lighthouse(int world, const std::vector<int>& first, double wait_s, double group_timeout_s);
+  /// Rank `rank` at the start of step slot `slot`, with `committed` steps
+  /// behind it: waits until every expected rank has asked, or `wait_s` after
+  /// the first one asked, then answers every asker the same quorum.
+  Quorum quorum(int rank, int64_t slot, int64_t committed);
+  /// Rank `rank` left the run (its process ended); `why` is kept for the log.
+  void leave(int rank, const std::string& why);
+  /// Rank `rank` will ask from slot `slot` on (a join, or a rejoin).
+  void expect(int rank, int64_t slot);
+  /// A member saw the group of slot `slot` break: the next quorum makes a new one.
+  void broken(int64_t slot);
+  /// Waits until the quorum of slot `slot - 1` has formed, or the run is over
+  /// (a joining rank's process "starting" at its step). False if over.
+  bool wait_for_slot(int64_t slot);
+  /// A rank finished every slot: the run is over for ranks still waiting.
+  void finished();
+  /// One line per quorum that changed: "step 8: quorum 2 = {0, 1, 3}: rank 2 left (…)".
+  std::vector<std::string> history() const;
+
+ private:
+  struct Round {
+    std::map<int, int64_t> asked;  // rank -> committed
+    bool formed = false;
+    std::chrono::steady_clock::time_point opened, deadline;
+    std::vector<int> members;
+    int64_t id = 0, step = 0;
+    int source = -1;
+    std::vector<int> behind;
+    std::shared_ptr<std::vector<std::unique_ptr<Communicator>>> group;
+    bool new_group = false;
+    std::string change;
+  };
+  void form(int64_t slot, Round& round);  // mutex held
+
+  const int world_;
+  const double wait_s_, group_timeout_s_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::set<int> expected_;                 // ranks the next quorum waits for
+  std::map<int, int64_t> joining_;         // rank -> slot it asks from
+  std::map<int64_t, Round> rounds_;        // by slot
+  std::vector<int> last_members_;
+  int64_t last_id_ = 0, formed_up_to_ = -1;
+  bool broken_ = true;                     // no group yet
+  bool over_ = false;
+  std::shared_ptr<std::vector<std::unique_ptr<Communicator>>> group_;
+  std::vector<std::shared_ptr<std::vector<std::unique_ptr<Communicator>>>> old_groups_;  // kept to the end
+  std::string pending_change_;
+  std::vector<std::string> history_;
+};
+
+}  // namespace dpt::ch16

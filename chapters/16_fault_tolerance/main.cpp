@@ -1,0 +1,149 @@
+// ch16_fault_tolerance — ranks that fail, a run that keeps going (threads).
+//
+// What it teaches: a data-parallel run survives a rank's crash when (1) the
+// collective in flight is abandoned on every survivor (the group is revoked,
+// as ULFM's MPI_Comm_revoke), (2) the survivors agree on one membership and
+// one step (a quorum, whose id changes exactly when the membership does) and
+// get a communicator of exactly those ranks, (3) a step is a transaction:
+// the optimizer steps only after every member has voted, so a step is applied
+// on all or dropped on all, and (4) the data cursor moves only with a
+// committed step, so no sample is lost or seen twice. A rank that joins
+// heals from a live peer (parameters, momentum, step, cursor); a flipped bit
+// is found by comparing checksums and undone by rolling back to the last
+// agreed state; a frozen rank is found by a bounded wait.
+//
+// The model is Part I's MLP: the lesson is the machinery around the step,
+// and a run must take seconds; the GPT would add nothing to what fails.
+//
+// Run it (a bare run: 4 rank threads, the last crashes at a quarter of the
+// steps and joins again at half):
+//     build/reference/bin/ch16_fault_tolerance
+//     build/reference/bin/ch16_fault_tolerance --fail 1@5:freeze --detect-timeout 0.5
+//     build/reference/bin/ch16_fault_tolerance --fail 0@6:bitflip --check-every 4
+//     build/reference/bin/ch16_fault_tolerance --fail 2@5 --keep per-rank
+//     build/reference/bin/ch16_fault_tolerance --apply-before-vote     # the broken transaction: ✘
+//     build/reference/bin/ch16_fault_tolerance --apply-before-vote --ring --detect-timeout 0.5  # half-applied
+//
+// Your hole (chapters/16_fault_tolerance/ch16.h): ch16::commit_step, the end
+// of a step as a transaction.
+//
+// Left out: ZeRO's lost shard, restarts under mpirun (scripts/dptrun), a real
+// failure detector's heartbeats. Theory: docs/ch16_fault_tolerance.md.
+// Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 a bad flag.
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "ch16_flags.h"
+#include "checks.h"
+#include "dpt/holes.h"
+#include "dpt/lecture.h"
+#include "elastic_rank.h"
+#include "lighthouse.h"
+#include "run_record.h"
+
+using namespace dpt;
+using namespace dpt::ch16;
+
+/// What every rank thread shares: rank 0 makes it before the run.
+struct Shared {
+  std::unique_ptr<Lighthouse> lighthouse;
+  std::unique_ptr<RunRecord> record;
+};
+
+void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
+  Context& ctx = lec.ctx();
+  const Options& o = lec.o;
+  const Narrator& say = lec.say;
+  if (o.steps == 0) return;
+  const FaultPlan plan = plan_of(f, ctx.world, o.steps);
+  ElasticSettings s;
+  s.world = ctx.world;
+  s.keep_global_batch = f.keep == "global";
+  s.check_every = f.check_every;
+  s.apply_before_vote = f.apply_before_vote;
+  s.ring = f.ring;
+
+  // --------------------------------------------------------------------------
+  // 1. The plan. Nobody in the run reads it but the failing ranks themselves:
+  // the others learn of a failure as a real run would.
+  if (ctx.is_root()) {
+    say.section(str("1. ", ctx.world, " ranks, ", o.steps, " steps, ", o.batch * ctx.world, " samples per step"));
+    if (plan.empty()) say.say("  no fault planned");
+    for (const FaultEvent& e : plan.events()) say.say("  planned: " + e.flag);
+    if (f.faults.fail.empty() && f.faults.join.empty() && !plan.empty())
+      say.say("  (a bare run plans one crash and one join; --fail/--join plan your own, --no-faults none)");
+    say.say("  every step: ask the lighthouse who is in (the quorum), compare checksums, heal who is behind,\n"
+            "  then gradient, all-reduce, and commit_step: the step is applied on every member or on none");
+    std::vector<int> first;
+    for (int r = 0; r < ctx.world; ++r) {
+      bool spare = false;
+      for (const FaultEvent& e : plan.events())
+        if (e.rank == r) { spare = e.kind == FaultKind::Join; break; }
+      if (!spare) first.push_back(r);
+    }
+    shared.lighthouse = std::make_unique<Lighthouse>(ctx.world, first, f.detect_s, f.detect_s);
+    shared.record = std::make_unique<RunRecord>();
+    shared.record->finals.resize(std::size_t(ctx.world));
+    shared.record->finish_seconds.resize(std::size_t(ctx.world));
+  }
+  ctx.comm.barrier();  // the launch's world: never revoked, only the quorums' groups are
+
+  // --------------------------------------------------------------------------
+  // 2. The run: every rank's loop of step slots (elastic_rank.cpp)
+  Holes holes;  // your hole, commit_step, is called in every step
+  const bool ran = holes.run(ctx.comm, [&] {
+    run_elastic_rank(ctx.rank, ctx.device, o, lec.data, plan, s, *shared.lighthouse, *shared.record);
+  });  // every thread is back: a crashed rank's stands in for the machine that restarts
+  if (!ctx.is_root()) return;
+  if (!ran) {
+    say.say("  the run: not written yet (" + holes.last() + ")");
+    holes.judge(lec.verdicts);
+    return;
+  }
+
+  // --------------------------------------------------------------------------
+  // 3. What the lighthouse saw, what the ranks dropped, then the verdicts
+  say.section("2. Quorums: the id changes exactly when the membership does");
+  for (const std::string& line : shared.lighthouse->history()) say.say("  " + line);
+  RunRecord& record = *shared.record;
+  for (const std::string& d : record.dropped) say.say("  dropped " + d.substr(0, 230));
+  if (!record.dropped.empty() && !s.apply_before_vote)
+    say.say("  a dropped step applied nothing on any member and moved no cursor: its samples came again in the\n"
+            "  next step, split over whoever was in (--keep " + f.keep + ")");
+  for (const HealEntry& h : record.heals)
+    say.say(str("  rank ", h.joiner, " came back with nothing at step ", h.slot, " and received ", h.bytes,
+                " bytes from rank ", h.source, " (parameters, momentum, step, cursor)"));
+  if (s.apply_before_vote && !s.ring)
+    say.say("  --apply-before-vote: the survivors applied a step the vote then dropped. Each applied the same\n"
+            "  sum, so their replicas still agree, but the weights hold an update no ledger entry accounts\n"
+            "  for: the replay below disagrees, and the batch is consumed again.");
+  if (s.apply_before_vote && s.ring)
+    say.say("  --apply-before-vote --ring: the crash left the ring half done: the ranks downstream of it had\n"
+            "  the whole sum and applied it, its upstream neighbour had none. The replicas now differ: the next\n"
+            "  checksum round names the rank in the minority (the one that did NOT apply) and rolls all back.");
+  say.section("3. Verdicts against the ledger's one-device replay and the plan");
+  add_ch16_verdicts(lec.verdicts, lec.summary, o, lec.data, plan, s, record);
+  MLP last = build_model(o, Device::host());
+  if (final_model(o, record, last)) lec.keep(last);  // what --save-weights writes
+  for (int r = 0; r < ctx.world; ++r)
+    if (plan.slowdown(r, o.steps - 1) > 1)
+      lec.summary.add_row({str("rank ", r, " slowed ", plan.slowdown(r, o.steps - 1), "x"),
+                           str("the run still took ", fixed(record.finish_seconds[std::size_t(r)], 2),
+                               " s: every step waits for the slowest member")});
+}
+
+int main(int argc, char** argv) {
+  Ch16Flags flags;
+  Shared shared;
+  Chapter chapter{"ch16_fault_tolerance", "fault tolerance: revoke, agree, shrink, heal, keep going"};
+  chapter.default_ranks = kBareRanks;  // one crashes, three keep going
+  chapter.defaults.steps = 24;
+  chapter.defaults.batch = 8;
+  chapter.defaults.samples = 256;
+  chapter.defaults.model = "32-32-10";
+  chapter.defaults.data = "synthetic";
+  chapter.defaults.optimizer = "momentum";
+  chapter.defaults.eval_samples = 0;
+  auto add_flags = [&flags](CLI::App& app, Options& o) { add_ch16_flags(app, flags, o); };
+  return run_chapter(argc, argv, chapter, add_flags, [&](Lecture& lec) { lecture(lec, flags, shared); });
+}
