@@ -6,6 +6,7 @@
 #   tour_ranks[NAME]     the rank flags, as README shows them (01 and 02: one device)
 #   tour_text[NAME]      set for a chapter that trains on text (ch14): it takes
 #                        its own --data, never the Fashion-MNIST flags below
+#   tour_own_data[NAME]  the same for a chapter on its own small data (ch16)
 #   tour_fashion[NAME]   steps and rates on Fashion-MNIST, given after
 #                        "--data fashion-mnist --samples 60000": measured so each
 #                        loss falls from 2.3 to about 0.4 (test accuracy 82-86 %;
@@ -13,7 +14,8 @@
 # shellcheck shell=bash disable=SC2034  # the variables are read where this is sourced
 tour_chapters=(ch01_sgd ch02_batching ch03_naive_dp ch04_ring_allreduce ch05_bucketing ch06_averaging
                ch07_zero ch08_collectives ch09_parameter_server ch10_compression ch11_mixed_precision
-               ch12_tensor_parallel ch13_pipeline_parallel ch14_language_model ch15_3d_parallel)
+               ch12_tensor_parallel ch13_pipeline_parallel ch14_language_model ch15_3d_parallel
+               ch16_fault_tolerance)
 declare -A tour_ranks=(
   [ch03_naive_dp]="--ranks 4"
   [ch04_ring_allreduce]="--ranks 4"
@@ -27,10 +29,14 @@ declare -A tour_ranks=(
   [ch13_pipeline_parallel]="--ranks 4 --gantt build/ch13_pipeline.svg"   # the Gantt chart of both schedules
   [ch14_language_model]="--ranks 4 --plot build/ch14_loss.svg"           # the loss curve; 150 steps and a sample
   [ch15_3d_parallel]="--ranks 4 --tp 2 --dp 2"                          # the GPT's blocks split over 2 ranks, 2 copies
+  [ch16_fault_tolerance]="--ranks 4"                                     # one crash and one join, planned by default
 )
 declare -A tour_text=(
   [ch14_language_model]=1   # the King James Bible where installed (--data auto), else synthetic text
   [ch15_3d_parallel]=1      # chapter 14's text flags
+)
+declare -A tour_own_data=(
+  [ch16_fault_tolerance]=1  # its small synthetic set: the lesson is the machinery, and a ledger you can read
 )
 declare -A tour_fashion=(
   [ch01_sgd]="--steps 1000 --batch 64 --lr 0.1"                      # test ~86 %

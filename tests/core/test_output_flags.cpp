@@ -46,7 +46,8 @@ const std::vector<std::pair<std::string, std::string>> kPrograms = {
     {"ch12_tensor_parallel", ""},
     {"ch13_pipeline_parallel", "--ranks 4 "},
     {"ch14_language_model", ""},
-    {"ch15_3d_parallel", ""}};
+    {"ch15_3d_parallel", ""},
+    {"ch16_fault_tolerance", ""}};
 
 // The outputs each program must offer beyond the common ones: the check below
 // that the --help scan finds them keeps the scan honest.
