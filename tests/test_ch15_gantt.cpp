@@ -80,7 +80,11 @@ TEST_CASE("chapter: ch15 --gantt draws a row per rank in stage 0, bars in order,
 TEST_CASE("chapter: ch15 --slow-rank 2 on 4 ranks is named the slowest, by the lecture, its verdict and the chart", "[ch15]") {
   const std::string svg = dpt_test::temp_path("ch15_gantt_slow.svg");
   std::remove(svg.c_str());
-  auto run = dpt_test::run_program(kGanttProgram, kGanttFlags + "--ranks 4 --slow-rank 2 --slowdown 8 --gantt-step 1 --gantt " + svg);
+  // Wide enough and slowed enough (~1 ms of compute x 25) that a rank descheduled for a few ms on a loaded
+  // machine is not taken for the straggler: at --width 32 and x 8 the margin was ~6 ms, and a run under load lost it.
+  const std::string flags =
+      "--data synthetic --layers 2 --heads 4 --width 64 --context 32 --batch 2 --steps 3 --eval-every 3 --eval-batches 1 ";
+  auto run = dpt_test::run_program(kGanttProgram, flags + "--ranks 4 --slow-rank 2 --slowdown 25 --gantt-step 1 --gantt " + svg);
   INFO(run.output);
   CHECK(run.exit_code == 0);
   CHECK(run.output.find("step 1: rank 2's compute took longest") != std::string::npos);
