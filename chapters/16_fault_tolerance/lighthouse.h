@@ -24,6 +24,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "ch16.h"
 #include "dpt/comm/communicator.h"
 
 namespace dpt::ch16 {
@@ -72,6 +74,14 @@ class Lighthouse {
   void finished();
   /// One line per quorum that changed: "step 8: quorum 2 = {0, 1, 3}: rank 2 left (…)".
   std::vector<std::string> history() const;
+  /// One round as the lighthouse decided it: who asked, with what, and the answer.
+  struct RoundRecord {
+    int64_t slot = 0;                ///< the step slot
+    std::map<int, int64_t> asked;    ///< rank -> committed steps, the ranks that asked in time
+    QuorumDecision decision;         ///< decide_quorum's answer (ch16.h)
+  };
+  /// Every round formed so far, in order (the verdicts judge them against their laws).
+  std::vector<RoundRecord> decisions() const;
 
  private:
   struct Round {
@@ -103,6 +113,8 @@ class Lighthouse {
   std::vector<std::shared_ptr<std::vector<std::unique_ptr<Communicator>>>> old_groups_;  // kept to the end
   std::string pending_change_;
   std::vector<std::string> history_;
+  std::vector<RoundRecord> decisions_;
+  std::exception_ptr error_;               // the decision threw: every asker rethrows it
 };
 
 }  // namespace dpt::ch16
