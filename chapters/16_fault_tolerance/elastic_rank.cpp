@@ -219,6 +219,8 @@ void run_elastic_rank(int rank, Device& device, const Options& o, const Dataset&
                       const ElasticSettings& s, Lighthouse& lighthouse, RunRecord& record) {
   try {
     parts::ElasticRank(rank, device, o, data, plan, s, lighthouse, record).run();
+  } catch (const QuorumLawBroken&) {  // every rank stops here; the verdicts name the law
+    lighthouse.finished();
   } catch (...) {  // an error that ends the run (an unwritten hole): nobody waits to join any more
     lighthouse.finished();
     throw;

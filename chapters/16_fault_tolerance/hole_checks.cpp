@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "checks.h"
+#include "lighthouse.h"
 
 namespace dpt::ch16 {
 
@@ -15,43 +16,46 @@ std::string quorum_ranks_text(const std::vector<int>& ranks) {
   return "{" + out + "}";
 }
 
+constexpr const char* kQuorumWho = "a quorum is exactly the ranks that asked in time";
+constexpr const char* kQuorumStep = "no member goes back in step: a quorum goes on from the newest state a member holds";
+constexpr const char* kQuorumHeal = "the members behind, and only they, are healed";
+
 }  // namespace
 
+std::pair<std::string, std::string> broken_quorum_law(const std::map<int, int64_t>& asked, const QuorumDecision& d) {
+  std::vector<int> askers;
+  int64_t most = 0;
+  for (const auto& [rank, committed] : asked) askers.push_back(rank), most = std::max(most, committed);
+  if (d.members != askers)
+    return {kQuorumWho, "quorum " + quorum_ranks_text(d.members) + ", but the ranks that asked were " + quorum_ranks_text(askers)};
+  const bool source_ok = d.source >= 0 && d.source < int(d.members.size()) &&
+                         asked.at(d.members[std::size_t(d.source)]) == d.step;
+  if (d.step != most || !source_ok)
+    return {kQuorumStep, "the quorum goes on from " + std::to_string(d.step) + " committed steps, a member holds " +
+                             std::to_string(most) + (source_ok ? "" : ", and its source does not hold the quorum's step")};
+  std::vector<int> fewer;
+  for (std::size_t i = 0; i < d.members.size(); ++i)
+    if (asked.at(d.members[i]) < d.step) fewer.push_back(int(i));
+  if (d.behind != fewer)
+    return {kQuorumHeal, "healed members at " + quorum_ranks_text(d.behind) + ", those holding fewer steps are at " +
+                             quorum_ranks_text(fewer)};
+  return {"", ""};
+}
+
 void add_quorum_verdicts(Verdicts& v, const std::vector<Lighthouse::RoundRecord>& rounds) {
-  std::string who = std::to_string(rounds.size()) + " quorums, each of the ranks that asked";
-  std::string newest = "every quorum went on from the most steps a member held, and healed from a holder of them";
-  std::string heals = "every quorum healed exactly the members holding fewer steps";
-  bool who_ok = true, newest_ok = true, heals_ok = true;
-  for (const Lighthouse::RoundRecord& r : rounds) {
-    const QuorumDecision& d = r.decision;
-    const std::string at = "step " + std::to_string(r.slot) + ": ";
-    std::vector<int> askers;
-    int64_t most = 0;
-    for (const auto& [rank, committed] : r.asked) askers.push_back(rank), most = std::max(most, committed);
-    if (who_ok && d.members != askers) {
-      who_ok = false;
-      who = at + "quorum " + quorum_ranks_text(d.members) + ", but the ranks that asked were " + quorum_ranks_text(askers);
+  for (const char* law : {kQuorumWho, kQuorumStep, kQuorumHeal}) {
+    std::string seen = std::to_string(rounds.size()) + " quorums, each kept it";
+    bool ok = true;
+    for (const Lighthouse::RoundRecord& r : rounds) {
+      const auto [broken, what] = broken_quorum_law(r.asked, r.decision);
+      if (broken == law) {
+        ok = false;
+        seen = "step " + std::to_string(r.slot) + ": " + what;
+        break;
+      }
     }
-    if (!who_ok) continue;  // the other laws read the members' committed steps
-    const bool source_ok = d.source >= 0 && d.source < int(d.members.size()) &&
-                           r.asked.at(d.members[std::size_t(d.source)]) == d.step;
-    if (newest_ok && (d.step != most || !source_ok)) {
-      newest_ok = false;
-      newest = at + "the quorum goes on from " + std::to_string(d.step) + " committed steps, a member holds " +
-               std::to_string(most) + (source_ok ? "" : "; its source does not hold the quorum's step");
-    }
-    std::vector<int> fewer;
-    for (std::size_t i = 0; i < d.members.size(); ++i)
-      if (r.asked.at(d.members[i]) < d.step) fewer.push_back(int(i));
-    if (heals_ok && d.behind != fewer) {
-      heals_ok = false;
-      heals = at + "healed members at " + quorum_ranks_text(d.behind) + ", those holding fewer steps are at " +
-              quorum_ranks_text(fewer);
-    }
+    v.holds(law, ok, seen);
   }
-  v.holds("a quorum is exactly the ranks that asked in time", who_ok, who);
-  v.holds("no member goes back in step", newest_ok, newest);
-  v.holds("the members behind, and only they, are healed", heals_ok, heals);
 }
 
 void add_share_verdicts(Verdicts& v, const Options& o, const ElasticSettings& s, const RunRecord& record) {

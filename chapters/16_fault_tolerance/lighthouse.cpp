@@ -83,6 +83,9 @@ void Lighthouse::form(int64_t slot, Round& round) {
   round.source = d.source;
   round.behind = d.behind;
   decisions_.push_back(RoundRecord{slot, round.asked, d});
+  const auto [law, seen] = broken_quorum_law(round.asked, d);
+  if (!law.empty())  // a group built on it would hang or part the replicas: stop, and let the verdicts say why
+    throw QuorumLawBroken("decide_quorum (ch16.h), step " + std::to_string(slot) + ": " + law + " — " + seen);
   for (int rank : round.members)
     if (!std::count(last_members_.begin(), last_members_.end(), rank))
       change += (change.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + " joined");

@@ -30,9 +30,11 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ch16.h"
+#include "dpt/check.h"
 #include "dpt/comm/communicator.h"
 
 namespace dpt::ch16 {
@@ -49,6 +51,18 @@ struct Quorum {
   std::vector<int> behind;       ///< indices of members with fewer committed steps: they heal from `source`
   bool new_group = false;        ///< the group was made for this step (a change, or the last one broke)
   std::string change;            ///< what changed since the last quorum, in words ("" if nothing)
+};
+
+/// The first law of decide_quorum's contract (ch16.h) that `d` breaks for the
+/// ranks that asked, `asked`: {the law in words, what was seen}, or {"", ""}.
+/// (The id's law is judged over the whole run: checks.cpp.)
+std::pair<std::string, std::string> broken_quorum_law(const std::map<int, int64_t>& asked, const QuorumDecision& d);
+
+/// Thrown to every asker when a decision breaks a law (broken_quorum_law):
+/// the run stops there, and the verdicts name the law.
+class QuorumLawBroken : public Error {
+ public:
+  using Error::Error;
 };
 
 /// The quorum service of one run of `world` ranks.
