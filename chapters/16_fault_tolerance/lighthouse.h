@@ -16,9 +16,10 @@
 ///     if (!q.member) ...                  // asked too late: join again
 ///     q.comm->all_reduce(...);            // a group of exactly q.members
 ///
-/// The quorum id changes exactly when the membership does. The group changes
-/// with it, and also when a member reports the group broken (a collective
-/// that threw): a revoked group is never used again.
+/// What a round decides (who is in, from which step, who heals, the id) is
+/// your hole, decide_quorum (ch16.h). The group changes when the membership
+/// does, and also when a member reports the group broken (a collective that
+/// threw): a revoked group is never used again.
 #pragma once
 
 #include <chrono>
@@ -42,13 +43,13 @@ namespace dpt::ch16 {
 /// What the lighthouse answered one rank for one step.
 struct Quorum {
   bool member = false;           ///< false: this rank asked after the quorum formed without it
-  int64_t id = 0;                ///< changes exactly when `members` changes
+  int64_t id = 0;                ///< the quorum id (decide_quorum in ch16.h)
   std::vector<int> members;      ///< world ranks, ascending; index = rank in `comm`
   int index = -1;                ///< this rank's index in `members`
   Communicator* comm = nullptr;  ///< this rank's endpoint in the quorum's group
-  int64_t step = 0;              ///< committed steps the quorum goes on from (the most any member has)
-  int source = -1;               ///< index of the member that heals the others (lowest with `step` committed)
-  std::vector<int> behind;       ///< indices of members with fewer committed steps: they heal from `source`
+  int64_t step = 0;              ///< committed steps the quorum goes on from (decide_quorum)
+  int source = -1;               ///< index of the member the others heal from (decide_quorum)
+  std::vector<int> behind;       ///< indices of the members that heal from `source` (decide_quorum)
   bool new_group = false;        ///< the group was made for this step (a change, or the last one broke)
   std::string change;            ///< what changed since the last quorum, in words ("" if nothing)
 };
