@@ -55,17 +55,18 @@ TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", 
   std::vector<std::vector<Quorum>> seen(3);
   auto ask = [&](const std::vector<int>& ranks, int64_t slot) {
     std::vector<std::thread> threads;
-    std::vector<std::string> errors(3);  // an error in the lighthouse (decide_quorum unwritten), in its words
+    std::vector<std::exception_ptr> errors(3);  // an error in the lighthouse (decide_quorum unwritten): rethrown here
     for (int r : ranks)
       threads.emplace_back([&, r] {
         try {
           seen[std::size_t(r)].push_back(lighthouse.quorum(r, slot, slot));
-        } catch (const std::exception& e) {
-          errors[std::size_t(r)] = e.what();
+        } catch (...) {
+          errors[std::size_t(r)] = std::current_exception();
         }
       });
     for (auto& t : threads) t.join();
-    for (const std::string& e : errors) REQUIRE(e.empty());
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
   };
   ask({0, 1, 2}, 0);
   ask({0, 1, 2}, 1);             // the same members: the same id
@@ -88,17 +89,18 @@ TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", 
 TEST_CASE("lighthouse: a rank that does not ask is left out after the wait, and a late one is told", "[ch16][hole:decide_quorum]") {
   Lighthouse lighthouse(3, {0, 1, 2}, 1.0, 5.0);  // a wait far above two threads' start apart
   std::vector<Quorum> q(2);
-  std::vector<std::string> errors(2);
+  std::vector<std::exception_ptr> errors(2);
   auto ask = [&](int r) {
     try {
       q[std::size_t(r)] = lighthouse.quorum(r, 0, 0);
-    } catch (const std::exception& e) {  // an error in the lighthouse (decide_quorum unwritten), in its words
-      errors[std::size_t(r)] = e.what();
+    } catch (...) {  // an error in the lighthouse (decide_quorum unwritten): rethrown here
+      errors[std::size_t(r)] = std::current_exception();
     }
   };
   std::thread a(ask, 0), b(ask, 1);
   a.join(), b.join();
-  for (const std::string& e : errors) REQUIRE(e.empty());
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   CHECK(q[0].members == std::vector<int>{0, 1});
   CHECK(q[0].change.find("rank 2 did not ask") != std::string::npos);
   CHECK_FALSE(lighthouse.quorum(2, 0, 0).member);
