@@ -6,6 +6,7 @@
 #include "support/catch.h"
 
 #include <chrono>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,13 +50,23 @@ TEST_CASE("revoke: a member's call in flight throws PeerFailed with the reason, 
   CHECK(took < 20.0);  // ended by the revoke, not by the 30 s bound
 }
 
-TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", "[ch16]") {
+TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", "[ch16][hole:decide_quorum]") {
   Lighthouse lighthouse(3, {0, 1, 2}, 5.0, 5.0);
   std::vector<std::vector<Quorum>> seen(3);
   auto ask = [&](const std::vector<int>& ranks, int64_t slot) {
     std::vector<std::thread> threads;
-    for (int r : ranks) threads.emplace_back([&, r] { seen[std::size_t(r)].push_back(lighthouse.quorum(r, slot, slot)); });
+    std::vector<std::exception_ptr> errors(3);  // an error in the lighthouse (decide_quorum unwritten): rethrown here
+    for (int r : ranks)
+      threads.emplace_back([&, r] {
+        try {
+          seen[std::size_t(r)].push_back(lighthouse.quorum(r, slot, slot));
+        } catch (...) {
+          errors[std::size_t(r)] = std::current_exception();
+        }
+      });
     for (auto& t : threads) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
   };
   ask({0, 1, 2}, 0);
   ask({0, 1, 2}, 1);             // the same members: the same id
@@ -75,12 +86,21 @@ TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", 
   for (int slot = 0; slot < 4; ++slot) CHECK(seen[1][std::size_t(slot)].id == q0[std::size_t(slot)].id);  // one answer for all
 }
 
-TEST_CASE("lighthouse: a rank that does not ask is left out after the wait, and a late one is told", "[ch16]") {
+TEST_CASE("lighthouse: a rank that does not ask is left out after the wait, and a late one is told", "[ch16][hole:decide_quorum]") {
   Lighthouse lighthouse(3, {0, 1, 2}, 1.0, 5.0);  // a wait far above two threads' start apart
   std::vector<Quorum> q(2);
-  std::thread a([&] { q[0] = lighthouse.quorum(0, 0, 0); });
-  std::thread b([&] { q[1] = lighthouse.quorum(1, 0, 0); });
+  std::vector<std::exception_ptr> errors(2);
+  auto ask = [&](int r) {
+    try {
+      q[std::size_t(r)] = lighthouse.quorum(r, 0, 0);
+    } catch (...) {  // an error in the lighthouse (decide_quorum unwritten): rethrown here
+      errors[std::size_t(r)] = std::current_exception();
+    }
+  };
+  std::thread a(ask, 0), b(ask, 1);
   a.join(), b.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   CHECK(q[0].members == std::vector<int>{0, 1});
   CHECK(q[0].change.find("rank 2 did not ask") != std::string::npos);
   CHECK_FALSE(lighthouse.quorum(2, 0, 0).member);

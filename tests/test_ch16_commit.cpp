@@ -63,7 +63,7 @@ bool same_bits(const Replica& a, const Replica& b) { return a.params == b.params
 
 }  // namespace
 
-TEST_CASE("commit_step: every member fine, every member commits momentum SGD once", "[ch16]") {
+TEST_CASE("commit_step: every member fine, every member commits momentum SGD once", "[ch16][hole:commit_step]") {
   for (int n : {1, 2, 4}) {
     auto out = run_group(n, [](int) { return true; });
     for (int m = 0; m < n; ++m) {
@@ -80,7 +80,7 @@ TEST_CASE("commit_step: every member fine, every member commits momentum SGD onc
   }
 }
 
-TEST_CASE("commit_step: one member says no, no member changes anything", "[ch16]") {
+TEST_CASE("commit_step: one member says no, no member changes anything", "[ch16][hole:commit_step]") {
   for (int no : {0, 2}) {
     auto out = run_group(3, [no](int m) { return m != no; });
     for (int m = 0; m < 3; ++m) {
@@ -92,7 +92,7 @@ TEST_CASE("commit_step: one member says no, no member changes anything", "[ch16]
   }
 }
 
-TEST_CASE("commit_step: a member that crashed: the others' error passes through, no replica changed", "[ch16]") {
+TEST_CASE("commit_step: a member that crashed: the others' error passes through, no replica changed", "[ch16][hole:commit_step]") {
   auto out = run_group(3, [](int) { return true; }, 1);
   for (int m : {0, 2}) {
     INFO("member 1 never reached commit_step (its group was revoked): member " << m << " must see the group's "

@@ -10,6 +10,7 @@
 #include "dpt/report.h"
 #include "dpt/verdict.h"
 #include "elastic_rank.h"
+#include "lighthouse.h"
 #include "run_record.h"
 
 namespace dpt::ch16 {
@@ -24,5 +25,13 @@ bool final_model(const Options& o, const RunRecord& record, MLP& model);
 
 void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Dataset& data, const FaultPlan& plan,
                        const ElasticSettings& s, RunRecord& record);
+
+/// Verdicts on the lighthouse's decisions (decide_quorum's laws, ch16.h),
+/// each judged against the ranks that asked in its round (hole_checks.cpp).
+void add_quorum_verdicts(Verdicts& v, const std::vector<Lighthouse::RoundRecord>& rounds);
+
+/// A verdict on assign_samples (ch16.h): every committed step consumed the
+/// global batch the flags' policy (--keep) sets (hole_checks.cpp).
+void add_share_verdicts(Verdicts& v, const Options& o, const ElasticSettings& s, const RunRecord& record);
 
 }  // namespace dpt::ch16

@@ -1,6 +1,7 @@
 // data_cursor.cpp — the stream of samples a run consumes: epoch after epoch,
-// each in a shuffled order of its own. A committed step advances the cursor by
-// its global batch; a dropped or rolled-back step does not.
+// each in a shuffled order of its own. Which positions a step takes, and
+// where the cursor goes once it commits, is assign_samples (ch16.h); a
+// dropped or rolled-back step leaves the cursor where it was.
 #include <numeric>
 #include <random>
 #include <vector>

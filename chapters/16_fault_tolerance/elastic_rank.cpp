@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "ch16.h"
+#include "dpt/check.h"
 #include "dpt/comm/communicator.h"
 #include "dpt/ops.h"
 #include "dpt/quorum_group.h"
@@ -156,16 +157,18 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
   const int n = int(q.members.size());
   const int64_t global = s_.keep_global_batch ? o_.batch * s_.world : o_.batch * n;
   const float lr = s_.keep_global_batch ? o_.lr : o_.lr * float(n) / float(s_.world);
-  std::vector<int64_t> batch(static_cast<std::size_t>(global), 0);
-  for (int64_t i = 0; i < global; ++i) batch[std::size_t(i)] = sample_at(st_.cursor + i, data_.size(), o_.seed);
-  const int64_t lo = q.index * global / n, hi = (q.index + 1) * global / n;
-  std::vector<int64_t> shard(batch.begin() + lo, batch.begin() + hi);
+  const StepSamples share = assign_samples(st_.cursor, n, global, data_.size(), o_.seed);  // your hole (ch16.h)
+  DPT_CHECK(share.shards.size() == std::size_t(n), "assign_samples: " << share.shards.size() << " shards for "
+                                                       << n << " members; the contract (ch16.h) asks one per member");
+  std::vector<int64_t> batch;  // what the members compute together, in member order: the ledger's entry
+  for (const std::vector<int64_t>& piece : share.shards) batch.insert(batch.end(), piece.begin(), piece.end());
+  const std::vector<int64_t>& shard = share.shards[std::size_t(q.index)];
   for (Tensor& p : st_.params) p.zero_grad();
   Batch b = gather_batch(data_, shard, device_);
   softmax_cross_entropy(st_.model.forward(b.x), b.y).backward();
   std::vector<float> grad;
   bool fine = true;  // this member's own gradient, before the sum
-  const float weight = float(hi - lo) / float(global);  // a mean over the shard, weighted into the global mean
+  const float weight = batch.empty() ? 0.0f : float(shard.size()) / float(batch.size());  // a shard's mean, weighted into the step's
   for (const Tensor& p : st_.params) {
     std::vector<float> g = p.grad().to_vector();
     for (float& x : g) x *= weight, fine = fine && std::isfinite(x);
@@ -202,7 +205,7 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
     return true;
   }
   ++st_.committed;
-  st_.cursor += global;
+  st_.cursor = share.next_cursor;
   if (q.index == 0) {
     std::lock_guard<std::mutex> lock(record_.mutex);
     record_.ledger.push_back(LedgerEntry{slot, q.id, n, lr, batch, q.members});
@@ -216,6 +219,8 @@ void run_elastic_rank(int rank, Device& device, const Options& o, const Dataset&
                       const ElasticSettings& s, Lighthouse& lighthouse, RunRecord& record) {
   try {
     parts::ElasticRank(rank, device, o, data, plan, s, lighthouse, record).run();
+  } catch (const QuorumLawBroken&) {  // every rank stops here; the verdicts name the law
+    lighthouse.finished();
   } catch (...) {  // an error that ends the run (an unwritten hole): nobody waits to join any more
     lighthouse.finished();
     throw;

@@ -59,6 +59,11 @@ std::vector<std::string> Lighthouse::history() const {
   return history_;
 }
 
+std::vector<Lighthouse::RoundRecord> Lighthouse::decisions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return decisions_;
+}
+
 // Every rank expected at `slot`: the last quorum's members still in, and the
 // joiners due by now.
 void Lighthouse::form(int64_t slot, Round& round) {
@@ -72,20 +77,20 @@ void Lighthouse::form(int64_t slot, Round& round) {
       change += (change.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + " did not ask within " +
                                                 std::to_string(wait_s_).substr(0, 4) + " s: left out as failed");
     }
-  for (const auto& [rank, committed] : round.asked) {
-    round.members.push_back(rank);
-    round.step = std::max(round.step, committed);
-  }
+  const QuorumDecision d = decide_quorum(round.asked, QuorumDecision{last_members_, last_id_, 0, -1, {}});  // your hole
+  round.members = d.members;
+  round.step = d.step;
+  round.source = d.source;
+  round.behind = d.behind;
+  decisions_.push_back(RoundRecord{slot, round.asked, d});
+  const auto [law, seen] = broken_quorum_law(round.asked, d);
+  if (!law.empty())  // a group built on it would hang or part the replicas: stop, and let the verdicts say why
+    throw QuorumLawBroken("decide_quorum (ch16.h), step " + std::to_string(slot) + ": " + law + " — " + seen);
   for (int rank : round.members)
     if (!std::count(last_members_.begin(), last_members_.end(), rank))
       change += (change.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + " joined");
-  for (std::size_t i = 0; i < round.members.size(); ++i) {
-    const int64_t c = round.asked[round.members[i]];
-    if (c == round.step && round.source < 0) round.source = int(i);
-    if (c < round.step) round.behind.push_back(int(i));
-  }
   const bool changed = round.members != last_members_;
-  if (changed) ++last_id_;
+  last_id_ = d.id;
   if (changed || broken_ || !group_) {
     if (group_) old_groups_.push_back(group_);
     group_ = std::make_shared<std::vector<std::unique_ptr<Communicator>>>(
@@ -120,6 +125,7 @@ Quorum Lighthouse::quorum(int rank, int64_t slot, int64_t committed) {
     round.asked[rank] = committed;
     wake_.notify_all();
     for (;;) {
+      if (error_) std::rethrow_exception(error_);
       if (round.formed) break;
       bool all = true, holder = false;  // a holder: a rank of the last quorum, so the run's state goes on
       for (int r : expected_) all = all && round.asked.count(r);
@@ -127,7 +133,14 @@ Quorum Lighthouse::quorum(int rank, int64_t slot, int64_t committed) {
       for (int r : last_members_) holder = holder || round.asked.count(r);
       const auto now = std::chrono::steady_clock::now();
       if (all || (now >= round.deadline && holder)) {
-        form(slot, round);
+        try {
+          form(slot, round);
+        } catch (...) {  // an error in the decision ends the run for every asker, not just this one
+          error_ = std::current_exception();
+          over_ = true;
+          wake_.notify_all();
+          throw;
+        }
         break;
       }
       if (now >= round.deadline + 4 * (round.deadline - round.opened))

@@ -16,21 +16,26 @@
 ///     if (!q.member) ...                  // asked too late: join again
 ///     q.comm->all_reduce(...);            // a group of exactly q.members
 ///
-/// The quorum id changes exactly when the membership does. The group changes
-/// with it, and also when a member reports the group broken (a collective
-/// that threw): a revoked group is never used again.
+/// What a round decides (who is in, from which step, who heals, the id) is
+/// your hole, decide_quorum (ch16.h). The group changes when the membership
+/// does, and also when a member reports the group broken (a collective that
+/// threw): a revoked group is never used again.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "ch16.h"
+#include "dpt/check.h"
 #include "dpt/comm/communicator.h"
 
 namespace dpt::ch16 {
@@ -38,15 +43,27 @@ namespace dpt::ch16 {
 /// What the lighthouse answered one rank for one step.
 struct Quorum {
   bool member = false;           ///< false: this rank asked after the quorum formed without it
-  int64_t id = 0;                ///< changes exactly when `members` changes
+  int64_t id = 0;                ///< the quorum id (decide_quorum in ch16.h)
   std::vector<int> members;      ///< world ranks, ascending; index = rank in `comm`
   int index = -1;                ///< this rank's index in `members`
   Communicator* comm = nullptr;  ///< this rank's endpoint in the quorum's group
-  int64_t step = 0;              ///< committed steps the quorum goes on from (the most any member has)
-  int source = -1;               ///< index of the member that heals the others (lowest with `step` committed)
-  std::vector<int> behind;       ///< indices of members with fewer committed steps: they heal from `source`
+  int64_t step = 0;              ///< committed steps the quorum goes on from (decide_quorum)
+  int source = -1;               ///< index of the member the others heal from (decide_quorum)
+  std::vector<int> behind;       ///< indices of the members that heal from `source` (decide_quorum)
   bool new_group = false;        ///< the group was made for this step (a change, or the last one broke)
   std::string change;            ///< what changed since the last quorum, in words ("" if nothing)
+};
+
+/// The first law of decide_quorum's contract (ch16.h) that `d` breaks for the
+/// ranks that asked, `asked`: {the law in words, what was seen}, or {"", ""}.
+/// (The id's law is judged over the whole run: checks.cpp.)
+std::pair<std::string, std::string> broken_quorum_law(const std::map<int, int64_t>& asked, const QuorumDecision& d);
+
+/// Thrown to every asker when a decision breaks a law (broken_quorum_law):
+/// the run stops there, and the verdicts name the law.
+class QuorumLawBroken : public Error {
+ public:
+  using Error::Error;
 };
 
 /// The quorum service of one run of `world` ranks.
@@ -72,6 +89,14 @@ class Lighthouse {
   void finished();
   /// One line per quorum that changed: "step 8: quorum 2 = {0, 1, 3}: rank 2 left (…)".
   std::vector<std::string> history() const;
+  /// One round as the lighthouse decided it: who asked, with what, and the answer.
+  struct RoundRecord {
+    int64_t slot = 0;                ///< the step slot
+    std::map<int, int64_t> asked;    ///< rank -> committed steps, the ranks that asked in time
+    QuorumDecision decision;         ///< decide_quorum's answer (ch16.h)
+  };
+  /// Every round formed so far, in order (the verdicts judge them against their laws).
+  std::vector<RoundRecord> decisions() const;
 
  private:
   struct Round {
@@ -103,6 +128,8 @@ class Lighthouse {
   std::vector<std::shared_ptr<std::vector<std::unique_ptr<Communicator>>>> old_groups_;  // kept to the end
   std::string pending_change_;
   std::vector<std::string> history_;
+  std::vector<RoundRecord> decisions_;
+  std::exception_ptr error_;               // the decision threw: every asker rethrows it
 };
 
 }  // namespace dpt::ch16

@@ -123,6 +123,8 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
             "  checksum round names the rank in the minority (the one that did NOT apply) and rolls all back.");
   say.section("3. Verdicts against the ledger's one-device replay and the plan");
   add_ch16_verdicts(lec.verdicts, lec.summary, o, lec.data, plan, s, record);
+  add_quorum_verdicts(lec.verdicts, shared.lighthouse->decisions());
+  add_share_verdicts(lec.verdicts, o, s, record);
   MLP last = build_model(o, Device::host());
   if (final_model(o, record, last)) lec.keep(last);  // what --save-weights writes
   for (int r = 0; r < ctx.world; ++r)
