@@ -157,7 +157,7 @@ void add_sequence_parallel_verdicts(Context& ctx, Verdicts& v, const TpRun& run,
                                     int64_t batch, int micro_batches) {
   const GptShape& s = model.shape();
   const int tp = model.group().size(), M = micro_batches;
-  const double L = stage_blocks(model), C = double(s.width), whole = double(batch / M * s.context * s.width);
+  const double L = stage_blocks(model), whole = double(batch / M * s.context * s.width);
   // A ring moves 2(tp−1)/tp of an all-reduce's payload per rank, (tp−1)/tp of a
   // reduce-scatter's input and (tp−1) times an all-gather's contribution.
   const double ring_all_reduces = 2 * L * M * 2 * (tp - 1) / double(tp) * whole * 4;
@@ -186,9 +186,9 @@ void add_sequence_parallel_verdicts(Context& ctx, Verdicts& v, const TpRun& run,
           (tp - 1) * m.all_gather.bytes + (tp - 1) / double(tp) * m.reduce_scatter.bytes, ring_all_reduces, 1e-12,
           "an all-reduce is a reduce-scatter then an all-gather: from the log's payloads, (tp−1)·AG + (tp−1)/tp·RS");
   }
-  const double replicated = 6 * L * C + (model.has_embeddings() ? double(s.vocab) * C + double(s.context) * C : 0) +
-                            (model.has_head() ? double(s.vocab) * C + 2 * C : 0);
-  check(str("--sp: replicated gradients summed over the TP group per step = 6·L·C + 2·V·C + T·C + 2·C",
+  double replicated = 0;  // the share's whole tensors, counted from the model (not the run's log)
+  for (const Tensor& whole_tensor : model.replicated_parameters()) replicated += double(whole_tensor.numel());
+  check(str("--sp: replicated gradients summed over the TP group per step = the stage's whole tensors' entries",
             model.stages() > 1 ? " (each stage its part)" : "", " = ", fmt(replicated, 6), " floats"),
         run.sp_grad_floats, replicated, 0, "each rank's embeddings, LayerNorms, c_proj biases and head saw T/tp positions");
   check("--sp: embeddings, LayerNorms and residual adds held per rank x tp = without --sp (memory ledger, bytes)",
