@@ -40,6 +40,7 @@ TEST_CASE("chapter: ch15 on tp 2 x dp 2 and tp 4 rank threads passes every verdi
     CHECK(run.output.find("\u2714 attention_slices: every entry of c_attn and c_proj.weight held by exactly one rank") != std::string::npos);
     CHECK(run.output.find("\u2714 tp_attention: x's gradient = one device's") != std::string::npos);
     CHECK(run.output.find("\u2714 parameters per rank = ") != std::string::npos);
+    CHECK(run.output.find("\u2714 grid_place: every rank of every tp x dp x pp grid of 4 and 8 ranks") != std::string::npos);
     if (std::string(layout).find("--dp 2") != std::string::npos)
       CHECK(run.output.find("\u2714 DP all-reduce bytes per step = 4 x parameters per rank") != std::string::npos);
     CHECK(run.output.find("\u2718") == std::string::npos);

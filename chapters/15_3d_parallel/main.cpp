@@ -240,7 +240,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
 
   // --------------------------------------------------------------------------
   // 6. The same model as one device's (tp_checks.cpp), and chapter 14's files.
-  add_size_verdicts(ctx, v, *model, result, TP, DP, f.lm.steps > 0);  // collective
+  add_size_verdicts(ctx, v, *model, full, result, TP, DP, f.lm.steps > 0);  // collective
   if (!holes.run(ctx.comm, [&] { add_plan_verdicts(ctx, v, grid.tp(), full, text, f, PlanLayout{TP, PP, DP, M, f.sp, 0}, grid.pp_rank(), result, f.lm.steps > 0); }))
     say.say("  the planner's memory: not written yet (" + holes.last() + ")");
   const std::vector<float> values = gather_pipeline(grid.pp(), *model, false);  // the whole model, every stage's part
@@ -255,7 +255,7 @@ void lecture(ModelChapterRun& run, Ch15Flags f) {
   holes.judge(v);
   write_and_sample(f, values, text, result, say);
   run.summary.add_row({"layout", str("tp ", TP, " x dp ", DP, " x pp ", PP, f.sp ? " --sp" : "", " on ", ctx.world, " ranks")});
-  run.summary.add_row({"parameters", str(parameters_per_rank(s, TP, 0, PP), " on rank 0 of ", full.num_parameters())});
+  run.summary.add_row({"parameters", str(counted_share_parameters(full, TP, 0, PP), " on rank 0 of ", full.num_parameters())});
   if (DP > 1) run.summary.add_row({"DP bytes per step per rank", format_bytes(result.dp_bytes_per_step)});
   if (!result.held_out.empty()) run.summary.add_row({"held-out loss", fixed(result.held_out.back().loss, 4) + " nats"});
   if (f.lm.steps > 0) run.summary.add_row({"steps per second", fixed(double(f.lm.steps) / result.seconds, 2)});

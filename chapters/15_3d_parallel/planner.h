@@ -7,7 +7,7 @@
 /// The formulas come from the chapters that measured them: model state per
 /// rank from chapter 07 (dpt/zero_formula.h: ZeRO divides the optimizer
 /// state, then the gradients, then the weights among the dp ranks), the TP
-/// split from chapter 12 and this one (parameters_per_rank), the pipeline's
+/// split from chapter 12 and this one (tp_gpt.h's TpBlock), the pipeline's
 /// split of the layers and its bubble (P−1)/(M+P−1) from chapter 13, the
 /// link's alpha + S/beta per message from chapter 08 (dpt/comm/link_model.h).
 ///

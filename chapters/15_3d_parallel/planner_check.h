@@ -2,8 +2,9 @@
 /// @brief The planner judged against what chapter 15's runs measure: the
 /// run's layout's predicted memory against the memory ledger, category by
 /// category, and its predicted bytes per group per step against the
-/// traffic logs; and, under --plan, the model state against chapter 15's
-/// own parameter count (parameters_per_rank, written apart from the hole).
+/// TP group's traffic log; and, under --plan, the model state against the
+/// model's tensors counted one by one (tp_checks.h's counted_share_parameters,
+/// written apart from the hole).
 #pragma once
 
 #include "ch15_flags.h"
@@ -32,13 +33,15 @@ RankMemory ledger_memory(Communicator& tp_group, const Gpt& full, const Corpus& 
 /// optimizer state exactly; activations (one micro-batch's, times the
 /// micro-batches 1F1B keeps in flight on the stage) between the formula and
 /// twice it (the formula counts the tensors the forward saves; the autograd
-/// also keeps some ops' internals). With `trained`, every rank's traffic
-/// logs per step against group_bytes_per_step of its stage, exactly.
+/// also keeps some ops' internals). With `trained`, every rank's TP traffic
+/// log per step against group_bytes_per_step of its stage, exactly (its DP
+/// bytes are the gradient column: judged as the gradients, in the hole's words).
 void add_plan_verdicts(Context& ctx, Verdicts& v, Communicator& tp_group, const Gpt& full, const Corpus& text,
                        const Ch15Flags& f, const PlanLayout& layout, int stage, const TpRun& run, bool trained);
 
-/// Rank 0, --plan: rank_state_bytes' parameters at pp 1 against 4 ×
-/// parameters_per_rank for every tp the world allows, and its stages
+/// Rank 0, --plan: rank_state_bytes' parameters at pp 1 against 4 × the
+/// share's tensors counted (counted_share_parameters) for every tp the world
+/// allows, and its stages
 /// summing to one pipeline's whole.
 void add_plan_law_verdicts(Verdicts& v, const PlanModel& model, int world);
 

@@ -10,6 +10,7 @@
 #include "dpt/text_windows.h"
 #include "lm_training.h"
 #include "pipeline_clock.h"
+#include "stage.h"
 
 namespace dpt::ch15 {
 
@@ -74,24 +75,48 @@ void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const 
   }
 }
 
-void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const TpRun& run, int tp, int dp,
-                       bool trained) {
+int64_t counted_share_parameters(const Gpt& full, int tp, int stage, int stages) {
+  // A block's tensors a TP group shares out (tp_gpt.h's TpBlock); every other tensor is whole on each rank.
+  static const char* const shared_out[] = {"attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                                           "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight"};
+  const ch13::LayerRange blocks = ch13::stage_layers(full.shape().layers, stages, stage);
+  const std::string block_prefix = "transformer.h.";
+  int64_t count = 0;
+  for (const NamedTensor& named : full.named_parameters()) {
+    const std::string& name = named.name;
+    bool here = false, shared = false;
+    if (name.rfind(block_prefix, 0) == 0) {
+      const int layer = std::stoi(name.substr(block_prefix.size()));
+      here = layer >= blocks.first && layer < blocks.last;
+      for (const std::string tail : shared_out)
+        shared = shared || (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0);
+    } else if (name.rfind("transformer.wte", 0) == 0 || name.rfind("transformer.wpe", 0) == 0) {
+      here = stage == 0;
+    } else {
+      here = stage + 1 == stages;  // ln_f, lm_head
+    }
+    if (here) count += shared ? named.tensor.numel() / tp : named.tensor.numel();
+  }
+  return count;
+}
+
+void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const Gpt& full, const TpRun& run,
+                       int tp, int dp, bool trained) {
   int64_t mine = 0;
   for (const Tensor& p : model.parameters()) mine += p.numel();
-  const int64_t formula = parameters_per_rank(model.shape(), tp, model.stage(), model.stages());
+  const int64_t formula = counted_share_parameters(full, tp, model.stage(), model.stages());
   const double gap = world_max(ctx, double(mine - formula));
   const double dp_gap = trained && dp > 1 ? world_max(ctx, run.dp_bytes_per_step - 4.0 * double(formula)) : 0;
   if (!ctx.is_root()) return;
-  const std::string stage = model.stages() > 1 ? " on stage 0 (each stage its L_s blocks; wte, wpe first; ln_f, lm_head last)"
-                                               : "";
-  v.at_most(str("parameters per rank = (12·L·C² + 7·L·C)/tp + 6·L·C + 2·V·C + T·C + 2·C = ", formula, stage,
-                " (whole model ", parameters_per_rank(model.shape(), 1), ")"),
-            gap, 0, "counted tensor by tensor on every rank against its stage's formula: exact");
+  const std::string stage = model.stages() > 1 ? " on stage 0" : "";
+  v.at_most(str("parameters per rank = its stage's tensors of the whole model, each shared out or whole = ", formula,
+                stage, " (whole model ", counted_share_parameters(full, 1, 0, 1), ")"),
+            gap, 0, "its share's tensors counted on every rank against the whole model's, tensor by tensor: exact");
   if (!trained) return;
   if (dp == 1)
     v.cannot_fail("DP all-reduce bytes per step = 4 x parameters per rank", "with --dp 1 (try --dp 2)");
   else
-    v.at_most("DP all-reduce bytes per step = 4 x parameters per rank (every rank, largest |measured - formula|)", dp_gap, 0,
+    v.at_most("DP all-reduce bytes per step = 4 x parameters per rank (every rank, largest |measured - count|)", dp_gap, 0,
               str("each DP group averages its share's gradients once per step, after the last micro-batch, from its "
                   "traffic log; rank 0: ", format_bytes(run.dp_bytes_per_step)));
 }
@@ -132,7 +157,7 @@ void add_sequence_parallel_verdicts(Context& ctx, Verdicts& v, const TpRun& run,
                                     int64_t batch, int micro_batches) {
   const GptShape& s = model.shape();
   const int tp = model.group().size(), M = micro_batches;
-  const double L = stage_blocks(model), C = double(s.width), whole = double(batch / M * s.context * s.width);
+  const double L = stage_blocks(model), whole = double(batch / M * s.context * s.width);
   // A ring moves 2(tp−1)/tp of an all-reduce's payload per rank, (tp−1)/tp of a
   // reduce-scatter's input and (tp−1) times an all-gather's contribution.
   const double ring_all_reduces = 2 * L * M * 2 * (tp - 1) / double(tp) * whole * 4;
@@ -161,9 +186,9 @@ void add_sequence_parallel_verdicts(Context& ctx, Verdicts& v, const TpRun& run,
           (tp - 1) * m.all_gather.bytes + (tp - 1) / double(tp) * m.reduce_scatter.bytes, ring_all_reduces, 1e-12,
           "an all-reduce is a reduce-scatter then an all-gather: from the log's payloads, (tp−1)·AG + (tp−1)/tp·RS");
   }
-  const double replicated = 6 * L * C + (model.has_embeddings() ? double(s.vocab) * C + double(s.context) * C : 0) +
-                            (model.has_head() ? double(s.vocab) * C + 2 * C : 0);
-  check(str("--sp: replicated gradients summed over the TP group per step = 6·L·C + 2·V·C + T·C + 2·C",
+  double replicated = 0;  // the share's whole tensors, counted from the model (not the run's log)
+  for (const Tensor& whole_tensor : model.replicated_parameters()) replicated += double(whole_tensor.numel());
+  check(str("--sp: replicated gradients summed over the TP group per step = the stage's whole tensors' entries",
             model.stages() > 1 ? " (each stage its part)" : "", " = ", fmt(replicated, 6), " floats"),
         run.sp_grad_floats, replicated, 0, "each rank's embeddings, LayerNorms, c_proj biases and head saw T/tp positions");
   check("--sp: embeddings, LayerNorms and residual adds held per rank x tp = without --sp (memory ledger, bytes)",

@@ -33,12 +33,20 @@ double replicas_spread(Context& ctx, const std::vector<float>& mine);
 void add_step_verdicts(Verdicts& v, const TpRun& run, const Corpus& text, const Ch14Flags& f, int dp,
                        int micro_batches = 1);
 
-/// Collective over the world: every rank's parameter count against
-/// parameters_per_rank of its stage (exact), and, with dp > 1, every rank's
-/// DP all-reduce payload per step against 4 bytes × that count (each DP
-/// group averages its share's gradients once per step, nothing else).
-void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const TpRun& run, int tp, int dp,
-                       bool trained);
+/// The parameters one rank of pipeline stage `stage` of `stages` holds when
+/// `tp` ranks split `full`: full's named tensors of that stage counted one by
+/// one, each either shared out among the group or whole on every rank, as
+/// TensorParallelGpt cuts them. The provided count the size verdicts and the
+/// planner's verdicts judge against (no closed form, and not the hole).
+int64_t counted_share_parameters(const Gpt& full, int tp, int stage, int stages);
+
+/// Collective over the world: every rank's parameter count (its share's
+/// tensors) against counted_share_parameters of its stage (exact), and, with
+/// dp > 1, every rank's DP all-reduce payload per step against 4 bytes × that
+/// count (each DP group averages its share's gradients once per step,
+/// nothing else).
+void add_size_verdicts(Context& ctx, Verdicts& v, const TensorParallelGpt& model, const Gpt& full, const TpRun& run,
+                       int tp, int dp, bool trained);
 
 /// Collective over the world: forward and backward, every rank's TP
 /// all-reduces per step against 2 per block of its stage per micro-batch,

@@ -21,18 +21,6 @@ std::string tp_shape_problem(const GptShape& shape, int tp) {
          " heads (--heads): each rank computes an equal share of whole heads";
 }
 
-int64_t parameters_per_rank(const GptShape& s, int tp) {
-  const int64_t C = s.width, L = s.layers;
-  return (12 * L * C * C + 7 * L * C) / tp + 6 * L * C + 2 * s.vocab * C + s.context * C + 2 * C;
-}
-
-int64_t parameters_per_rank(const GptShape& s, int tp, int stage, int stages) {
-  const ch13::LayerRange r = ch13::stage_layers(s.layers, stages, stage);
-  const int64_t C = s.width, L = r.last - r.first;
-  return (12 * L * C * C + 7 * L * C) / tp + 6 * L * C + (stage == 0 ? s.vocab * C + s.context * C : 0) +
-         (stage + 1 == stages ? s.vocab * C + 2 * C : 0);
-}
-
 namespace {
 Tensor leaf(const Tensor& host, Device& device) { return host.to(device).set_requires_grad(true); }
 

@@ -36,16 +36,6 @@ namespace dpt::ch15 {
 /// width and the MLP's 4C), else the sentence why not, naming --tp.
 std::string tp_shape_problem(const GptShape& shape, int tp);
 
-/// Parameters one rank of `tp` holds, by the formula: the blocks' split
-/// tensors (12·L·C² + 7·L·C) ÷ tp, plus what every rank holds whole: 6·L·C
-/// in the blocks (two LayerNorms, the two c_proj biases), 2·V·C + T·C + 2·C
-/// (embeddings, head, ln_f). With tp = 1, chapter 14's gpt_parameter_count.
-int64_t parameters_per_rank(const GptShape& shape, int tp);
-/// The same for a rank of pipeline stage `stage` of `stages`: its L_s blocks'
-/// (12·L_s·C² + 7·L_s·C)/tp + 6·L_s·C, plus V·C + T·C (wte, wpe) on the first
-/// stage and V·C + 2·C (lm_head, ln_f) on the last.
-int64_t parameters_per_rank(const GptShape& shape, int tp, int stage, int stages);
-
 /// One block as rank t holds it.
 struct TpBlock {
   Tensor ln_1_weight;                ///< (C), replicated
