@@ -5,6 +5,7 @@
 
 #include "dpt/data.h"
 #include "dpt/fault_plan.h"
+#include "dpt/launch.h"
 #include "dpt/nn.h"
 #include "dpt/options.h"
 #include "dpt/report.h"
@@ -22,6 +23,11 @@ namespace dpt::ch16 {
 /// the flags' architecture holding the lowest finishing rank's weights
 /// (every finisher holds the same, a verdict says). False when none finished.
 bool final_model(const Options& o, const RunRecord& record, MLP& model);
+
+/// Collective over ctx's world: calls commit_step twice on a 3-float replica,
+/// every member fine and then the last one not, and judges each against the
+/// contract (ch16.h); true when both hold (commit_probe.cpp).
+bool add_commit_probe_verdicts(Context& ctx, Verdicts& v);
 
 void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Dataset& data, const FaultPlan& plan,
                        const ElasticSettings& s, RunRecord& record);

@@ -75,22 +75,33 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
     say.say("  every step: ask the lighthouse who is in (the quorum), compare checksums, heal who is behind,\n"
             "  then gradient, all-reduce, and commit_step: the step is applied on every member or on none");
     std::vector<int> first;
+    std::vector<FaultEvent> spares;  // ranks whose first event is a join: booked before the run
     for (int r = 0; r < ctx.world; ++r) {
-      bool spare = false;
+      const FaultEvent* own = nullptr;
       for (const FaultEvent& e : plan.events())
-        if (e.rank == r) { spare = e.kind == FaultKind::Join; break; }
-      if (!spare) first.push_back(r);
+        if (e.rank == r) { own = &e; break; }
+      if (own != nullptr && own->kind == FaultKind::Join)
+        spares.push_back(*own);
+      else
+        first.push_back(r);
     }
     shared.lighthouse = std::make_unique<Lighthouse>(ctx.world, first, f.detect_s, f.detect_s);
+    // A spare's machine is due at its step whenever its thread gets a core: booked here, so the quorum of that
+    // step waits for it (its own registration, in its thread, could come after the others ran past the step).
+    for (const FaultEvent& e : spares) shared.lighthouse->expect(e.rank, e.step);
     shared.record = std::make_unique<RunRecord>();
     shared.record->finals.resize(std::size_t(ctx.world));
     shared.record->finish_seconds.resize(std::size_t(ctx.world));
   }
   ctx.comm.barrier();  // the launch's world: never revoked, only the quorums' groups are
 
+  // Your commit_step judged alone first: the run's faults never make a member say no.
+  Holes holes;
+  if (!holes.run(ctx.comm, [&] { add_commit_probe_verdicts(ctx, lec.verdicts); }) && ctx.is_root())
+    say.say("  commit_step: not written yet (" + holes.last() + ")");
+
   // --------------------------------------------------------------------------
   // 2. The run: every rank's loop of step slots (elastic_rank.cpp)
-  Holes holes;  // your hole, commit_step, is called in every step
   const bool ran = holes.run(ctx.comm, [&] {
     run_elastic_rank(ctx.rank, ctx.device, o, lec.data, plan, s, *shared.lighthouse, *shared.record);
   });  // every thread is back: a crashed rank's stands in for the machine that restarts
