@@ -95,7 +95,7 @@ void report_goodput(Lecture& lec, const GoodputFlags& f, const std::vector<Goodp
   Verdicts& v = lec.verdicts;
   const std::string grid = "--intervals " + goodput_interval_list(rows);
   if (checkpoint_s <= 0) {
-    v.cannot_fail("the best C near Young/Daly's C*", "no checkpoint was written (every C ≥ --goodput-steps)");
+    v.cannot_fail("the best C near Young/Daly's C*", "when no checkpoint was written (every C ≥ --goodput-steps)");
   } else if (rows.size() < 2) {
     v.cannot_fail("the best C near Young/Daly's C*", "with one interval (try --intervals 1,2,4,8,16)");
   } else {
