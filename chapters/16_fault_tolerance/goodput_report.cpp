@@ -62,10 +62,10 @@ void report_goodput(Lecture& lec, const GoodputFlags& f, const std::vector<Goodp
   const std::size_t best_at = std::size_t(std::max_element(costed.begin(), costed.end()) - costed.begin());
   const GoodputRow* best = &rows[best_at];
   lec.say.section("2. Young and Daly: C* = √(2 · checkpoint cost · MTBF)");
-  lec.say.say(str("  measured: a step slot ", fixed(1e3 * step_s, 3), " ms, a checkpoint ", fixed(1e3 * checkpoint_s, 3),
-                  " ms (δ), a recovery ", fixed(1e3 * recovery_s, 3), " ms; planned MTBF ", fmt(f.mtbf_steps, 4),
-                  " steps = ", fixed(1e3 * mtbf_s, 3), " ms\n", "  C* = √(2 · ", fixed(1e3 * checkpoint_s, 3), " ms · ",
-                  fixed(1e3 * mtbf_s, 3), " ms) = ", fixed(1e3 * c_star * step_s, 3), " ms = ", fixed(c_star, 2),
+  lec.say.say(str("  measured: a step slot ", fmt(1e3 * step_s, 4), " ms, a checkpoint ", fmt(1e3 * checkpoint_s, 4),
+                  " ms (δ), a recovery ", fmt(1e3 * recovery_s, 4), " ms; planned MTBF ", fmt(f.mtbf_steps, 4),
+                  " steps = ", fmt(1e3 * mtbf_s, 4), " ms\n", "  C* = √(2 · ", fmt(1e3 * checkpoint_s, 4), " ms · ",
+                  fmt(1e3 * mtbf_s, 4), " ms) = ", fmt(1e3 * c_star * step_s, 4), " ms = ", fixed(c_star, 2),
                   " steps; the best C at mean costs: ", best->interval));
   lec.summary.add_row({"Young/Daly C*", fixed(c_star, 2) + " steps"});
   lec.summary.add_row({"best C at mean costs", std::to_string(best->interval) + " (" + fixed(costed[best_at], 1) + " useful steps/s)"});
