@@ -45,13 +45,13 @@ using parts::SteadyClock;
 using parts::seconds_since;
 
 // Executed step slots at which a failure hits, ascending: exponential gaps of
-// mean `mtbf`, at most one per slot, up to `slots`.
+// mean `mtbf` step slots, at most one per slot (a slot fails once), below `slots`.
 std::vector<int64_t> goodput_failure_slots(double mtbf, int64_t slots, uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
   std::exponential_distribution<double> gap(1.0 / mtbf);
   std::vector<int64_t> at;
-  for (double t = gap(rng); t < double(slots); t += gap(rng))
-    if (at.empty() || int64_t(t) > at.back()) at.push_back(int64_t(t));
+  for (double t = gap(rng); t < double(slots); t = double(at.back() + 1) + gap(rng))
+    at.push_back(int64_t(t));  // the next one after this slot's end (memoryless: the same process)
   return at;
 }
 
@@ -186,7 +186,7 @@ void add_goodput_flags(CLI::App& app, GoodputFlags& f) {
   app.add_option("--intervals", f.intervals, "--goodput: checkpoint intervals C in steps, comma-separated")
       ->delimiter(',')->check(integer_in(1, 100000))->capture_default_str();
   app.add_option("--mtbf", f.mtbf_steps, "--goodput: mean step slots between failures (exponential gaps)")
-      ->check(number_in(0, 1e6))->capture_default_str();
+      ->check(number_from(1, 1e6))->capture_default_str();
   app.add_option("--checkpoint-cost", f.checkpoint_steps, "--goodput: the modelled checkpoint write, in step times")
       ->check(number_from(0, 1000))->capture_default_str();
   app.add_option("--goodput-steps", f.useful_steps, "--goodput: committed steps every run must reach")
