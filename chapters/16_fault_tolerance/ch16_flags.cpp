@@ -50,6 +50,7 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
                "The broken transaction: apply the reduced gradient before every member has agreed");
   app.add_flag("--ring", f.ring, "The step's all-reduce as a ring of sendrecv: a crash lands in its last hop, "
                                  "unannounced, so some members finish the sum and one does not");
+  add_goodput_flags(app, f.goodput);
   app.final_callback([&f, &options, &app] {  // once --ranks, --steps and --optimizer are known
     const std::string comm = app.get_option("--comm")->as<std::string>();
     if (comm != "threads")
@@ -60,6 +61,9 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
                                  "joining rank must receive); give momentum or leave it out");
     if (f.no_faults && (!f.faults.fail.empty() || !f.faults.join.empty()))
       throw CLI::ValidationError("--no-faults", "given with --fail or --join: pick one");
+    const std::string goodput = goodput_flags_problem(f.goodput, !f.faults.fail.empty() || !f.faults.join.empty() ||
+                                                                     f.apply_before_vote || f.ring);
+    if (!goodput.empty()) throw CLI::ValidationError(goodput);
     const CLI::Option* ranks = app.get_option("--ranks");
     const int world = ranks->count() ? ranks->as<int>() : kBareRanks;
     const FaultPlan plan = plan_of(f, world, options.steps);

@@ -10,6 +10,7 @@
 
 #include "dpt/fault_plan.h"
 #include "dpt/options.h"
+#include "goodput.h"
 
 namespace dpt::ch16 {
 
@@ -25,6 +26,7 @@ struct Ch16Flags {
   double detect_s = 2.0;          ///< --detect-timeout S: a group's call, and a quorum's wait, give up after S
   bool apply_before_vote = false; ///< --apply-before-vote: the broken transaction
   bool ring = false;              ///< --ring: the gradient all-reduce as a ring of sendrecv
+  GoodputFlags goodput;           ///< --goodput and its flags (goodput.h)
 };
 
 /// Registers the flags into `flags`; checks them against --ranks, --steps and

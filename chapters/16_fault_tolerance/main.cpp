@@ -23,6 +23,7 @@
 //     build/reference/bin/ch16_fault_tolerance --fail 2@5 --keep per-rank
 //     build/reference/bin/ch16_fault_tolerance --apply-before-vote     # the broken transaction: ✘
 //     build/reference/bin/ch16_fault_tolerance --apply-before-vote --ring --detect-timeout 0.5  # half-applied
+//     build/reference/bin/ch16_fault_tolerance --goodput --plot goodput.svg   # checkpoint interval vs goodput (goodput.h)
 //
 // Your hole (chapters/16_fault_tolerance/ch16.h): ch16::commit_step, the end
 // of a step as a transaction.
@@ -48,6 +49,7 @@ using namespace dpt::ch16;
 struct Shared {
   std::unique_ptr<Lighthouse> lighthouse;
   std::unique_ptr<RunRecord> record;
+  GoodputShared goodput;  ///< --goodput's checkpoint store, outside every rank
 };
 
 void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
@@ -55,6 +57,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   if (o.steps == 0) return;
+  if (f.goodput.on) return goodput_lecture(lec, f.goodput, shared.goodput);  // its own lesson (goodput.h)
   const FaultPlan plan = plan_of(f, ctx.world, o.steps);
   ElasticSettings s;
   s.world = ctx.world;

@@ -1,0 +1,149 @@
+// test_ch16_goodput.cpp — chapter 16's goodput sweep (--goodput): the table's
+// counts obey a restart's laws (a failure loses the step in flight and at
+// most C − 1 committed steps; every failure has every rank read the whole
+// state), the SVG has one point per interval and C* marked where the
+// printed formula puts it, every run equals its one-device replay, and bad
+// flags stop in one line. No timing is asserted: which C wins is judged by
+// the program's own verdicts, whose lines the test only requires present.
+#include "support/catch.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/run_program.h"
+#include "support/xml_elements.h"
+
+namespace {
+
+const std::string kGoodputFlags = "--ranks 4 --goodput --intervals 1,4,16 --goodput-steps 48 --mtbf 8 ";
+
+bool goodput_has(const std::string& output, const std::string& text) { return output.find(text) != std::string::npos; }
+
+struct GoodputTableRow {
+  int64_t interval = 0, checkpoints = 0, failures = 0, lost = 0, restore_bytes = 0;
+};
+
+// The rows of the table titled "goodput against the checkpoint interval C".
+std::vector<GoodputTableRow> goodput_table(const std::string& output) {
+  std::vector<GoodputTableRow> rows;
+  std::istringstream in(output.substr(output.find("goodput against the checkpoint interval C")));
+  std::string line;
+  std::getline(in, line);  // the title
+  std::getline(in, line);  // the header
+  std::getline(in, line);  // the rule
+  while (std::getline(in, line) && line.find_first_not_of(' ') != std::string::npos) {
+    std::istringstream cells(line);
+    GoodputTableRow r;
+    double skip;
+    cells >> r.interval >> r.checkpoints >> r.failures >> r.lost >> skip >> skip >> r.restore_bytes;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// The number after `label` in `output` (e.g. "= " before C*'s value).
+double goodput_number_after(const std::string& output, const std::string& label) {
+  const std::size_t at = output.find(label);
+  return at == std::string::npos ? std::nan("") : std::stod(output.substr(at + label.size()));
+}
+
+}  // namespace
+
+TEST_CASE("chapter: ch16 --goodput's table obeys a restart's laws, its SVG marks C* and one point per C", "[ch16]") {
+  const std::string svg = dpt_test::temp_path("ch16_goodput.svg");
+  std::remove(svg.c_str());
+  const auto run = dpt_test::run_program("ch16_fault_tolerance", kGoodputFlags + "--plot " + svg);
+  INFO(run.output);
+  REQUIRE((run.exit_code == 0 || run.exit_code == 3));
+  CHECK((run.exit_code == 3) == goodput_has(run.output, "✘"));
+
+  // Ψ of --model 32-32-10: 32·32 + 32 + 32·10 + 10; a restore reads 4·2Ψ + 16 bytes on each of 4 ranks.
+  const int64_t psi = 32 * 32 + 32 + 32 * 10 + 10, state_bytes = 4 * 2 * psi + 16;
+  const std::vector<GoodputTableRow> rows = goodput_table(run.output);
+  REQUIRE(rows.size() == 3);
+  const int64_t intervals[] = {1, 4, 16};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const GoodputTableRow& r = rows[i];
+    INFO("C = " << r.interval);
+    CHECK(r.interval == intervals[i]);
+    CHECK(r.failures > 0);  // 48 steps at a failure every 8 on average: some hit
+    CHECK(r.lost >= r.failures);                // each loses the step in flight
+    CHECK(r.lost <= r.failures * r.interval);   // and at most the C − 1 committed since the last checkpoint
+    CHECK(r.checkpoints >= (48 - 1) / r.interval);  // every multiple of C short of the end, at least once
+    CHECK(r.restore_bytes == r.failures * 4 * state_bytes);
+  }
+  CHECK(rows[0].lost == rows[0].failures);  // a checkpoint after every step: only the step in flight is lost
+
+  // C* as printed: √(2 · δ · MTBF) from the printed δ and MTBF (ms, 3 decimals), in steps of the printed step time.
+  const double step_ms = goodput_number_after(run.output, "a step slot ");
+  const double delta_ms = goodput_number_after(run.output, "ms, a checkpoint ");
+  const double mtbf_ms = goodput_number_after(run.output, " steps = ");
+  const double c_star = goodput_number_after(run.output, " ms = ");
+  REQUIRE(std::isfinite(c_star));
+  CHECK(mtbf_ms == Approx(8 * step_ms).margin(0.005));
+  CHECK(std::sqrt(2 * delta_ms * mtbf_ms) / step_ms == Approx(c_star).epsilon(0.05));
+
+  std::ifstream in(svg);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const dpt_test::XmlDocument doc = dpt_test::parse_xml(text.str());
+  REQUIRE(doc.problem == "");
+  std::set<double> xs;
+  int points = 0, bands = 0;
+  for (const auto& e : doc.elements) {
+    if (e.attribute("class") == "marker" && e.attribute("data-series") == "at mean costs") {
+      ++points;
+      xs.insert(std::stod(e.attribute("data-x")));
+    }
+    if (e.attribute("class") == "band") {
+      ++bands;
+      CHECK(std::stod(e.attribute("data-x-hi")) == Approx(c_star).margin(0.006));
+    }
+  }
+  CHECK(points == 3);
+  CHECK(xs == std::set<double>{1, 4, 16});
+  CHECK(bands == 1);
+  std::remove(svg.c_str());
+
+  // Correctness does not depend on C; which C wins is the program's verdict (timed: only present here).
+  CHECK(goodput_has(run.output, "✔ at every C the run = one device replaying its committed steps"));
+  CHECK(goodput_has(run.output, "✔ at every C the committed steps consumed every sample of every epoch exactly once"));
+  CHECK((goodput_has(run.output, "within ×2.5 of C*") || goodput_has(run.output, "near Young/Daly's C* — cannot fail")));
+  CHECK((goodput_has(run.output, "goodput falls off on both sides") || goodput_has(run.output, "C* off the grid")));
+}
+
+TEST_CASE("chapter: ch16 --goodput says which verdicts cannot fail: a grid too small, no checkpoint, δ not ≪ MTBF", "[ch16]") {
+  const auto two = dpt_test::run_program("ch16_fault_tolerance", "--ranks 4 --goodput --intervals 2,4 --goodput-steps 16");
+  INFO(two.output);
+  CHECK(goodput_has(two.output, "goodput falls off on both sides of the best C — cannot fail with fewer than 3 intervals"));
+  const auto none = dpt_test::run_program("ch16_fault_tolerance", "--ranks 4 --goodput --intervals 8,16 --goodput-steps 8");
+  INFO(none.output);
+  CHECK(goodput_has(none.output, "the best C near Young/Daly's C* — cannot fail when no checkpoint was written"));
+  CHECK(none.exit_code == 0);  // what cannot be judged is never ✘, and the replay verdicts pass
+  // A checkpoint of 100 step times against a failure every 2 steps: δ ≫ MTBF, outside what Young assumes.
+  const auto costly = dpt_test::run_program(
+      "ch16_fault_tolerance", "--ranks 2 --goodput --intervals 1,2,4 --goodput-steps 4 --mtbf 2 --checkpoint-cost 100");
+  INFO(costly.output);
+  CHECK(goodput_has(costly.output, "the best C near Young/Daly's C* — cannot fail when a checkpoint costs"));
+  CHECK(goodput_has(costly.output, "goodput falls off on both sides of the best C — cannot fail when δ is not ≪ MTBF"));
+  CHECK(costly.exit_code == 0);
+}
+
+TEST_CASE("chapter: ch16 --goodput's bad flags stop in one line naming the flag, exit 2", "[ch16]") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--goodput --intervals 4,2", "--intervals"},      {"--goodput --intervals 0", "--intervals"},
+      {"--goodput --mtbf 0.5", "--mtbf"},                {"--goodput --checkpoint-cost nan", "--checkpoint-cost"},
+      {"--goodput --goodput-steps 0", "--goodput-steps"}, {"--plot x.svg", "--plot"},
+      {"--goodput --fail 1@3", "--goodput"}};
+  for (const auto& [args, flag] : cases) {
+    const auto run = dpt_test::run_program("ch16_fault_tolerance", args);
+    INFO(args << "\n" << run.output);
+    CHECK(run.exit_code == 2);
+    CHECK(goodput_has(run.output, "ch16_fault_tolerance: " + flag + ": "));
+  }
+}
