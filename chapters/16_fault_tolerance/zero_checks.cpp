@@ -91,6 +91,8 @@ void add_zero_verdicts(Verdicts& v, const Options& o, const Dataset& data, const
   v.holds(tag + "the ledger consumed every sample of every epoch exactly once", once.ok, once.seen);
 
   int64_t lost = 0;
+  if (record.recoveries.empty())
+    v.cannot_fail(tag + "a lost shard recovered", "with no crash planned (try --fail 2@7)");
   for (const ZeroRecovery& r : record.recoveries) {
     const int64_t expect = s.buddy ? r.committed_before : r.committed_before / s.checkpoint_every * s.checkpoint_every;
     lost += r.committed_before - r.restored;
@@ -102,8 +104,8 @@ void add_zero_verdicts(Verdicts& v, const Options& o, const Dataset& data, const
   }
   if (s.buddy)
     for (int r : finished) {
-      const int64_t formula = 4 * shard_size(int64_t(first.size()), int(planned.size()));
-      v.holds(tag + "rank " + std::to_string(r) + "'s buddy copy: bytes = 4·ceil(Ψ/n)",
+      const int64_t formula = planned.size() > 1 ? 4 * shard_size(int64_t(first.size()), int(planned.size())) : 0;
+      v.holds(tag + "rank " + std::to_string(r) + "'s buddy copy: bytes = 4·ceil(Ψ/n) (0 alone)",
               record.buddy_bytes[std::size_t(r)] == formula,
               std::to_string(record.buddy_bytes[std::size_t(r)]) + " B held, formula " + std::to_string(formula) + " B");
     }

@@ -37,8 +37,9 @@ ZeroRow zero_row(const ZeroSettings& s, const ZeroRecord& rec, int64_t psi, int 
   int64_t held = 0;
   for (std::size_t r = 0; r < rec.finals.size(); ++r)
     if (!rec.finals[r].empty()) ++n, held = std::max(held, rec.buddy_bytes[r]);
-  row.memory_formula = s.buddy ? str("4·ceil(Ψ/n) = ", 4 * shard_size(psi, world), " B on ", world, ", ",
-                                     4 * shard_size(psi, std::max(n, 1)), " B on ", n)
+  auto buddy_bytes = [psi](int members) { return members > 1 ? 4 * shard_size(psi, members) : int64_t(0); };
+  row.memory_formula = s.buddy ? str("4·ceil(Ψ/n) = ", buddy_bytes(world), " B on ", world, ", ", buddy_bytes(n),
+                                     " B on ", n)
                                : str("0 B (disk: 4·3·ceil(Ψ/n) per rank and checkpoint, ", rec.checkpoints, " sealed)");
   row.memory_held = s.buddy ? str(held, " B") : "0 B";
   double seconds = 0;

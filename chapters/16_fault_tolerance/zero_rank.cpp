@@ -107,7 +107,7 @@ class ZeroRank {
     members_ = q.members;
     index_ = q.index;
     momentum_.assign(std::size_t(shard_size(psi_, n())), 0.0f);
-    buddy_ = stale_ = s_.buddy ? momentum_ : std::vector<float>{};
+    buddy_ = stale_ = s_.buddy && n() > 1 ? momentum_ : std::vector<float>{};  // one rank: no neighbour
     if (!s_.buddy) save(q);
   }
 
@@ -145,7 +145,7 @@ class ZeroRank {
     members_ = q.members;
     index_ = q.index;
     momentum_ = zero_shard_of(full, index_, n(), s_.mistake == "off-by-one" ? 1 : 0);
-    buddy_.assign(s_.buddy ? momentum_.size() : 0, 0.0f);
+    buddy_.assign(s_.buddy && n() > 1 ? momentum_.size() : 0, 0.0f);
     if (s_.buddy) refresh_buddy(*q.comm, momentum_, buddy_);
     stale_ = buddy_;
     if (index_ == 0) {
@@ -218,7 +218,7 @@ class ZeroRank {
     }
     Replica mine{zero_shard_of(flat(), index_, n()), momentum_};  // prepared, not yet mine
     apply_momentum(mine, zero_shard_of(grad, index_, n()), o_.lr);
-    std::vector<float> copy(s_.buddy ? mine.momentum.size() : 0, 0.0f);
+    std::vector<float> copy(buddy_.size(), 0.0f);
     if (s_.buddy) refresh_buddy(*q.comm, mine.momentum, copy);
     std::vector<float> params = zero_place_shard(mine.params, psi_, index_, n());
     q.comm->all_reduce(params.data(), psi_, ReduceOp::Sum);  // the all-gather of the new parameters
