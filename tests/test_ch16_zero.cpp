@@ -61,6 +61,7 @@ TEST_CASE("zero: a crash under --shard-recovery buddy loses nothing, every verdi
   for (const std::string& v : kZeroVerdicts) CHECK(zero16_has(run.output, "✔ [buddy] " + v));
   CHECK(zero16_has(run.output, "✔ [buddy] recovery at step 6: nothing lost"));
   CHECK(zero16_has(run.output, "✔ [buddy] rank 1's buddy copy: bytes = 4·ceil(Ψ/n)"));
+  CHECK(zero16_has(run.output, "✔ [buddy] rank 1's last refresh sent the same bytes (traffic log)"));
 }
 
 TEST_CASE("zero: a planted buddy copy one step stale turns the momentum verdict ✘", "[ch16]") {

@@ -108,6 +108,10 @@ void add_zero_verdicts(Verdicts& v, const Options& o, const Dataset& data, const
       v.holds(tag + "rank " + std::to_string(r) + "'s buddy copy: bytes = 4·ceil(Ψ/n) (0 alone)",
               record.buddy_bytes[std::size_t(r)] == formula,
               std::to_string(record.buddy_bytes[std::size_t(r)]) + " B held, formula " + std::to_string(formula) + " B");
+      v.holds(tag + "rank " + std::to_string(r) + "'s last refresh sent the same bytes (traffic log)",
+              record.buddy_sent[std::size_t(r)] == formula,
+              std::to_string(record.buddy_sent[std::size_t(r)]) + " B sent to its left neighbour, formula " +
+                  std::to_string(formula) + " B");
     }
   const int64_t committed = int64_t(record.ledger.size()), dropped = int64_t(record.dropped.size());
   v.holds(tag + "every slot committed, dropped, or lost to a rollback", committed + dropped + lost == o.steps,

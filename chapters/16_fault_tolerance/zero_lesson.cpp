@@ -86,6 +86,7 @@ void zero_lesson(Lecture& lec, const Ch16Flags& f, ZeroShared& shared) {
       rec.shards.resize(std::size_t(ctx.world));
       rec.index.assign(std::size_t(ctx.world), -1);
       rec.buddy_bytes.assign(std::size_t(ctx.world), 0);
+      rec.buddy_sent.assign(std::size_t(ctx.world), 0);
     }
     ctx.comm.barrier();  // the launch's world: never revoked
     run_zero_rank(ctx.rank, ctx.device, o, lec.data, plan, shared.settings, *shared.lighthouse, *shared.record);

@@ -80,6 +80,7 @@ class ZeroRank {
     rec_.shards[std::size_t(rank_)] = momentum_;
     rec_.index[std::size_t(rank_)] = index_;
     rec_.buddy_bytes[std::size_t(rank_)] = int64_t(buddy_.size() * sizeof(float));
+    rec_.buddy_sent[std::size_t(rank_)] = sent_;
   }
 
  private:
@@ -219,7 +220,10 @@ class ZeroRank {
     Replica mine{zero_shard_of(flat(), index_, n()), momentum_};  // prepared, not yet mine
     apply_momentum(mine, zero_shard_of(grad, index_, n()), o_.lr);
     std::vector<float> copy(buddy_.size(), 0.0f);
+    const int left = (index_ + n() - 1) % n();
+    const int64_t sent_before = q.comm->traffic().bytes(index_, left);
     if (s_.buddy) refresh_buddy(*q.comm, mine.momentum, copy);
+    const int64_t sent = q.comm->traffic().bytes(index_, left) - sent_before;
     std::vector<float> params = zero_place_shard(mine.params, psi_, index_, n());
     q.comm->all_reduce(params.data(), psi_, ReduceOp::Sum);  // the all-gather of the new parameters
     float yes = fine ? 1.0f : 0.0f;
@@ -234,6 +238,7 @@ class ZeroRank {
     else buddy_ = std::move(copy);
     ++committed_;
     cursor_ += global;
+    sent_ = sent;
     if (index_ == 0) {
       std::lock_guard<std::mutex> lock(rec_.mutex);
       rec_.ledger.push_back(LedgerEntry{slot, q.id, n(), o_.lr, batch, q.members});
@@ -263,6 +268,7 @@ class ZeroRank {
   std::vector<float> stale_;    // the planted stale-buddy's previous copy
   int64_t committed_ = 0;
   int64_t cursor_ = 0;
+  int64_t sent_ = 0;            // bytes the last committed step's buddy refresh sent
 };
 
 }  // namespace
