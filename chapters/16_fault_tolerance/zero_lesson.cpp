@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <system_error>
 
 #include "dpt/sharded_checkpoint.h"
 #include "zero_checks.h"
@@ -54,6 +55,11 @@ ZeroRow zero_row(const ZeroSettings& s, const ZeroRecord& rec, int64_t psi, int 
 
 }  // namespace
 
+ZeroShared::~ZeroShared() {
+  std::error_code ignored;  // a destructor must not throw: what cannot be removed stays
+  if (!settings.dir.empty()) std::filesystem::remove_all(settings.dir, ignored);
+}
+
 void zero_lesson(Lecture& lec, const Ch16Flags& f, ZeroShared& shared) {
   Context& ctx = lec.ctx();
   const Options& o = lec.o;
@@ -101,6 +107,7 @@ void zero_lesson(Lecture& lec, const Ch16Flags& f, ZeroShared& shared) {
     add_zero_verdicts(lec.verdicts, o, lec.data, plan, shared.settings, rec);
     rows.push_back(zero_row(shared.settings, rec, psi, ctx.world, o.steps));
     if (!shared.settings.dir.empty()) std::filesystem::remove_all(shared.settings.dir);
+    shared.settings.dir.clear();
   }
   if (!ctx.is_root()) return;
   say.section("3. Memory vs recovery time, measured (the chapter's design question)");

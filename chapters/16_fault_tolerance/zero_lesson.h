@@ -18,6 +18,11 @@ struct ZeroShared {
   std::unique_ptr<Lighthouse> lighthouse;  ///< the run's quorum service
   std::unique_ptr<ZeroRecord> record;      ///< what its ranks leave for the verdicts
   ZeroSettings settings;                   ///< the policy, its interval, its scratch directory
+  ZeroShared() = default;
+  ZeroShared(const ZeroShared&) = delete;
+  ZeroShared& operator=(const ZeroShared&) = delete;
+  /// Removes a scratch directory a failed run left behind.
+  ~ZeroShared();
 };
 
 /// Runs on every rank thread of the lecture: one --zero run per policy
