@@ -165,6 +165,7 @@ class ZeroRank {
 
   // The sealed checkpoint of this committed step: every member its shard, the first seals it.
   void save(const Quorum& q) {
+    const auto t0 = ZeroClock::now();
     const std::vector<float> params = flat();
     ShardState shard;
     shard.rank = index_;
@@ -184,6 +185,10 @@ class ZeroRank {
       ++rec_.checkpoints;
     }
     q.comm->barrier();
+    if (index_ == 0) {
+      std::lock_guard<std::mutex> lock(rec_.mutex);
+      rec_.upkeep_seconds += zero_seconds_since(t0);
+    }
   }
 
   void drop(int64_t slot, const std::string& what) {
@@ -222,7 +227,9 @@ class ZeroRank {
     std::vector<float> copy(buddy_.size(), 0.0f);
     const int left = (index_ + n() - 1) % n();
     const int64_t sent_before = q.comm->traffic().bytes(index_, left);
+    const auto refresh_t0 = ZeroClock::now();
     if (s_.buddy) refresh_buddy(*q.comm, mine.momentum, copy);
+    const double refresh_s = zero_seconds_since(refresh_t0);
     const int64_t sent = q.comm->traffic().bytes(index_, left) - sent_before;
     std::vector<float> params = zero_place_shard(mine.params, psi_, index_, n());
     q.comm->all_reduce(params.data(), psi_, ReduceOp::Sum);  // the all-gather of the new parameters
@@ -243,6 +250,7 @@ class ZeroRank {
       std::lock_guard<std::mutex> lock(rec_.mutex);
       rec_.ledger.push_back(LedgerEntry{slot, q.id, n(), o_.lr, batch, q.members});
       rec_.step_seconds += zero_seconds_since(t0);
+      rec_.upkeep_seconds += s_.buddy ? refresh_s : 0.0;
       ++rec_.steps_timed;
     }
     if (!s_.buddy && committed_ % s_.checkpoint_every == 0) save(q);

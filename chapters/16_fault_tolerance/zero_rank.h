@@ -57,6 +57,7 @@ struct ZeroRecord {
   std::vector<int64_t> buddy_bytes;          ///< by world rank: bytes its buddy copy holds at the end
   std::vector<int64_t> buddy_sent;           ///< by world rank: bytes its last step's refresh sent (traffic log)
   int64_t checkpoints = 0;                   ///< checkpoints sealed
+  double upkeep_seconds = 0;                 ///< the quorum's first member's time keeping the copies (saves, refreshes)
   double step_seconds = 0;                   ///< committed steps' time on the quorum's first member
   int64_t steps_timed = 0;                   ///< how many steps step_seconds sums
 };
