@@ -1,7 +1,8 @@
 /// @file ch16_flags.h
 /// @brief Chapter 16's own flags (provided): the faults, how the run keeps
-/// its batch, the checksum interval, the failure detector's bound, and the
-/// broken transaction. Checked once --ranks and --steps are known (exit 2).
+/// its batch, the checksum interval, the failure detector's bound, the
+/// broken transaction; --zero's lost shard. Checked once --ranks and
+/// --steps are known (exit 2).
 #pragma once
 
 #include <CLI/CLI.hpp>
