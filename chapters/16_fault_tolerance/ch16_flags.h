@@ -1,7 +1,8 @@
 /// @file ch16_flags.h
 /// @brief Chapter 16's own flags (provided): the faults, how the run keeps
-/// its batch, the checksum interval, the failure detector's bound, and the
-/// broken transaction. Checked once --ranks and --steps are known (exit 2).
+/// its batch, the checksum interval, the failure detector's bound, the
+/// broken transaction; --zero's lost shard. Checked once --ranks and
+/// --steps are known (exit 2).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -27,6 +28,10 @@ struct Ch16Flags {
   bool apply_before_vote = false; ///< --apply-before-vote: the broken transaction
   bool ring = false;              ///< --ring: the gradient all-reduce as a ring of sendrecv
   GoodputFlags goodput;           ///< --goodput and its flags (goodput.h)
+  bool zero = false;              ///< --zero: ZeRO-1, each member holds 1/n of the momentum (zero_rank.h)
+  std::string shard_recovery = "both";  ///< --shard-recovery checkpoint|buddy|both
+  int64_t checkpoint_every = 5;   ///< --checkpoint-every K: the checkpoint policy's interval
+  std::string shard_mistake = "none";   ///< --shard-mistake none|stale-buddy|off-by-one: a planted bug
 };
 
 /// Registers the flags into `flags`; checks them against --ranks, --steps and
@@ -37,6 +42,10 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& flags, Options& options);
 /// (the last rank crashes at a quarter of the steps and joins at half; none
 /// on one rank or with --no-faults).
 FaultPlan plan_of(const Ch16Flags& flags, int world, int64_t steps);
+
+/// The --zero run's plan: the flags' crashes, or with none the last rank
+/// crashing at 3/8 of the steps (none on one rank or with --no-faults).
+FaultPlan zero_plan_of(const Ch16Flags& flags, int world, int64_t steps);
 
 /// "" when every bit flip of `plan` meets a checksum round (every
 /// `check_every` steps, and once after the last) before its rank's next

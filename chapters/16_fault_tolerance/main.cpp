@@ -24,11 +24,12 @@
 //     build/reference/bin/ch16_fault_tolerance --apply-before-vote     # the broken transaction: ✘
 //     build/reference/bin/ch16_fault_tolerance --apply-before-vote --ring --detect-timeout 0.5  # half-applied
 //     build/reference/bin/ch16_fault_tolerance --goodput --plot goodput.svg   # checkpoint interval vs goodput (goodput.h)
+//     build/reference/bin/ch16_fault_tolerance --zero          # a lost ZeRO shard: checkpoint vs buddy
 //
 // Your hole (chapters/16_fault_tolerance/ch16.h): ch16::commit_step, the end
 // of a step as a transaction.
 //
-// Left out: ZeRO's lost shard, restarts under mpirun (scripts/dptrun), a real
+// Left out: restarts under mpirun (scripts/dptrun), a real
 // failure detector's heartbeats. Theory: docs/ch16_fault_tolerance.md.
 // Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
@@ -41,6 +42,7 @@
 #include "elastic_rank.h"
 #include "lighthouse.h"
 #include "run_record.h"
+#include "zero_lesson.h"
 
 using namespace dpt;
 using namespace dpt::ch16;
@@ -50,12 +52,14 @@ struct Shared {
   std::unique_ptr<Lighthouse> lighthouse;
   std::unique_ptr<RunRecord> record;
   GoodputShared goodput;  ///< --goodput's checkpoint store, outside every rank
+  ZeroShared zero;  ///< --zero's run (zero_lesson.h)
 };
 
 void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   Context& ctx = lec.ctx();
   const Options& o = lec.o;
   const Narrator& say = lec.say;
+  if (f.zero) return zero_lesson(lec, f, shared.zero);  // a lost ZeRO shard (zero_lesson.cpp)
   if (o.steps == 0) return;
   if (f.goodput.on) return goodput_lecture(lec, f.goodput, shared.goodput);  // its own lesson (goodput.h)
   const FaultPlan plan = plan_of(f, ctx.world, o.steps);
