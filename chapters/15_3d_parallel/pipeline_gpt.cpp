@@ -13,6 +13,15 @@
 
 namespace dpt::ch15 {
 
+void add_since(AllReduces& total, const AllReduces& before, const AllReduces& after) {
+  total.calls += after.calls - before.calls, total.bytes += after.bytes - before.bytes;
+}
+
+void add_since(Collectives& total, const Collectives& before, const Collectives& after) {
+  add_since(total.all_gather, before.all_gather, after.all_gather);
+  add_since(total.reduce_scatter, before.reduce_scatter, after.reduce_scatter);
+}
+
 AllReduces all_reduces_so_far(Communicator& group) {
   TrafficLog& log = group.traffic();
   return {double(log.collective_calls("all_reduce", log.rank())), double(log.collective_bytes("all_reduce", log.rank()))};
@@ -26,13 +35,6 @@ Collectives pair_so_far(Communicator& group) {
 }
 
 namespace {
-void add_since(AllReduces& total, const AllReduces& before, const AllReduces& after) {
-  total.calls += after.calls - before.calls, total.bytes += after.bytes - before.bytes;
-}
-void add_since(Collectives& total, const Collectives& before, const Collectives& after) {
-  add_since(total.all_gather, before.all_gather, after.all_gather);
-  add_since(total.reduce_scatter, before.reduce_scatter, after.reduce_scatter);
-}
 double stage_seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -41,6 +41,10 @@ struct Collectives {
 AllReduces all_reduces_so_far(Communicator& group);
 /// The same for the --sp pair's collectives.
 Collectives pair_so_far(Communicator& group);
+/// Adds to `total` what a log reading `after` holds beyond `before` (calls and bytes).
+void add_since(AllReduces& total, const AllReduces& before, const AllReduces& after);
+/// The same for each of the pair's collectives.
+void add_since(Collectives& total, const Collectives& before, const Collectives& after);
 
 /// The TP group's collectives one stage step passed, forward and backward.
 struct StageTraffic {

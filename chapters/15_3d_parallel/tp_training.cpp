@@ -15,13 +15,6 @@
 namespace dpt::ch15 {
 
 namespace {
-void add_difference(AllReduces& total, const AllReduces& before, const AllReduces& after) {
-  total.calls += after.calls - before.calls, total.bytes += after.bytes - before.bytes;
-}
-void add_difference(Collectives& total, const Collectives& before, const Collectives& after) {
-  add_difference(total.all_gather, before.all_gather, after.all_gather);
-  add_difference(total.reduce_scatter, before.reduce_scatter, after.reduce_scatter);
-}
 void per_step(AllReduces& a, double steps) { a.calls /= steps, a.bytes /= steps; }
 
 // Bytes charged to Activations (the embeddings, LayerNorms, residual adds)
@@ -111,10 +104,10 @@ TpRun train_tensor_parallel_gpt(Context& ctx, Ch15Grid& grid, TensorParallelGpt&
     const double pp_before = double(pp.traffic().bytes_sent(pp.rank()));
     const GptStageStep step = pipeline_gpt_step(pp, model, mine, B, pipe.micro_batches, sp, ops, &chart);
     run.pp_bytes_per_step += double(pp.traffic().bytes_sent(pp.rank())) - pp_before;
-    add_difference(run.forward, {}, step.traffic.forward);
-    add_difference(run.backward, {}, step.traffic.backward);
-    add_difference(run.sp_forward, {}, step.traffic.sp_forward);
-    add_difference(run.sp_backward, {}, step.traffic.sp_backward);
+    add_since(run.forward, {}, step.traffic.forward);
+    add_since(run.backward, {}, step.traffic.backward);
+    add_since(run.sp_forward, {}, step.traffic.sp_forward);
+    add_since(run.sp_backward, {}, step.traffic.sp_backward);
     if (s == 0) record_stages(pp, step, run);
     float global_loss = float(step.loss);  // the last stage's; the others hold 0
     if (pp.size() > 1) pp.all_reduce(&global_loss, 1, ReduceOp::Sum);

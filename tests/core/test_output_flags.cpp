@@ -47,7 +47,7 @@ const std::vector<std::pair<std::string, std::string>> kPrograms = {
     {"ch13_pipeline_parallel", "--ranks 4 "},
     {"ch14_language_model", ""},
     {"ch15_3d_parallel", ""},
-    {"ch16_fault_tolerance", ""}};
+    {"ch16_fault_tolerance", "--goodput "}};
 
 // The outputs each program must offer beyond the common ones: the check below
 // that the --help scan finds them keeps the scan honest.
@@ -55,7 +55,8 @@ const std::map<std::string, std::vector<std::string>> kChapterOutputs = {
     {"ch07_zero", {"--report-json"}},          {"ch08_collectives", {"--plot"}},
     {"ch09_parameter_server", {"--plot"}},     {"ch10_compression", {"--plot"}},
     {"ch13_pipeline_parallel", {"--gantt", "--gantt-trace"}}, {"ch02_batching", {"--sweep-plot"}},
-    {"ch14_language_model", {"--plot"}},       {"ch15_3d_parallel", {"--plot", "--gantt"}}};
+    {"ch14_language_model", {"--plot"}},       {"ch15_3d_parallel", {"--plot", "--gantt"}},
+    {"ch16_fault_tolerance", {"--plot"}}};
 
 // Programs that launch no ranks (ch11's --ranks sizes a section's threads), so have no --trace.
 const std::set<std::string> kOneProcessWithoutTrace = {"ch01_sgd", "ch02_batching", "ch11_mixed_precision"};
