@@ -48,8 +48,10 @@ void add_since(Collectives& total, const Collectives& before, const Collectives&
 
 /// The TP group's collectives one stage step passed, forward and backward.
 struct StageTraffic {
-  AllReduces forward, backward;         ///< all-reduces inside the forward / backward calls
-  Collectives sp_forward, sp_backward;  ///< --sp: the pair's calls
+  AllReduces forward;       ///< all-reduces inside the forward calls
+  AllReduces backward;      ///< all-reduces inside the backward calls
+  Collectives sp_forward;   ///< --sp: the pair's calls in forward
+  Collectives sp_backward;  ///< --sp: the pair's calls in backward
 };
 
 /// What one step of one stage did.

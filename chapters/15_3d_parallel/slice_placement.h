@@ -21,10 +21,10 @@ namespace dpt::ch15 {
 /// in the block's attention parameters that entry holds, or -1 where it
 /// holds no entry's value unchanged.
 struct SlicePlacement {
-  std::vector<int64_t> qkv_weight;
-  std::vector<int64_t> qkv_bias;
-  std::vector<int64_t> proj_weight;
-  std::vector<int64_t> proj_bias;
+  std::vector<int64_t> qkv_weight;   ///< for each entry of the rank's c_attn weight share
+  std::vector<int64_t> qkv_bias;     ///< for each entry of its c_attn bias share
+  std::vector<int64_t> proj_weight;  ///< for each entry of its c_proj weight share
+  std::vector<int64_t> proj_bias;    ///< for each entry of its c_proj bias
 };
 
 /// 4C² + 4C: the entries of one block's c_attn and c_proj.
@@ -33,8 +33,13 @@ int64_t attention_entries(const GptShape& shape);
 /// Where the first and one past the last index of each tensor lie:
 /// c_attn.weight [0, 3C²), c_attn.bias, c_proj.weight, c_proj.bias after.
 struct AttentionRanges {
-  int64_t qkv_weight, qkv_bias, proj_weight, proj_bias, end;
+  int64_t qkv_weight = 0;   ///< c_attn.weight's first index
+  int64_t qkv_bias = 0;     ///< c_attn.bias's first index
+  int64_t proj_weight = 0;  ///< c_proj.weight's first index
+  int64_t proj_bias = 0;    ///< c_proj.bias's first index
+  int64_t end = 0;          ///< one past the last: attention_entries(shape)
 };
+/// The ranges of `shape`'s block.
 AttentionRanges attention_ranges(const GptShape& shape);
 
 /// attention_slices(t, tp) on the host, called on a block whose entries are

@@ -65,6 +65,7 @@ class StepChart {
   /// the communication inside it): the rank sleeps the difference at its end.
   class Compute {
    public:
+    /// Starts the span `name` on `chart`'s rank now.
     Compute(StepChart& chart, const char* name);
     ~Compute() { end(); }
     Compute(const Compute&) = delete;

@@ -16,9 +16,6 @@
 
 namespace dpt::ch16 {
 
-/// Summary rows and verdicts: replicas identical, the run equal to the
-/// ledger's one-device replay, every sample once, the last quorum the plan's
-/// survivors, each heal's bytes and weights, each bit flip found and named.
 /// The model the run ends with, for --save-weights and the held-out score:
 /// the flags' architecture holding the lowest finishing rank's weights
 /// (every finisher holds the same, a verdict says). False when none finished.
@@ -29,6 +26,9 @@ bool final_model(const Options& o, const RunRecord& record, MLP& model);
 /// contract (ch16.h); true when both hold (commit_probe.cpp).
 bool add_commit_probe_verdicts(Context& ctx, Verdicts& v);
 
+/// Summary rows and verdicts: replicas identical, the run equal to the
+/// ledger's one-device replay, every sample once, the last quorum the plan's
+/// survivors, each heal's bytes and weights, each bit flip found and named.
 void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Dataset& data, const FaultPlan& plan,
                        const ElasticSettings& s, RunRecord& record);
 

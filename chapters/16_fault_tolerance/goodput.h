@@ -47,7 +47,8 @@ std::string goodput_flags_problem(const GoodputFlags& flags, bool fault_flags);
 /// once it is whole), read by every rank after a failure. In memory, not a
 /// file: see goodput.cpp.
 struct GoodputStore {
-  std::vector<float> params, momentum;  ///< flat, Ψ each
+  std::vector<float> params;    ///< flat, Ψ
+  std::vector<float> momentum;  ///< flat, Ψ
   int64_t committed = 0;                ///< committed steps it holds
   int64_t cursor = 0;                   ///< the data cursor then
 };
@@ -55,7 +56,8 @@ struct GoodputStore {
 /// What every rank thread shares for the sweep; main() owns it.
 struct GoodputShared {
   std::mutex mutex;                 ///< guards the stores
-  GoodputStore staging, sealed;     ///< the write in progress; the last sealed checkpoint
+  GoodputStore staging;             ///< the write in progress
+  GoodputStore sealed;              ///< the last sealed checkpoint
   std::vector<LedgerEntry> ledger;  ///< rank 0's committed steps of the current run (cut back on a rollback)
 };
 

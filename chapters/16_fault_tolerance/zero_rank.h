@@ -39,7 +39,8 @@ struct ZeroSettings {
 /// One recovery after the membership shrank.
 struct ZeroRecovery {
   int64_t slot = 0;              ///< the slot whose quorum recovered
-  int from = 0, to = 0;          ///< members before and after
+  int from = 0;                  ///< members before
+  int to = 0;                    ///< members after
   int64_t committed_before = 0;  ///< committed steps the survivors held
   int64_t restored = 0;          ///< committed steps after the recovery
   double seconds = 0;            ///< the recovery itself, measured on the quorum's first member

@@ -36,7 +36,7 @@ struct GanttSpan {
   int rank = 0;            ///< its row, 0 <= rank < the chart's ranks
   double start = 0;        ///< seconds on a clock the ranks share
   double end = 0;          ///< seconds, >= start
-  GanttKind kind = GanttKind::Compute;
+  GanttKind kind = GanttKind::Compute;  ///< what the bar was: its colour and legend entry
   std::string label;       ///< the bar's title (hover text): "tp all_reduce"
 };
 
