@@ -2,6 +2,7 @@
 #include "ch15_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <vector>
 
 #include "dpt/grid.h"
 #include "dpt/launch.h"
@@ -23,9 +24,10 @@ Ch15Layout ch15_layout(const Ch15Flags& f, int world) {
   const int left = world / P;
   // Neither --tp nor --dp: tp 2 where the ranks left are even (TP is the lesson), else 1.
   const int tp_flag = f.tp > 0 ? f.tp : f.dp > 0 ? 0 : left % 2 == 0 ? 2 : 1;
+  std::vector<dpt::GridAxis> axes = {{"tp", tp_flag, "--tp"}, {"dp", f.dp, "--dp"}};
+  if (P != 1) axes.push_back({"pp", P, "--pp"});  // named in the sentence only when asked for
   if (tp_flag > 0 && f.dp > 0)
-    out.problem = P == 1 ? dpt::grid_problem({{"tp", tp_flag, "--tp"}, {"dp", f.dp, "--dp"}}, world)
-                         : dpt::grid_problem({{"tp", tp_flag, "--tp"}, {"dp", f.dp, "--dp"}, {"pp", P, "--pp"}}, world);
+    out.problem = dpt::grid_problem(axes, world);
   else if (tp_flag > 0 && left % tp_flag != 0)
     out.problem = "--tp " + std::to_string(tp_flag) + " does not divide the " + rest;
   else if (f.dp > 0 && left % f.dp != 0)
