@@ -51,10 +51,16 @@ CHAPTER = "ch15_3d_parallel"
 # Chapter 14's small model with 4 heads of 8 (so tp 4 divides them); 4 sequences per dp copy.
 SHAPE = {"layers": 2, "heads": 4, "width": 32, "context": 16, "batch": 4}
 
-# (ranks, tp, dp, pp) per launch: tp alone, tp with dp, every rank one tp group, three of the issue's
-# 8-rank layouts (one a pipeline of 2 stages, a block each); under mpirun both axes.
-LAYOUTS = {"threads": [(2, 2, 1, 1), (4, 2, 2, 1), (4, 4, 1, 1), (8, 2, 4, 1), (8, 4, 2, 1), (8, 2, 2, 2)],
-           "mpi": [(4, 2, 2, 1)]}
+# (ranks, tp, dp, pp, sp, shape) per launch: tp alone, tp with dp, every rank one tp group, then every
+# 8-rank layout issue 41 names, with and without --sp where tp > 1: tp 2 pp 2 dp 2, tp 4 pp 2, tp 2 dp 4,
+# pp 4 dp 2 (4 blocks, one a stage), tp 8 (8 heads of 4); under mpirun the grid's three axes.
+DEEP, WIDE = dict(SHAPE, layers=4), dict(SHAPE, heads=8)
+LAYOUTS = {"threads": [(2, 2, 1, 1, False, SHAPE), (4, 2, 2, 1, False, SHAPE), (4, 4, 1, 1, False, SHAPE),
+                       (8, 4, 2, 1, False, SHAPE)]
+                      + [(8, tp, dp, pp, sp, shape) for tp, dp, pp, shape in
+                         [(2, 2, 2, SHAPE), (4, 1, 2, SHAPE), (2, 4, 1, SHAPE), (8, 1, 1, WIDE)] for sp in (False, True)]
+                      + [(8, 1, 2, 4, False, DEEP)],
+           "mpi": [(4, 2, 2, 1, False, SHAPE), (8, 2, 2, 2, False, SHAPE)]}
 
 
 def main():
@@ -62,8 +68,8 @@ def main():
     parser.add_argument("--bin-dir", required=True, help=f"folder with {CHAPTER}")
     parser.add_argument("--optimizer", choices=sorted(ch14.LEARNING_RATES), help="default: both")
     parser.add_argument("--comm", choices=sorted(LAYOUTS), default="threads",
-                        help="threads: tp 2, tp 2 dp 2, tp 4, tp 2 dp 4, tp 4 dp 2, tp 2 dp 2 pp 2 in one process; "
-                             "mpi: mpirun -np 4, tp 2 dp 2")
+                        help="threads: tp 2, tp 2 dp 2, tp 4, tp 4 dp 2 and every 8-rank layout of issue 41 in one "
+                             "process; mpi: mpirun -np 4 (tp 2 dp 2) and -np 8 (tp 2 dp 2 pp 2)")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -74,10 +80,13 @@ def main():
     rows = []
     try:
         for optimizer in [args.optimizer] if args.optimizer else sorted(ch14.LEARNING_RATES):
-            for ranks, tp, dp, pp in LAYOUTS[args.comm]:
+            for ranks, tp, dp, pp, sp, shape in LAYOUTS[args.comm]:
+                layout = ["--tp", str(tp), "--dp", str(dp), "--pp", str(pp)] + (["--sp"] if sp else [])
                 with tempfile.TemporaryDirectory(prefix="dpt_crosscheck_ch15_") as workdir:
-                    rows.append(ch14.check(exe, optimizer, args.comm, ranks, workdir, layout=["--tp", str(tp),
-                                           "--dp", str(dp), "--pp", str(pp)], replicas=dp, shape=SHAPE))
+                    rows.append(ch14.check(exe, optimizer, args.comm, ranks, workdir, layout=layout, replicas=dp,
+                                           shape=shape))
+                if shape is not SHAPE:  # the launch names the layout; say what the shape changed
+                    rows[-1]["launch"] += f" ({', '.join(f'{k} {v}' for k, v in shape.items() if SHAPE[k] != v)})"
     except cc.HolesNotFilled as error:  # CTest: SKIP_RETURN_CODE 77
         print(f"skipped: the chapter's exercise holes are not filled yet ({error})")
         return 77
