@@ -115,5 +115,5 @@ TEST_CASE("ledger: the exactly-once check counts epochs and refuses a repeat", "
   CHECK(next.ok);
   const ExactlyOnce twice = check_exactly_once({ledger[0], ledger[2], ledger[2]}, 4);  // 2 twice in epoch 0
   CHECK_FALSE(twice.ok);
-  CHECK(twice.seen.find("sample 2 came twice") != std::string::npos);
+  CHECK(twice.seen.find("sample 2 came a second time") != std::string::npos);
 }

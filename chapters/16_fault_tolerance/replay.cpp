@@ -37,8 +37,11 @@ ExactlyOnce check_exactly_once(const std::vector<LedgerEntry>& ledger, int64_t s
         return result;
       }
       if (++seen[std::size_t(s)] > 1) {
-        result.seen = "sample " + std::to_string(s) + " came twice in epoch " + std::to_string(epochs) +
-                      " (the second time in the step of slot " + std::to_string(entry.slot) + ")";
+        // Epochs are cut every `samples` consumed: a repeat inside one means a sample came twice, or
+        // that some never came, so that the cut fell into the next epoch's samples.
+        result.seen = "sample " + std::to_string(s) + " came a second time (in the step of slot " +
+                      std::to_string(entry.slot) + ") before epoch " + std::to_string(epochs) + "'s " +
+                      std::to_string(samples) + " samples had all come: a sample repeated, or others were lost";
         return result;
       }
       ++result.consumed;
