@@ -26,6 +26,11 @@ bool final_model(const Options& o, const RunRecord& record, MLP& model);
 /// contract (ch16.h); true when both hold (commit_probe.cpp).
 bool add_commit_probe_verdicts(Context& ctx, Verdicts& v);
 
+/// decide_quorum on four rounds written out (a steady quorum, a join with
+/// nothing, a loss, one member behind), each judged by the contract's laws
+/// (broken_quorum_law) and the id's (quorum_probe.cpp).
+void add_quorum_probe_verdicts(Verdicts& v);
+
 /// Summary rows and verdicts: replicas identical, the run equal to the
 /// ledger's one-device replay, every sample once, the last quorum the plan's
 /// survivors, each heal's bytes and weights, each bit flip found and named.

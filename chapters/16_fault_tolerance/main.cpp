@@ -102,8 +102,12 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   }
   ctx.comm.barrier();  // the launch's world: never revoked, only the quorums' groups are
 
-  // Your commit_step judged alone first: the run's faults never make a member say no.
+  // Your decide_quorum and commit_step judged alone first: the run's faults never make a member say no,
+  // and the run stops at its first step while any of your holes is unwritten.
   Holes holes;
+  Verdicts unread;  // every rank asks your decide_quorum (a hole throws on every rank or none); rank 0 reports
+  if (!holes.run(ctx.comm, [&] { add_quorum_probe_verdicts(ctx.is_root() ? lec.verdicts : unread); }) && ctx.is_root())
+    say.say("  decide_quorum: not written yet (" + holes.last() + ")");
   if (!holes.run(ctx.comm, [&] { add_commit_probe_verdicts(ctx, lec.verdicts); }) && ctx.is_root())
     say.say("  commit_step: not written yet (" + holes.last() + ")");
 
