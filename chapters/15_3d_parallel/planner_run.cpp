@@ -30,33 +30,30 @@ double plan_measured_gflops() {
   return 2.0 * 128 * 128 * 128 / std::max(best, 1e-9) / 1e9;
 }
 
-// Seconds the link model charges one step's collectives and messages, from
-// what this rank's run logged per step: each collective a ring over n ranks
-// (chapter 08): an all-reduce of S is 2(n−1) messages of S/n, a
-// reduce-scatter of S (n−1) of S/n, an all-gather of this rank's s (n−1) of
-// s; the pipeline's sends one message per micro-batch each way.
-double plan_ring_seconds(const LinkModel& link, int n, double all_reduces, double all_reduce_bytes,
-                         double reduce_scatters, double reduce_scatter_bytes, double all_gathers,
-                         double all_gather_bytes) {
-  if (n <= 1) return 0;
-  auto beta = [&link](double bytes) { return link.transfer_seconds(int64_t(bytes)); };
-  return (2 * all_reduces + reduce_scatters + all_gathers) * (n - 1) * link.latency_us * 1e-6 +
-         2 * (n - 1) * beta(all_reduce_bytes / n) + (n - 1) * beta(reduce_scatter_bytes / n) +
-         (n - 1) * beta(all_gather_bytes);
+// `calls` collectives of `ring_bytes` in all, each charged as chapter 08's
+// ring of its mean size (plan_ring_seconds: an all-reduce 2 passes, a
+// reduce-scatter or an all-gather 1), as the planner predicts them.
+double plan_logged_seconds(const LinkModel& link, int n, double calls, double ring_bytes, double halves) {
+  return calls > 0 ? calls * plan_ring_seconds(link, n, ring_bytes / calls, halves) : 0;
 }
 
+// Seconds the link model charges one step's traffic, from what this rank's
+// run logged per step; the pipeline's sends one message per micro-batch each way.
 double plan_link_seconds(const TpRun& r, const PlanLayout& l, const PlanMachine& machine) {
   const LinkModel& tp_link = plan_group_link(1, l.tp, machine);
-  const double tp = plan_ring_seconds(tp_link, l.tp, r.forward.calls + r.backward.calls + (l.sp ? 1 : 0),
-                                      r.forward.bytes + r.backward.bytes + r.sp_grad_floats * 4,
-                                      r.sp_forward.reduce_scatter.calls + r.sp_backward.reduce_scatter.calls,
-                                      r.sp_forward.reduce_scatter.bytes + r.sp_backward.reduce_scatter.bytes,
-                                      r.sp_forward.all_gather.calls + r.sp_backward.all_gather.calls,
-                                      r.sp_forward.all_gather.bytes + r.sp_backward.all_gather.bytes);
-  const double dp = plan_ring_seconds(plan_group_link(l.tp, l.dp, machine), l.dp, 1, r.dp_bytes_per_step, 0, 0, 0, 0);
-  const LinkModel& pp_link = plan_group_link(l.tp * l.dp, l.pp, machine);
-  const double pp = l.pp > 1 ? 2.0 * l.micro * pp_link.latency_us * 1e-6 +
-                                   pp_link.transfer_seconds(int64_t(r.pp_bytes_per_step))
+  const Collectives sp = {{r.sp_forward.all_gather.calls + r.sp_backward.all_gather.calls,
+                           r.sp_forward.all_gather.bytes + r.sp_backward.all_gather.bytes},
+                          {r.sp_forward.reduce_scatter.calls + r.sp_backward.reduce_scatter.calls,
+                           r.sp_forward.reduce_scatter.bytes + r.sp_backward.reduce_scatter.bytes}};
+  const double tp =
+      plan_logged_seconds(tp_link, l.tp, r.forward.calls + r.backward.calls, r.forward.bytes + r.backward.bytes, 2) +
+      plan_logged_seconds(tp_link, l.tp, l.sp ? 1 : 0, r.sp_grad_floats * 4, 2) +  // --sp: the replicated gradients
+      plan_logged_seconds(tp_link, l.tp, sp.reduce_scatter.calls, sp.reduce_scatter.bytes, 1) +
+      plan_logged_seconds(tp_link, l.tp, sp.all_gather.calls, l.tp * sp.all_gather.bytes, 1);  // logged: my part
+  const double dp = plan_ring_seconds(plan_group_link(l.tp, l.dp, machine), l.dp, r.dp_bytes_per_step, 2);
+  const double messages = 2.0 * l.micro;
+  const double pp = l.pp > 1 ? messages * plan_message_seconds(plan_group_link(l.tp * l.dp, l.pp, machine),
+                                                               r.pp_bytes_per_step / messages)
                              : 0;
   return tp + dp + pp;
 }
