@@ -11,13 +11,6 @@
 namespace dpt::ch16 {
 
 namespace {
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return "{" + out + "}";
-}
-
 // A disagreement names `rank`: alone, or among every voter when there was no majority.
 bool names(const MismatchEntry& m, int rank) {
   if (m.tie) return std::count(m.named.begin(), m.named.end(), rank) > 0;
@@ -51,7 +44,7 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
   const bool freezes = std::any_of(plan.events().begin(), plan.events().end(),
                                    [](const FaultEvent& e) { return e.kind == FaultKind::Freeze; });
   v.holds("the run finished on the plan's ranks", finished == planned,
-          "finished " + ranks_text(finished) + ", the plan leaves " + ranks_text(planned) + " in at the last step");
+          "finished " + rank_set_text(finished) + ", the plan leaves " + rank_set_text(planned) + " in at the last step");
   if (finished.empty()) return;
   const std::vector<float>& first = record.finals[std::size_t(finished.front())];
 
@@ -83,8 +76,8 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
     if ((a.quorum_id == b.quorum_id) != (a.ranks == b.ranks)) {
       ids_ok = false;
       id_seen = "steps of slots " + std::to_string(a.slot) + " and " + std::to_string(b.slot) + ": quorum " +
-                std::to_string(a.quorum_id) + " " + ranks_text(a.ranks) + ", then quorum " + std::to_string(b.quorum_id) +
-                " " + ranks_text(b.ranks);
+                std::to_string(a.quorum_id) + " " + rank_set_text(a.ranks) + ", then quorum " + std::to_string(b.quorum_id) +
+                " " + rank_set_text(b.ranks);
     }
   }
   v.holds("the quorum id changes exactly when the membership does", ids_ok, id_seen);
@@ -117,14 +110,14 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
     for (const FaultEvent& e : plan.events())
       planned_flip = planned_flip || (e.kind == FaultKind::BitFlip && e.step <= m.slot && names(m, e.rank));
     if (!planned_flip && unplanned++ == 0)
-      first_unplanned = "step " + std::to_string(m.slot) + ": ranks " + ranks_text(m.named) + " differ from the majority";
+      first_unplanned = "step " + std::to_string(m.slot) + ": ranks " + rank_set_text(m.named) + " differ from the majority";
   }
   v.holds("replicas parted only where a bit flip was planned", unplanned == 0,
           unplanned == 0 ? std::to_string(record.mismatches.size()) + " disagreement(s), each a planned flip"
                          : first_unplanned + " with no bit flip planned: a step applied on some members only?");
   for (const MismatchEntry& m : record.mismatches)
     summary.add_row({"checksums disagree at step " + std::to_string(m.slot),
-                     (m.tie ? "no majority, all named " : "named ") + ranks_text(m.named) + ", " + std::to_string(m.steps_undone) + " steps rolled back"});
+                     (m.tie ? "no majority, all named " : "named ") + rank_set_text(m.named) + ", " + std::to_string(m.steps_undone) + " steps rolled back"});
   for (const std::string& d : record.dropped) summary.add_row({"dropped", d.substr(0, 110)});
   // 7. Where the slots went: each committed, dropped, or undone by a rollback,
   // and only a crash or a freeze (one slot each) drops one.

@@ -10,12 +10,6 @@ namespace dpt::ch16 {
 
 namespace {
 
-std::string quorum_ranks_text(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return "{" + out + "}";
-}
-
 constexpr const char* kQuorumWho = "a quorum is exactly the ranks that asked in time";
 constexpr const char* kQuorumStep = "no member goes back in step: a quorum goes on from the newest state a member holds";
 constexpr const char* kQuorumHeal = "the members behind, and only they, are healed";
@@ -27,7 +21,7 @@ std::pair<std::string, std::string> broken_quorum_law(const std::map<int, int64_
   int64_t most = 0;
   for (const auto& [rank, committed] : asked) askers.push_back(rank), most = std::max(most, committed);
   if (d.members != askers)
-    return {kQuorumWho, "quorum " + quorum_ranks_text(d.members) + ", but the ranks that asked were " + quorum_ranks_text(askers)};
+    return {kQuorumWho, "quorum " + rank_set_text(d.members) + ", but the ranks that asked were " + rank_set_text(askers)};
   const bool source_ok = d.source >= 0 && d.source < int(d.members.size()) &&
                          asked.at(d.members[std::size_t(d.source)]) == d.step;
   if (d.step != most || !source_ok)
@@ -37,8 +31,8 @@ std::pair<std::string, std::string> broken_quorum_law(const std::map<int, int64_
   for (std::size_t i = 0; i < d.members.size(); ++i)
     if (asked.at(d.members[i]) < d.step) fewer.push_back(int(i));
   if (d.behind != fewer)
-    return {kQuorumHeal, "healed members at " + quorum_ranks_text(d.behind) + ", those holding fewer steps are at " +
-                             quorum_ranks_text(fewer)};
+    return {kQuorumHeal, "healed members at " + rank_set_text(d.behind) + ", those holding fewer steps are at " +
+                             rank_set_text(fewer)};
   return {"", ""};
 }
 

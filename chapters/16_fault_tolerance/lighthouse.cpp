@@ -10,15 +10,13 @@
 
 namespace dpt::ch16 {
 
-namespace {
-std::string rank_list(const std::vector<int>& ranks) {
+std::string rank_set_text(const std::vector<int>& ranks) {
   std::ostringstream out;
   out << "{";
   for (std::size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
   out << "}";
   return out.str();
 }
-}  // namespace
 
 Lighthouse::Lighthouse(int world, const std::vector<int>& first, double wait_s, double group_timeout_s)
     : world_(world), wait_s_(wait_s), group_timeout_s_(group_timeout_s), expected_(first.begin(), first.end()),
@@ -103,7 +101,7 @@ void Lighthouse::form(int64_t slot, Round& round) {
   round.change = change;
   if (changed || slot == 0)
     history_.push_back("step " + std::to_string(slot) + ": quorum " + std::to_string(round.id) + " = ranks " +
-                       rank_list(round.members) + (change.empty() ? "" : ": " + change));
+                       rank_set_text(round.members) + (change.empty() ? "" : ": " + change));
   last_members_ = round.members;
   expected_ = std::set<int>(round.members.begin(), round.members.end());
   for (auto it = joining_.begin(); it != joining_.end();) it = it->second <= slot ? joining_.erase(it) : std::next(it);
@@ -144,7 +142,7 @@ Quorum Lighthouse::quorum(int rank, int64_t slot, int64_t committed) {
         break;
       }
       if (now >= round.deadline + 4 * (round.deadline - round.opened))
-        DPT_FAIL("the quorum of step " << slot << ": no rank of the last quorum " << rank_list(last_members_)
+        DPT_FAIL("the quorum of step " << slot << ": no rank of the last quorum " << rank_set_text(last_members_)
                                        << " asked within 5 x --detect-timeout: the run's state is gone with them");
       wake_.wait_until(lock, now >= round.deadline ? now + (round.deadline - round.opened) / 10 : round.deadline);
     }

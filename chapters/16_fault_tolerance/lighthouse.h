@@ -54,6 +54,9 @@ struct Quorum {
   std::string change;            ///< what changed since the last quorum, in words ("" if nothing)
 };
 
+/// "{0, 2, 3}": ranks as the lighthouse's history and the verdicts write them.
+std::string rank_set_text(const std::vector<int>& ranks);
+
 /// The first law of decide_quorum's contract (ch16.h) that `d` breaks for the
 /// ranks that asked, `asked`: {the law in words, what was seen}, or {"", ""}.
 /// (The id's law is judged over the whole run: checks.cpp.)

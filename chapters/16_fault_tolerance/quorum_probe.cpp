@@ -16,12 +16,6 @@ struct ProbeRound {
   std::map<int, int64_t> asked;  // rank -> committed steps it holds
   QuorumDecision last;
 };
-
-std::string probe_ranks(const std::vector<int>& ranks) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "}";
-}
 }  // namespace
 
 void add_quorum_probe_verdicts(Verdicts& v) {
@@ -42,7 +36,7 @@ void add_quorum_probe_verdicts(Verdicts& v) {
     if (!law.empty() && laws.empty()) laws = std::string(r.what) + ": " + law + " — " + seen;
     const bool same = d.members == r.last.members;
     if ((same ? d.id != r.last.id : d.id <= r.last.id) && ids.empty())
-      ids = str(r.what, ": members ", probe_ranks(d.members), " after ", probe_ranks(r.last.members), " (id ",
+      ids = str(r.what, ": members ", rank_set_text(d.members), " after ", rank_set_text(r.last.members), " (id ",
                 r.last.id, "), id ", d.id, same ? ": the same members keep their id" : ": new members, a new id above it");
   }
   v.holds("decide_quorum, four rounds alone: who is in, the step it goes on from, who heals", laws.empty(),
