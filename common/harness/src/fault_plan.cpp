@@ -10,6 +10,7 @@
 #include "dpt/check.h"
 #include "dpt/grid.h"
 #include "dpt/launch.h"
+#include "dpt/options.h"
 
 namespace dpt {
 
@@ -91,16 +92,8 @@ FaultEvent parse_fault_event(const std::string& value, bool join) {
 
 void add_fault_flags(CLI::App& app, FaultFlags& flags) {
   auto check = [](bool join) {
-    return CLI::Validator(
-        [join](std::string& v) -> std::string {
-          try {
-            parse_fault_event(v, join);
-          } catch (const Error& e) {
-            return e.what();
-          }
-          return "";
-        },
-        join ? "RANK@STEP" : "RANK@STEP[:KIND]");
+    return validator_of(join ? "RANK@STEP" : "RANK@STEP[:KIND]",
+                        [join](const std::string& v) { parse_fault_event(v, join); });
   };
   app.add_option("--fail", flags.fail,
                  "Rank RANK fails at step STEP: crash (default), freeze, slow[:FACTOR] or bitflip (repeatable)")

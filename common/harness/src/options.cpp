@@ -21,11 +21,8 @@
 
 namespace dpt {
 
-namespace {
-// A CLI11 validator from a function that throws dpt::Error on a bad value;
-// CLI11 puts the flag's name in front of the sentence.
-CLI::Validator validator(const std::string& description, std::function<void(const std::string&)> check,
-                         const std::string& name = "") {
+CLI::Validator validator_of(const std::string& description, std::function<void(const std::string&)> check,
+                            const std::string& name) {
   return CLI::Validator(
       [check](std::string& value) -> std::string {
         try {
@@ -37,6 +34,8 @@ CLI::Validator validator(const std::string& description, std::function<void(cons
       },
       description, name);
 }
+
+namespace {
 
 // The name output_path()'s validator carries: how check_distinct_paths finds
 // every output flag of a program, the harness's and the chapter's alike.
@@ -130,7 +129,7 @@ void check_weights_batch_norm(const Options& o) {
 CLI::Validator integer_in(uint64_t minimum, uint64_t maximum) {
   std::string range = "an integer from " + std::to_string(minimum) + " to " + std::to_string(maximum);
   if (maximum == uint64_t(INT64_MAX) && minimum <= 1) range = minimum == 1 ? "a positive integer" : "a non-negative integer";
-  return validator("INT", [=](const std::string& v) {
+  return validator_of("INT", [=](const std::string& v) {
     uint64_t value = 0;
     bool number = parse_unsigned(v, &value);
     bool too_many_digits = !number && v.find_first_of("0123456789") != std::string::npos &&
@@ -144,7 +143,7 @@ CLI::Validator number_in(double minimum_excluded, double maximum) {
   std::ostringstream text;
   text << "a finite number above " << minimum_excluded;
   if (maximum < std::numeric_limits<double>::max()) text << " and at most " << maximum;
-  return validator("NUMBER", [=, range = text.str()](const std::string& v) {
+  return validator_of("NUMBER", [=, range = text.str()](const std::string& v) {
     char* end = nullptr;
     double value = v.empty() ? 0 : std::strtod(v.c_str(), &end);
     bool ok = !v.empty() && end == v.c_str() + v.size() && std::isfinite(value) && value > minimum_excluded &&
@@ -156,7 +155,7 @@ CLI::Validator number_in(double minimum_excluded, double maximum) {
 CLI::Validator number_from(double minimum, double maximum) {
   std::ostringstream text;
   text << "a finite number from " << minimum << " to " << maximum;
-  return validator("NUMBER", [=, range = text.str()](const std::string& v) {
+  return validator_of("NUMBER", [=, range = text.str()](const std::string& v) {
     char* end = nullptr;
     double value = v.empty() ? 0 : std::strtod(v.c_str(), &end);
     bool ok = !v.empty() && end == v.c_str() + v.size() && std::isfinite(value) && value >= minimum && value <= maximum;
@@ -168,7 +167,7 @@ CLI::Validator positive_integer() { return integer_in(1, uint64_t(INT64_MAX)); }
 CLI::Validator non_negative_integer() { return integer_in(0, uint64_t(INT64_MAX)); }
 CLI::Validator positive_number() { return number_in(0, std::numeric_limits<double>::max()); }
 CLI::Validator output_path() {
-  return validator(
+  return validator_of(
       "",  // add_output names the type: --help shows "--plot FILE"
       [](const std::string& v) {
         std::string problem = output_path_problem(v);
@@ -209,12 +208,12 @@ void add_common_flags(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw", "lars", "lamb"}), "optimizers")
       ->capture_default_str();
   app.add_option("--model", o.model, "Layer widths, e.g. 784-256-10")
-      ->check(validator("WIDTHS", [](const std::string& v) { parse_widths(v); }))
+      ->check(validator_of("WIDTHS", [](const std::string& v) { parse_widths(v); }))
       ->capture_default_str();
   app.add_option("--data", o.data,
                  "auto (Fashion-MNIST where installed and the model is 784-…-10, else synthetic) | synthetic | "
                  "fashion-mnist (Debian's dataset-fashion-mnist) | fashion-mnist:DIR | mnist:DIR (IDX files, plain or .gz)")
-      ->check(validator("DATA", [](const std::string& v) {
+      ->check(validator_of("DATA", [](const std::string& v) {
         if (v != "synthetic" && v != "auto") parse_image_source(v);
       }))
       ->capture_default_str();

@@ -53,6 +53,11 @@ struct Options {
 
 class Communicator;
 
+/// A CLI11 validator from `check`, which throws dpt::Error with a sentence on
+/// a bad value (CLI11 puts the flag's name in front of it): dpt's validators
+/// below are made with it, and a program's own value checks may be too.
+CLI::Validator validator_of(const std::string& description, std::function<void(const std::string&)> check,
+                            const std::string& name = "");
 /// Accepts a decimal integer in [minimum, maximum]; too many digits is an
 /// error, never a saturated value ("expects an integer from 1 to 1048576, got '0'").
 CLI::Validator integer_in(uint64_t minimum, uint64_t maximum);
