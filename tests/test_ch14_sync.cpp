@@ -107,7 +107,7 @@ TEST_CASE("chapter: ch14 --sync buckets prints its buckets and chapter 05's sche
 }
 
 TEST_CASE("chapter: ch14 refuses a bad --sync or --bucket-mb with one line and exit 2", "[ch14]") {
-  for (const char* bad : {"--sync ring", "--bucket-mb -1", "--bucket-mb nan"}) {
+  for (const char* bad : {"--sync ring", "--bucket-mb -1", "--bucket-mb nan", "--bucket-mb 2 --sync library"}) {
     auto run = dpt_test::run_program("ch14_language_model", bad);
     INFO(bad << "\n" << run.output);
     CHECK(run.exit_code == 2);

@@ -52,6 +52,11 @@ void add_lm_sweep_flags(CLI::App& app, const Ch14Flags& f, dpt::SweepFlags& swee
       throw CLI::ValidationError("--ranks", "--batch-sweep runs on one rank: it measures steps against the global "
                                             "batch, and D ranks x B/D are one device x B (the lesson's step check)");
   };
+  spec.run_checks = [&app, &f] {
+    if (f.sync == "library" && app.count("--bucket-mb") > 0)
+      throw CLI::ValidationError("--bucket-mb", "only with --sync buckets: the library's all-reduce runs once, after "
+                                                "backward, on every gradient at once");
+  };
   dpt::add_sweep_flags(app, sweep, spec);
 }
 

@@ -138,6 +138,7 @@ void add_sweep_flags(CLI::App& app, SweepFlags& flags, const SweepFlagSpec& spec
       ->check(integer_in(0, uint64_t(1) << 30))->capture_default_str();
   if (spec.plot_flag) add_output(app, "--sweep-plot", flags.plot, "SVG: steps to the target against the batch (log-log)");
   app.final_callback([&app, &flags, spec] {  // once every flag is known
+    if (spec.run_checks) spec.run_checks();
     auto refuse = [&app](const std::string& flag, const std::string& why) {
       if (app.count(flag) > 0) throw CLI::ValidationError(flag, why);
     };

@@ -203,10 +203,11 @@ struct SweepFlagSpec {
   std::string what;                      ///< --batch-sweep's --help line
   bool plot_flag = true;                 ///< register --sweep-plot (false: the chapter's own plot flag holds the path)
   std::function<void()> checks;          ///< the chapter's own checks with --batch-sweep (throw CLI::ValidationError)
+  std::function<void()> run_checks;      ///< the chapter's own checks of every run, first (CLI11 keeps one final callback)
   std::vector<std::string> own_flags;    ///< the chapter's own sweep flags, refused without --batch-sweep
 };
 
-/// Registers --batch-sweep, --sweep-max-batch, the target flag,
+/// Runs `spec.run_checks` on every run; registers --batch-sweep, --sweep-max-batch, the target flag,
 /// --sweep-max-steps, --warmup-samples and --sweep-plot (unless
 /// !spec.plot_flag) on `app`; refuses
 /// (exit 2) the lesson's flags beside --batch-sweep, the sweep's flags
