@@ -79,6 +79,8 @@ TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", 
   CHECK(q0[0].id == q0[1].id);
   CHECK(q0[2].id != q0[1].id);
   CHECK(q0[3].id != q0[2].id);
+  INFO("rank 2 back: the members of the first quorum, but a new quorum, whose messages must not be taken for the first's");
+  CHECK(q0[3].id != q0[0].id);
   CHECK(q0[2].members == std::vector<int>{0, 1});
   CHECK(q0[2].comm->size() == 2);
   CHECK(q0[3].members == std::vector<int>{0, 1, 2});
