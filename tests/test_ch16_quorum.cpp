@@ -35,7 +35,8 @@ std::string quorum_case_text(const std::map<int, int64_t>& asked, const QuorumDe
 // `behind` take the source's, the others keep theirs), then holds the result
 // to the contract: nobody went back, all hold `step`, only who lacked it received.
 void check_quorum_heal_laws(const std::map<int, int64_t>& asked, const QuorumDecision& d) {
-  REQUIRE(d.members.size() == asked.size());  // the membership law is its own case
+  INFO("every rank that asked is a member (the case on who is in says more)");
+  REQUIRE(d.members.size() == asked.size());
   for (int i : d.behind) {
     INFO("behind holds indices into members: " << i);
     REQUIRE((i >= 0 && i < int(d.members.size())));
