@@ -17,6 +17,12 @@ using namespace dpt::ch16;
 
 namespace {
 
+std::string quorum_ranks_text(const std::vector<int>& ranks) {
+  std::string text = "{";
+  for (int r : ranks) text += " " + std::to_string(r);
+  return text + " }";
+}
+
 std::string quorum_case_text(const std::map<int, int64_t>& asked, const QuorumDecision& last, const QuorumDecision& d) {
   std::ostringstream out;
   out << "asked (rank: committed steps) {";
@@ -35,14 +41,18 @@ std::string quorum_case_text(const std::map<int, int64_t>& asked, const QuorumDe
 // `behind` take the source's, the others keep theirs), then holds the result
 // to the contract: nobody went back, all hold `step`, only who lacked it received.
 void check_quorum_heal_laws(const std::map<int, int64_t>& asked, const QuorumDecision& d) {
-  INFO("every rank that asked is a member (the case on who is in says more)");
-  REQUIRE(d.members.size() == asked.size());
+  {
+    INFO("every rank that asked is a member (the case on who is in says more)");
+    REQUIRE(d.members.size() == asked.size());
+  }
   for (int i : d.behind) {
     INFO("behind holds indices into members: " << i);
     REQUIRE((i >= 0 && i < int(d.members.size())));
   }
-  INFO("the source is an index into members");
-  REQUIRE((d.source >= 0 && d.source < int(d.members.size())));
+  {
+    INFO("the source is an index into members: " << d.source);
+    REQUIRE((d.source >= 0 && d.source < int(d.members.size())));
+  }
   const int64_t sent = asked.at(d.members[std::size_t(d.source)]);
   for (std::size_t i = 0; i < d.members.size(); ++i) {
     const int rank = d.members[i];
@@ -50,12 +60,18 @@ void check_quorum_heal_laws(const std::map<int, int64_t>& asked, const QuorumDec
     const int64_t after = heals ? sent : asked.at(rank);
     INFO("rank " << rank << " holds " << asked.at(rank) << " committed steps, " << (heals ? "heals" : "keeps its own")
                  << ", and holds " << after << " after the heal; the quorum goes on from " << d.step);
-    INFO("nothing committed is lost: no rank that asked goes back");
-    CHECK(after >= asked.at(rank));
-    INFO("after the heal every member holds the same state, the quorum's step");
-    CHECK(after == d.step);
-    INFO("only members that lack the quorum's state receive anything");
-    CHECK((!heals || asked.at(rank) != d.step));
+    {
+      INFO("nothing committed is lost: no rank that asked goes back");
+      CHECK(after >= asked.at(rank));
+    }
+    {
+      INFO("after the heal every member holds the same state, the quorum's step");
+      CHECK(after == d.step);
+    }
+    {
+      INFO("only members that lack the quorum's state receive anything");
+      CHECK((!heals || asked.at(rank) != d.step));
+    }
   }
   INFO("behind: ascending, each member once");
   CHECK(std::is_sorted(d.behind.begin(), d.behind.end()));
@@ -117,11 +133,8 @@ TEST_CASE("decide_quorum: a quorum's id is never taken for another quorum's, ove
       CHECK(d.id == last.id);
     } else {
       for (std::size_t j = 0; j < quorums.size(); ++j) {
-        INFO("a new quorum, but id " << d.id << " named an earlier quorum of {" << [&] {
-          std::string s;
-          for (int r : quorums[j].members) s += " " + std::to_string(r);
-          return s;
-        }() << " }: a message of that one would be taken for this one's");
+        INFO("a new quorum, but id " << d.id << " named an earlier quorum, of " << quorum_ranks_text(quorums[j].members)
+                                     << ": a message of that one would be taken for this one's");
         CHECK(d.id != quorums[j].id);
       }
     }
