@@ -1,6 +1,6 @@
 // test_ch16.cpp — chapter 16's machinery, each piece against its law: a
 // revoked group stops a call in flight at once, naming the reason; the
-// lighthouse's quorum id changes exactly when its membership does and a rank
+// lighthouse keeps a quorum's id while its members stay, never reuses one, and a rank
 // that does not ask is left out after the bounded wait; the ledger's
 // exactly-once check refuses a sample seen twice.
 #include "support/catch.h"
@@ -50,7 +50,7 @@ TEST_CASE("revoke: a member's call in flight throws PeerFailed with the reason, 
   CHECK(took < 20.0);  // ended by the revoke, not by the 30 s bound
 }
 
-TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", "[ch16][hole:decide_quorum]") {
+TEST_CASE("lighthouse: one id per quorum, kept while its members are, never reused", "[ch16][hole:decide_quorum]") {
   Lighthouse lighthouse(3, {0, 1, 2}, 5.0, 5.0);
   std::vector<std::vector<Quorum>> seen(3);
   auto ask = [&](const std::vector<int>& ranks, int64_t slot) {
@@ -79,6 +79,8 @@ TEST_CASE("lighthouse: the quorum id changes exactly when the membership does", 
   CHECK(q0[0].id == q0[1].id);
   CHECK(q0[2].id != q0[1].id);
   CHECK(q0[3].id != q0[2].id);
+  INFO("rank 2 back: the members of the first quorum, but a new quorum, whose messages must not be taken for the first's");
+  CHECK(q0[3].id != q0[0].id);
   CHECK(q0[2].members == std::vector<int>{0, 1});
   CHECK(q0[2].comm->size() == 2);
   CHECK(q0[3].members == std::vector<int>{0, 1, 2});

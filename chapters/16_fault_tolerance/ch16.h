@@ -23,20 +23,24 @@ struct QuorumDecision {
   std::vector<int> behind;   ///< indices in `members` of the members that heal from `source`, ascending
 };
 
-/// The lighthouse's decision when a round closes: `asked` maps each rank that
-/// asked in time to the committed steps it holds; `last` is the last quorum's
-/// decision (before the first: the run's first ranks, id 0).
+/// The lighthouse's decision when a round closes. `asked` is all the
+/// lighthouse knows of who is alive: each rank that asked in time, and the
+/// committed steps it holds (never empty: the lighthouse waits for someone).
+/// `last` is the last quorum's decision (before the first: the run's first
+/// ranks, id 0). The members at `behind` heal: each takes the whole state of
+/// the member at `source`; every other member keeps its own.
 ///
-/// Postcondition — the laws a quorum keeps:
-///  - who is in: a rank that did not ask is not a member (it may be frozen);
-///    a rank that asked is;
-///  - no member goes back in step: no member holds more committed steps than
-///    `step`, and the member at `source` holds exactly `step` (someone holds
-///    the newest state, and the others can take it from there);
-///  - `behind` lists exactly the members that hold fewer than `step`;
-///  - the id changes exactly when the membership does: `last.id` when
-///    `members` equals `last.members`, else an id above every id before it.
-/// `asked` is never empty (the lighthouse waits for someone).
+/// Postcondition — what the run needs of a quorum:
+///  - it is as large as it can be, with no rank in it that may be dead (to
+///    the lighthouse a frozen rank looks just like a dead one);
+///  - nothing committed is lost: no rank that asked goes back from the
+///    committed steps it holds;
+///  - after the heal every member holds the same state, `step` committed
+///    steps, and only members that lack it receive anything;
+///  - a message stamped with a quorum's id is never taken for another
+///    quorum's: the members of `last`, again, are the same quorum and keep its
+///    id; any other membership is a new quorum, whose id names no quorum
+///    before it in the run.
 QuorumDecision decide_quorum(const std::map<int, int64_t>& asked, const QuorumDecision& last);
 
 /// One committed step's share-out of samples.

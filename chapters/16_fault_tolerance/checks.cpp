@@ -68,20 +68,6 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
   const ExactlyOnce once = check_exactly_once(record.ledger, data.size());
   v.holds("the ledger consumed every sample of every epoch exactly once", once.ok, once.seen);
 
-  // 3b. The quorum id changes exactly when the membership does (over the committed steps).
-  std::string id_seen = std::to_string(record.ledger.empty() ? 0 : record.ledger.back().quorum_id + 1) + " quorum ids";
-  bool ids_ok = true;
-  for (std::size_t i = 1; i < record.ledger.size() && ids_ok; ++i) {
-    const LedgerEntry &a = record.ledger[i - 1], &b = record.ledger[i];
-    if ((a.quorum_id == b.quorum_id) != (a.ranks == b.ranks)) {
-      ids_ok = false;
-      id_seen = "steps of slots " + std::to_string(a.slot) + " and " + std::to_string(b.slot) + ": quorum " +
-                std::to_string(a.quorum_id) + " " + rank_set_text(a.ranks) + ", then quorum " + std::to_string(b.quorum_id) +
-                " " + rank_set_text(b.ranks);
-    }
-  }
-  v.holds("the quorum id changes exactly when the membership does", ids_ok, id_seen);
-
   // 4. Heals: the bytes of the formula, and the joiner's weights the source's.
   for (const HealEntry& h : record.heals) {
     const std::string who = "heal of rank " + std::to_string(h.joiner) + " at step " + std::to_string(h.slot);

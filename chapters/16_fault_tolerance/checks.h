@@ -26,9 +26,10 @@ bool final_model(const Options& o, const RunRecord& record, MLP& model);
 /// contract (ch16.h); true when both hold (commit_probe.cpp).
 bool add_commit_probe_verdicts(Context& ctx, Verdicts& v);
 
-/// decide_quorum on four rounds written out (a steady quorum, a join with
-/// nothing, a loss, one member behind), each judged by the contract's laws
-/// (broken_quorum_law) and the id's (quorum_probe.cpp).
+/// decide_quorum on six rounds of a run written out (a steady quorum, a
+/// loss, a rank back with nothing, the same loss again, a lower rank behind,
+/// level again), each judged by the contract's laws (broken_quorum_law), and
+/// the id's over all six (broken_id_law) (quorum_probe.cpp).
 void add_quorum_probe_verdicts(Verdicts& v);
 
 /// Summary rows and verdicts: replicas identical, the run equal to the

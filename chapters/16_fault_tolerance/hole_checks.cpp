@@ -10,30 +10,58 @@ namespace dpt::ch16 {
 
 namespace {
 
-constexpr const char* kQuorumWho = "a quorum is exactly the ranks that asked in time";
-constexpr const char* kQuorumStep = "no member goes back in step: a quorum goes on from the newest state a member holds";
-constexpr const char* kQuorumHeal = "the members behind, and only they, are healed";
+constexpr const char* kQuorumWho = "a quorum is as large as it can be: every rank that asked in time, and no other";
+constexpr const char* kQuorumStep = "nothing committed is lost: no member goes back in step";
+constexpr const char* kQuorumHeal = "after the heal every member holds the quorum's step, and only those lacking it received";
+constexpr const char* kQuorumId = "a quorum's id is never taken for another quorum's: kept while the members are, never reused";
 
 }  // namespace
 
 std::pair<std::string, std::string> broken_quorum_law(const std::map<int, int64_t>& asked, const QuorumDecision& d) {
   std::vector<int> askers;
-  int64_t most = 0;
-  for (const auto& [rank, committed] : asked) askers.push_back(rank), most = std::max(most, committed);
+  for (const auto& [rank, committed] : asked) askers.push_back(rank);
   if (d.members != askers)
     return {kQuorumWho, "quorum " + rank_set_text(d.members) + ", but the ranks that asked were " + rank_set_text(askers)};
-  const bool source_ok = d.source >= 0 && d.source < int(d.members.size()) &&
-                         asked.at(d.members[std::size_t(d.source)]) == d.step;
-  if (d.step != most || !source_ok)
-    return {kQuorumStep, "the quorum goes on from " + std::to_string(d.step) + " committed steps, a member holds " +
-                             std::to_string(most) + (source_ok ? "" : ", and its source does not hold the quorum's step")};
-  std::vector<int> fewer;
-  for (std::size_t i = 0; i < d.members.size(); ++i)
-    if (asked.at(d.members[i]) < d.step) fewer.push_back(int(i));
-  if (d.behind != fewer)
-    return {kQuorumHeal, "healed members at " + rank_set_text(d.behind) + ", those holding fewer steps are at " +
-                             rank_set_text(fewer)};
+  for (int rank : d.members)
+    if (asked.at(rank) > d.step)
+      return {kQuorumStep, "rank " + std::to_string(rank) + " holds " + std::to_string(asked.at(rank)) +
+                               " committed steps, the quorum goes on from " + std::to_string(d.step)};
+  if (d.source < 0 || d.source >= int(d.members.size()))
+    return {kQuorumHeal, "source index " + std::to_string(d.source) + " names no member of " + rank_set_text(d.members)};
+  const int64_t sent = asked.at(d.members[std::size_t(d.source)]);
+  if (sent != d.step)
+    return {kQuorumHeal, "the source, rank " + std::to_string(d.members[std::size_t(d.source)]) + ", holds " +
+                             std::to_string(sent) + " committed steps, the quorum's step is " + std::to_string(d.step) +
+                             ": who heals from it would not hold the quorum's step"};
+  for (std::size_t i = 0; i < d.members.size(); ++i) {
+    const bool heals = std::count(d.behind.begin(), d.behind.end(), int(i)) > 0;
+    const int64_t held = asked.at(d.members[i]);
+    if (heals == (held == d.step))
+      return {kQuorumHeal, "rank " + std::to_string(d.members[i]) + " holds " + std::to_string(held) + " of the quorum's " +
+                               std::to_string(d.step) + " committed steps and " + (heals ? "receives" : "receives nothing")};
+  }
+  if (!std::is_sorted(d.behind.begin(), d.behind.end()) || std::adjacent_find(d.behind.begin(), d.behind.end()) != d.behind.end())
+    return {kQuorumHeal, "behind " + rank_set_text(d.behind) + ": indices, ascending, each once"};
   return {"", ""};
+}
+
+std::string broken_id_law(const std::vector<QuorumDecision>& quorums, const std::vector<std::string>& when) {
+  for (std::size_t i = 1; i < quorums.size(); ++i) {
+    const QuorumDecision &last = quorums[i - 1], &d = quorums[i];
+    if (d.members == last.members) {
+      if (d.id != last.id)
+        return when[i] + ": the last quorum's members " + rank_set_text(d.members) + " again, but id " +
+               std::to_string(d.id) + ", not its " + std::to_string(last.id) +
+               ": the same quorum's messages would be taken for another's";
+      continue;
+    }
+    for (std::size_t j = 0; j < i; ++j)
+      if (quorums[j].id == d.id)
+        return when[i] + ": quorum " + rank_set_text(d.members) + " got id " + std::to_string(d.id) + ", the id of " +
+               when[j] + "'s quorum " + rank_set_text(quorums[j].members) +
+               ": a message of that quorum would be taken for this one's";
+  }
+  return "";
 }
 
 void add_quorum_verdicts(Verdicts& v, const std::vector<Lighthouse::RoundRecord>& rounds) {
@@ -50,6 +78,12 @@ void add_quorum_verdicts(Verdicts& v, const std::vector<Lighthouse::RoundRecord>
     }
     v.holds(law, ok, seen);
   }
+  std::vector<QuorumDecision> quorums;
+  std::vector<std::string> when;
+  for (const Lighthouse::RoundRecord& r : rounds)
+    quorums.push_back(r.decision), when.push_back("step " + std::to_string(r.slot));
+  const std::string id_seen = broken_id_law(quorums, when);
+  v.holds(kQuorumId, id_seen.empty(), id_seen.empty() ? std::to_string(rounds.size()) + " rounds, each kept it" : id_seen);
 }
 
 void add_share_verdicts(Verdicts& v, const Options& o, const ElasticSettings& s, const RunRecord& record) {

@@ -59,8 +59,13 @@ std::string rank_set_text(const std::vector<int>& ranks);
 
 /// The first law of decide_quorum's contract (ch16.h) that `d` breaks for the
 /// ranks that asked, `asked`: {the law in words, what was seen}, or {"", ""}.
-/// (The id's law is judged over the whole run: checks.cpp.)
+/// (The id's law is judged over the whole run: broken_id_law.)
 std::pair<std::string, std::string> broken_quorum_law(const std::map<int, int64_t>& asked, const QuorumDecision& d);
+
+/// The id's law of decide_quorum's contract (ch16.h) over a run's quorums in
+/// order (`quorums[0]` the one before the first judged), `when[i]` naming
+/// quorums[i] ("step 12"): "" when it held, else what broke it.
+std::string broken_id_law(const std::vector<QuorumDecision>& quorums, const std::vector<std::string>& when);
 
 /// Thrown to every asker when a decision breaks a law (broken_quorum_law):
 /// the run stops there, and the verdicts name the law.

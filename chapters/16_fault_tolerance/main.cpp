@@ -3,7 +3,7 @@
 // What it teaches: a data-parallel run survives a rank's crash when (1) the
 // collective in flight is abandoned on every survivor (the group is revoked,
 // as ULFM's MPI_Comm_revoke), (2) the survivors agree on one membership and
-// one step (a quorum, whose id changes exactly when the membership does) and
+// one step (a quorum, whose id names it and no other) and
 // get a communicator of exactly those ranks, (3) a step is a transaction:
 // the optimizer steps only after every member has voted, so a step is applied
 // on all or dropped on all, and (4) the data cursor moves only with a
@@ -125,7 +125,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
 
   // --------------------------------------------------------------------------
   // 3. What the lighthouse saw, what the ranks dropped, then the verdicts
-  say.section("2. Quorums: the id changes exactly when the membership does");
+  say.section("2. Quorums: each id names one quorum, never another");
   for (const std::string& line : shared.lighthouse->history()) say.say("  " + line);
   RunRecord& record = *shared.record;
   for (const std::string& d : record.dropped) say.say("  dropped " + d.substr(0, 230));

@@ -1,6 +1,7 @@
 // quorum_probe.cpp — your decide_quorum judged alone, before the run
-// (checks.h): four rounds written out here, each held to the contract's
-// laws, so a wrong decision is named even while a later hole is unwritten.
+// (checks.h): six rounds of a run written out here, each answer the next
+// round's `last`, held to the contract's laws, so a wrong decision is named
+// even while a later hole is unwritten.
 #include <string>
 #include <vector>
 
@@ -14,35 +15,33 @@ namespace {
 struct ProbeRound {
   const char* what;
   std::map<int, int64_t> asked;  // rank -> committed steps it holds
-  QuorumDecision last;
 };
 }  // namespace
 
 void add_quorum_probe_verdicts(Verdicts& v) {
-  auto last = [](std::vector<int> members, int64_t id, int64_t step) {
-    QuorumDecision d;
-    d.members = std::move(members), d.id = id, d.step = step;
-    return d;
-  };
   const std::vector<ProbeRound> rounds = {
-      {"all four in, as before", {{0, 5}, {1, 5}, {2, 5}, {3, 5}}, last({0, 1, 2, 3}, 7, 4)},
-      {"rank 3 back with nothing", {{0, 11}, {1, 11}, {2, 11}, {3, 0}}, last({0, 1, 2}, 1, 10)},
-      {"rank 1 gone", {{0, 6}, {2, 6}}, last({0, 1, 2}, 2, 5)},
-      {"rank 1 one step behind rank 2", {{1, 3}, {2, 4}}, last({1, 2}, 3, 3)}};
-  std::string laws, ids;
+      {"all four in, as before", {{0, 5}, {1, 5}, {2, 5}, {3, 5}}},
+      {"rank 3 gone", {{0, 6}, {1, 6}, {2, 6}}},
+      {"rank 3 back with nothing", {{0, 7}, {1, 7}, {2, 7}, {3, 0}}},
+      {"rank 3 gone again", {{0, 8}, {1, 8}, {2, 8}}},
+      {"rank 1 gone, rank 0 restarted from an old state", {{0, 3}, {2, 9}}},
+      {"the same two, level again", {{0, 10}, {2, 10}}}};
+  QuorumDecision start;
+  start.members = {0, 1, 2, 3}, start.id = 0, start.step = 4;
+  std::vector<QuorumDecision> quorums{start};
+  std::vector<std::string> when{"the run's start"};
+  std::string laws;
   for (const ProbeRound& r : rounds) {
-    const QuorumDecision d = decide_quorum(r.asked, r.last);  // your hole
+    const QuorumDecision d = decide_quorum(r.asked, quorums.back());  // your hole
     const auto [law, seen] = broken_quorum_law(r.asked, d);
     if (!law.empty() && laws.empty()) laws = std::string(r.what) + ": " + law + " — " + seen;
-    const bool same = d.members == r.last.members;
-    if ((same ? d.id != r.last.id : d.id <= r.last.id) && ids.empty())
-      ids = str(r.what, ": members ", rank_set_text(d.members), " after ", rank_set_text(r.last.members), " (id ",
-                r.last.id, "), id ", d.id, same ? ": the same members keep their id" : ": new members, a new id above it");
+    quorums.push_back(d), when.push_back(str("round \"", r.what, "\""));
   }
-  v.holds("decide_quorum, four rounds alone: who is in, the step it goes on from, who heals", laws.empty(),
+  const std::string ids = broken_id_law(quorums, when);
+  v.holds("decide_quorum, six rounds alone: who is in, that nothing committed is lost, who heals", laws.empty(),
           laws.empty() ? "every law of ch16.h held" : laws);
-  v.holds("decide_quorum, four rounds alone: the id changes exactly when the membership does", ids.empty(),
-          ids.empty() ? "kept where the members were the last quorum's, above it where not" : ids);
+  v.holds("decide_quorum, six rounds alone: a quorum's id is never taken for another quorum's", ids.empty(),
+          ids.empty() ? "kept while the members were, never reused" : ids);
 }
 
 }  // namespace dpt::ch16
