@@ -121,10 +121,11 @@ void add_heal_probe_verdicts(Verdicts& v) {
     if (!same && same_seen.empty())
       same_seen = str("member ", m, " (behind), healed, then one step: ",
                       !shaped ? "its replica changed shape"
-                              : next.replica.params != source_next.replica.params ? "its parameters differ from the source's"
-                              : next.replica.momentum != source_next.replica.momentum ? "its update differs from the source's"
-                              : next.cursor != source_next.cursor ? "its next step's samples differ from the source's"
-                                                                   : "it holds another number of committed steps than the source");
+                      : after[i].replica.params != origin.replica.params ? "its parameters are not the source's"
+                      : next.cursor != source_next.cursor ? "it drew other samples than the source"
+                      : next.committed != source_next.committed
+                          ? "it tells the lighthouse another number of committed steps than the source"
+                          : "the same parameters, the same samples, and still another update than the source's");
     if (received[i] > least && bytes_seen.empty())
       bytes_seen = str("member ", m, " (behind) was sent ", received[i], " B; the least that lets it take the source's "
                        "next step is ", least, " B");
