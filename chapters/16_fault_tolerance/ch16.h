@@ -98,7 +98,8 @@ struct MemberState {
 /// The heal, called by every member of `group` with the same `source` and
 /// `behind` (the quorum's decision: indices in `group`, `behind` ascending
 /// and without `source`); `me` is the calling member's own state. A member
-/// in `behind` may hold anything (a new process, or a stale replica).
+/// in `behind` holds vectors of the source's lengths, with any values (a new
+/// process, or a stale replica).
 ///
 /// Postcondition:
 ///  - every member in `behind` can go on exactly as the source would: the
