@@ -41,8 +41,7 @@ MemberState heal_test_state(int m, bool current) {
   return s;
 }
 
-// The next step: what it reads (parameters, momentum, cursor) and what it then
-// holds and tells the lighthouse (the committed steps).
+// What a member holds after its next step, and tells the lighthouse.
 struct NextStep {
   std::vector<float> params, momentum;
   int64_t committed, cursor;
@@ -60,7 +59,8 @@ NextStep next_step_of(const MemberState& s) {
   }
   return n;
 }
-// The least bytes a member behind needs: the step's own terms above.
+// The least bytes a member behind needs: what a step leaves it holding (the
+// same a step starts from), counted from NextStep's own terms.
 constexpr int64_t kHealTestLeast = int64_t(sizeof(float)) * 2 * kHealTestPsi + int64_t(sizeof(int64_t)) * 2;
 
 struct HealRun {
