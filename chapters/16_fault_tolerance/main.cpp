@@ -150,6 +150,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   add_ch16_verdicts(lec.verdicts, lec.summary, o, lec.data, plan, s, record);
   add_quorum_verdicts(lec.verdicts, shared.lighthouse->decisions());
   add_share_verdicts(lec.verdicts, o, s, record);
+  if (!holes.all_written()) holes.judge(lec.verdicts);  // a run that met no heal still names an unwritten one
   MLP last = build_model(o, Device::host());
   if (final_model(o, record, last)) lec.keep(last);  // what --save-weights writes
   for (int r = 0; r < ctx.world; ++r)
