@@ -42,15 +42,15 @@ MemberState heal_test_state(int m, bool current) {
 }
 
 // What a member holds after its next step, and tells the lighthouse.
-struct NextStep {
+struct HealNextStep {
   std::vector<float> params, momentum;
   int64_t committed, cursor;
-  bool operator==(const NextStep& o) const {
+  bool operator==(const HealNextStep& o) const {
     return params == o.params && momentum == o.momentum && committed == o.committed && cursor == o.cursor;
   }
 };
-NextStep next_step_of(const MemberState& s) {
-  NextStep n{s.replica.params, s.replica.momentum, s.committed + 1, s.cursor + kHealTestPsi};
+HealNextStep heal_next_step(const MemberState& s) {
+  HealNextStep n{s.replica.params, s.replica.momentum, s.committed + 1, s.cursor + kHealTestPsi};
   if (n.params.size() != std::size_t(kHealTestPsi) || n.momentum.size() != std::size_t(kHealTestPsi)) return n;
   for (int i = 0; i < kHealTestPsi; ++i) {
     const float g = 0.03125f * float(sample_at(s.cursor + i, 96, 5) + 1);  // the step's samples
@@ -60,7 +60,7 @@ NextStep next_step_of(const MemberState& s) {
   return n;
 }
 // The least bytes a member behind needs: what a step leaves it holding (the
-// same a step starts from), counted from NextStep's own terms.
+// same a step starts from), counted from HealNextStep's own terms.
 constexpr int64_t kHealTestLeast = int64_t(sizeof(float)) * 2 * kHealTestPsi + int64_t(sizeof(int64_t)) * 2;
 
 struct HealRun {
@@ -104,12 +104,12 @@ const std::vector<HealCase> kHealCases = {{2, 0, {1}}, {3, 2, {0, 1}}, {4, 1, {0
 TEST_CASE("heal: each member behind then takes the next step exactly as the source does", "[ch16][hole:heal]") {
   for (const HealCase& c : kHealCases) {
     const HealRun r = run_heal(c.n, c.source, c.behind);
-    const NextStep want = next_step_of(r.before[std::size_t(c.source)]);
+    const HealNextStep want = heal_next_step(r.before[std::size_t(c.source)]);
     for (int m : c.behind) {
       INFO(c.n << " members, source " << c.source << ", member " << m << " behind: "
                 << (r.error[std::size_t(m)].empty() ? "healed" : r.error[std::size_t(m)]));
       REQUIRE(r.error[std::size_t(m)].empty());
-      const NextStep got = next_step_of(r.after[std::size_t(m)]);
+      const HealNextStep got = heal_next_step(r.after[std::size_t(m)]);
       INFO("then one step: parameters " << (got.params == want.params ? "equal" : "differ") << ", momentum "
                 << (got.momentum == want.momentum ? "equal" : "differ") << ", committed " << got.committed << " vs "
                 << want.committed << ", cursor " << got.cursor << " vs " << want.cursor << " (the source's)");
@@ -173,6 +173,6 @@ TEST_CASE("heal: with nobody behind, nothing moves", "[ch16][hole:heal]") {
                    << ", was sent " << r.received[std::size_t(m)] << " B");
     CHECK(r.error[std::size_t(m)].empty());
     CHECK(r.received[std::size_t(m)] == 0);
-    CHECK(next_step_of(r.after[std::size_t(m)]) == next_step_of(r.before[std::size_t(m)]));
+    CHECK(heal_next_step(r.after[std::size_t(m)]) == heal_next_step(r.before[std::size_t(m)]));
   }
 }

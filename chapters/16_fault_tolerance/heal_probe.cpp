@@ -52,7 +52,7 @@ void heal_probe_step(MemberState& s) {
   s.cursor += int64_t(psi);
 }
 
-bool same_state(const MemberState& a, const MemberState& b) {
+bool heal_probe_same(const MemberState& a, const MemberState& b) {
   return a.replica.params == b.replica.params && a.replica.momentum == b.replica.momentum &&
          a.committed == b.committed && a.cursor == b.cursor && a.grad == b.grad && a.world_rank == b.world_rank &&
          a.step_seconds == b.step_seconds;
@@ -104,7 +104,7 @@ void add_heal_probe_verdicts(Verdicts& v) {
       same_seen = str("member ", m, " is world rank ", 40 + m, " and came out as world rank ", after[i].world_rank,
                       ": a member keeps who it is");
     if (!is_behind) {
-      if (!same_state(after[i], heal_probe_state(m)) && kept_seen.empty())
+      if (!heal_probe_same(after[i], heal_probe_state(m)) && kept_seen.empty())
         kept_seen = str("member ", m, m == kHealProbeSource ? " (the source)" : " (in step)", " changed");
       if (received[i] > 0 && kept_seen.empty())
         kept_seen = str("member ", m, m == kHealProbeSource ? " (the source)" : " (in step)", " was sent ",
