@@ -1,8 +1,9 @@
 /// @file ch16.h
 /// @brief Chapter 16's holes, each specified once by its laws: the
 /// lighthouse's agreement on membership (exercises/16_fault_tolerance/quorum.cpp),
-/// the share-out of a step's samples (samples.cpp), and the end of a step as a
-/// transaction across the quorum's group (commit.cpp).
+/// the share-out of a step's samples (samples.cpp), the end of a step as a
+/// transaction across the quorum's group (commit.cpp), and the heal of the
+/// members behind from a live peer (heal.cpp).
 #pragma once
 
 #include <cstdint>
@@ -87,5 +88,34 @@ void apply_momentum(Replica& replica, const std::vector<float>& grad, float lr);
 ///    through on the others, and no replica has changed.
 /// Each member calls it once per step, the same on every member.
 bool commit_step(Communicator& group, Replica& replica, const std::vector<float>& grad, float lr, bool fine);
+
+/// Everything one member of a quorum holds when a heal begins.
+struct MemberState {
+  Replica replica;             ///< the parameters and their momentum buffers
+  int64_t committed = 0;       ///< the committed steps behind it (what it tells the lighthouse)
+  int64_t cursor = 0;          ///< its position in the stream of samples (assign_samples' `cursor`)
+  std::vector<float> grad;     ///< the summed gradient of the last step it took (Ψ floats; empty before its first)
+  int world_rank = -1;         ///< who this member is: its rank in the launch's world
+  double step_seconds = 0;     ///< how long its last step took here
+};
+
+/// The heal, called by every member of `group` with the same `source` and
+/// `behind` (the quorum's decision: indices in `group`, `behind` ascending
+/// and without `source`); `me` is the calling member's own state. A member
+/// in `behind` holds vectors of the source's lengths, with any values (a new
+/// process, or a stale replica).
+///
+/// Postcondition:
+///  - every member in `behind` can go on exactly as the source would: the
+///    next step it takes (its samples, its update, what it then holds and
+///    tells the lighthouse) is the source's, bit for bit;
+///  - the source, and every member neither source nor behind, ends with `me`
+///    unchanged and receives nothing;
+///  - the bytes that reach each member behind are the least that give it the
+///    first law: nothing that law does not need crosses the wire;
+///  - every member keeps who it is.
+/// A member that fails mid-heal: the group's exception (PeerFailed, Timeout)
+/// passes through on the others.
+void heal(Communicator& group, int source, const std::vector<int>& behind, MemberState& me);
 
 }  // namespace dpt::ch16

@@ -32,6 +32,15 @@ bool add_commit_probe_verdicts(Context& ctx, Verdicts& v);
 /// the id's over all six (broken_id_law) (quorum_probe.cpp).
 void add_quorum_probe_verdicts(Verdicts& v);
 
+/// Your heal (ch16.h) on a private group of four (two behind, a source, one
+/// in step), each member judged by the contract's laws (heal_probe.cpp).
+void add_heal_probe_verdicts(Verdicts& v);
+
+/// The least bytes a heal can send a member behind, for a model of `psi`
+/// parameters: what the member's next step reads and what it then tells the
+/// lighthouse (heal_probe.cpp).
+int64_t least_heal_bytes(int64_t psi);
+
 /// Summary rows and verdicts: replicas identical, the run equal to the
 /// ledger's one-device replay, every sample once, the last quorum the plan's
 /// survivors, each heal's bytes and weights, each bit flip found and named.

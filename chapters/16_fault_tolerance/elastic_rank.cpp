@@ -4,7 +4,7 @@
 //   check    every K slots and after a change: compare parameter checksums,
 //            roll everyone back to the last agreed state if one differs (a
 //            member about to heal abstains: a corrupted source is found first)
-//   heal     a member behind receives parameters, momentum, step and cursor
+//   heal     a member behind becomes a replica from a live peer (your heal)
 //   fault    this slot's planned event for this rank (fault_plan.h)
 //   step     gradient all-reduce, then commit_step (ch16.h): on all or none
 //
@@ -45,6 +45,7 @@ bool ElasticRank::out_until_join(int64_t& slot, bool crashed, const std::string&
   if (!lh_.wait_for_slot(join)) return false;
   st_ = fresh_state(o_, device_);  // a new process: nothing of the old one survives
   snap_ = Snapshot{};
+  last_grad_.clear(), last_step_seconds_ = 0;
   slow_ = 1;
   slot = join;
   return true;
@@ -84,7 +85,7 @@ void ElasticRank::final_check() {
   const bool behind = std::count(q.behind.begin(), q.behind.end(), q.index) > 0;
   try {
     check(q, o_.steps, behind);
-    if (!q.behind.empty() && (behind || q.index == q.source)) heal(q, o_.steps);
+    if (!q.behind.empty()) heal(q, o_.steps);
   } catch (const PeerFailed& failed) {
     drop(o_.steps, failed.what());
   } catch (const Timeout& timeout) {
@@ -108,6 +109,7 @@ void ElasticRank::run() {
     if (!q.member) {  // left out (asked too late): rejoin next slot with a fresh state, healed
       st_ = fresh_state(o_, device_);
       snap_ = Snapshot{};
+      last_grad_.clear(), last_step_seconds_ = 0;
       lh_.expect(rank_, slot + 1);
       ++slot;
       continue;
@@ -121,7 +123,7 @@ void ElasticRank::run() {
     const bool behind = std::count(q.behind.begin(), q.behind.end(), q.index) > 0;
     try {
       if (slot % s_.check_every == 0 || q.new_group || !q.behind.empty()) check(q, slot, behind);
-      if (!q.behind.empty() && (behind || q.index == q.source)) heal(q, slot);
+      if (!q.behind.empty()) heal(q, slot);
       if (e && e->kind == FaultKind::BitFlip) {  // silent: found by a later check
         std::vector<float> flat = flat_parameters(st_);
         uint32_t bits;
@@ -200,6 +202,8 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
     throw;
   }
   keep(replica);
+  last_grad_ = std::move(grad);
+  last_step_seconds_ = seconds_since(t0);
   if (!committed) {
     drop(slot, "a member's gradient was not finite: the vote said no");
     return true;

@@ -91,6 +91,8 @@ class ElasticRank {
   RunRecord& record_;
   RankState st_;
   Snapshot snap_;
+  std::vector<float> last_grad_;    // the last step's summed gradient (empty in a new process)
+  double last_step_seconds_ = 0;    // how long that step took here
   double slow_ = 1;
   std::vector<int> members_;  // the last quorum's, for messages
 };

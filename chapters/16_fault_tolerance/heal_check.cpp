@@ -3,6 +3,7 @@
 // (elastic_rank_parts.h).
 #include <algorithm>
 
+#include "checks.h"
 #include "elastic_rank_parts.h"
 
 namespace dpt::ch16::parts {
@@ -18,42 +19,42 @@ HealEntry& ElasticRank::heal_entry(int64_t slot, int joiner) {
   return record_.heals.back();
 }
 
-// The source sends, to each member behind, its parameters, its momentum and
-// (step, cursor); the joiner takes them and is then a replica like any other.
+// Every member of the quorum calls your heal (ch16.h) when someone is behind;
+// around it, the loop's bookkeeping: the bytes the traffic log counted from
+// the source to each member behind, the seconds the heal took there.
 void ElasticRank::heal(const Quorum& q, int64_t slot) {
   Communicator& comm = *q.comm;
-  const int64_t psi = st_.model.num_parameters();
-  if (q.index == q.source) {
-    std::vector<float> flat = flat_parameters(st_);
-    const Cursor where{st_.committed, st_.cursor};
-    for (int j : q.behind) {
-      const int64_t before = comm.traffic().bytes(q.index, j);
-      comm.send(flat.data(), psi, j, 11);
-      comm.send(st_.momentum.data(), psi, j, 12);
-      comm.send(&where, 1, j, 13);
-      std::lock_guard<std::mutex> lock(record_.mutex);
-      HealEntry& h = heal_entry(slot, q.members[std::size_t(j)]);
-      h.source = rank_;
-      h.bytes = comm.traffic().bytes(q.index, j) - before;
-      h.expected_bytes = 4 * (psi + psi) + 2 * 8;
-      h.sent = flat;
-    }
-    return;
-  }
+  const bool behind = std::count(q.behind.begin(), q.behind.end(), q.index) > 0;
+  std::vector<int64_t> before;
+  for (int j : q.behind) before.push_back(comm.traffic().bytes(q.source, j));
+  MemberState me{Replica{flat_parameters(st_), st_.momentum}, st_.committed, st_.cursor, last_grad_, rank_,
+                 last_step_seconds_};
+  const std::size_t psi = me.replica.params.size();
   const auto t0 = SteadyClock::now();
-  std::vector<float> flat(std::size_t(psi), 0.0f);
-  comm.recv(flat.data(), psi, q.source, 11);
-  comm.recv(st_.momentum.data(), psi, q.source, 12);
-  Cursor where{0, 0};
-  comm.recv(&where, 1, q.source, 13);
-  set_flat_parameters(st_, flat);
-  st_.committed = where.committed, st_.cursor = where.cursor;
-  snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};  // what every voter agreed on just now
+  ch16::heal(comm, q.source, q.behind, me);  // your hole (ch16.h)
   const double seconds = seconds_since(t0);
+  DPT_CHECK(me.replica.params.size() == psi && me.replica.momentum.size() == psi,
+            "heal: rank " << rank_ << "'s replica changed shape (" << me.replica.params.size() << " parameters, "
+                          << me.replica.momentum.size() << " momentum buffers; the model has " << psi << ")");
+  set_flat_parameters(st_, me.replica.params);
+  st_.momentum = me.replica.momentum;
+  st_.committed = me.committed, st_.cursor = me.cursor;
+  last_grad_ = me.grad;
+  if (behind) snap_ = Snapshot{true, me.replica.params, st_.momentum, st_.committed, st_.cursor};  // what every voter agreed on just now
   std::lock_guard<std::mutex> lock(record_.mutex);
-  HealEntry& h = heal_entry(slot, rank_);
-  h.seconds = seconds;
-  h.received = flat_parameters(st_);
+  if (behind) {
+    HealEntry& h = heal_entry(slot, rank_);
+    h.seconds = seconds;
+    h.received = me.replica.params;
+  }
+  if (q.index != q.source) return;
+  for (std::size_t k = 0; k < q.behind.size(); ++k) {
+    HealEntry& h = heal_entry(slot, q.members[std::size_t(q.behind[k])]);
+    h.source = rank_;
+    h.bytes = comm.traffic().bytes(q.source, q.behind[k]) - before[k];
+    h.expected_bytes = least_heal_bytes(int64_t(psi));
+    h.sent = me.replica.params;
+  }
 }
 
 // Every member's checksum; a strict majority's is the good one (without one,

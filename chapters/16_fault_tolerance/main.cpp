@@ -8,7 +8,7 @@
 // the optimizer steps only after every member has voted, so a step is applied
 // on all or dropped on all, and (4) the data cursor moves only with a
 // committed step, so no sample is lost or seen twice. A rank that joins
-// heals from a live peer (parameters, momentum, step, cursor); a flipped bit
+// heals from a live peer (what makes it a replica, and nothing more); a flipped bit
 // is found by comparing checksums and undone by rolling back to the last
 // agreed state; a frozen rank is found by a bounded wait.
 //
@@ -26,8 +26,9 @@
 //     build/reference/bin/ch16_fault_tolerance --goodput --plot goodput.svg   # checkpoint interval vs goodput (goodput.h)
 //     build/reference/bin/ch16_fault_tolerance --zero          # a lost ZeRO shard: checkpoint vs buddy
 //
-// Your hole (chapters/16_fault_tolerance/ch16.h): ch16::commit_step, the end
-// of a step as a transaction.
+// Your holes (chapters/16_fault_tolerance/ch16.h): ch16::decide_quorum,
+// assign_samples, commit_step (the end of a step as a transaction) and heal
+// (what a joiner must receive to be a replica like the others).
 //
 // Left out: restarts under mpirun (scripts/dptrun), a real
 // failure detector's heartbeats. Theory: docs/ch16_fault_tolerance.md.
@@ -102,7 +103,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   }
   ctx.comm.barrier();  // the launch's world: never revoked, only the quorums' groups are
 
-  // Your decide_quorum and commit_step judged alone first: the run's faults never make a member say no,
+  // Your decide_quorum, commit_step and heal judged alone first: the run's faults never make a member say no,
   // and the run stops at its first step while any of your holes is unwritten.
   Holes holes;
   Verdicts unread;  // every rank asks your decide_quorum (a hole throws on every rank or none); rank 0 reports
@@ -110,6 +111,8 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
     say.say("  decide_quorum: not written yet (" + holes.last() + ")");
   if (!holes.run(ctx.comm, [&] { add_commit_probe_verdicts(ctx, lec.verdicts); }) && ctx.is_root())
     say.say("  commit_step: not written yet (" + holes.last() + ")");
+  if (!holes.run(ctx.comm, [&] { add_heal_probe_verdicts(lec.verdicts); }, ctx.is_root()) && ctx.is_root())
+    say.say("  heal: not written yet (" + holes.last() + ")");  // a private group of four, on rank 0
 
   // --------------------------------------------------------------------------
   // 2. The run: every rank's loop of step slots (elastic_rank.cpp)
@@ -134,7 +137,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
             "  next step, split over whoever was in (--keep " + f.keep + ")");
   for (const HealEntry& h : record.heals)
     say.say(str("  rank ", h.joiner, " came back with nothing at step ", h.slot, " and received ", h.bytes,
-                " bytes from rank ", h.source, " (parameters, momentum, step, cursor)"));
+                " bytes from rank ", h.source, " (the least that makes a replica: ", h.expected_bytes, ")"));
   if (s.apply_before_vote && !s.ring)
     say.say("  --apply-before-vote: the survivors applied a step the vote then dropped. Each applied the same\n"
             "  sum, so their replicas still agree, but the weights hold an update no ledger entry accounts\n"
@@ -147,6 +150,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   add_ch16_verdicts(lec.verdicts, lec.summary, o, lec.data, plan, s, record);
   add_quorum_verdicts(lec.verdicts, shared.lighthouse->decisions());
   add_share_verdicts(lec.verdicts, o, s, record);
+  if (!holes.all_written()) holes.judge(lec.verdicts);  // a run that met no heal still names an unwritten one
   MLP last = build_model(o, Device::host());
   if (final_model(o, record, last)) lec.keep(last);  // what --save-weights writes
   for (int r = 0; r < ctx.world; ++r)

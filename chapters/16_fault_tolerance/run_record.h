@@ -28,7 +28,7 @@ struct HealEntry {
   int joiner = 0;              ///< the world rank that received
   int source = 0;              ///< the world rank that sent
   int64_t bytes = 0;           ///< what the source's traffic log counted to the joiner
-  int64_t expected_bytes = 0;  ///< 4·(Ψ parameters + Ψ momentum) + 2 × 8 (step, cursor)
+  int64_t expected_bytes = 0;  ///< the least that makes the joiner a replica (least_heal_bytes, checks.h)
   double seconds = 0;          ///< measured on the joiner
   std::vector<float> sent;      ///< the source's parameters as it sent them
   std::vector<float> received;  ///< the joiner's parameters after the heal
