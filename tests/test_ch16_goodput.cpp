@@ -1,10 +1,12 @@
 // test_ch16_goodput.cpp — chapter 16's goodput sweep (--goodput): the table's
 // counts obey a restart's laws (a failure loses the step in flight and at
 // most C − 1 committed steps; every failure has every rank read the whole
-// state), the SVG has one point per interval and C* marked where the
-// printed formula puts it, every run equals its one-device replay, and bad
-// flags stop in one line. No timing is asserted: which C wins is judged by
-// the program's own verdicts, whose lines the test only requires present.
+// state; a failure during a checkpoint write loses exactly the C steps since
+// the sealed one before, the torn write never being the restart point), the
+// SVG has one point per interval and C* marked where the printed formula
+// puts it, every run equals its one-device replay, and bad flags stop in one
+// line. No timing is asserted: which C wins is judged by the program's own
+// verdicts, whose lines the test only requires present.
 #include "support/catch.h"
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "goodput.h"
 #include "support/run_program.h"
 #include "support/xml_elements.h"
 
@@ -25,7 +28,7 @@ const std::string kGoodputFlags = "--ranks 4 --goodput --intervals 1,4,16 --good
 bool goodput_has(const std::string& output, const std::string& text) { return output.find(text) != std::string::npos; }
 
 struct GoodputTableRow {
-  int64_t interval = 0, checkpoints = 0, failures = 0, lost = 0, restore_bytes = 0;
+  int64_t interval = 0, checkpoints = 0, writes_lost = 0, failures = 0, lost = 0, restore_bytes = 0;
 };
 
 // The rows of the table titled "goodput against the checkpoint interval C".
@@ -40,7 +43,7 @@ std::vector<GoodputTableRow> goodput_table(const std::string& output) {
     std::istringstream cells(line);
     GoodputTableRow r;
     double skip;
-    cells >> r.interval >> r.checkpoints >> r.failures >> r.lost >> skip >> skip >> r.restore_bytes;
+    cells >> r.interval >> r.checkpoints >> r.writes_lost >> r.failures >> r.lost >> skip >> skip >> r.restore_bytes;
     rows.push_back(r);
   }
   return rows;
@@ -52,7 +55,54 @@ double goodput_number_after(const std::string& output, const std::string& label)
   return at == std::string::npos ? std::nan("") : std::stod(output.substr(at + label.size()));
 }
 
+// A restart's laws on one row. A failure in a step slot loses the step in flight and the committed steps since
+// the last sealed checkpoint (at most C − 1); a failure during the write at k·C loses no step in flight but the C
+// steps since the sealed one at (k − 1)·C: the write it cut short is never the restart point.
+void check_goodput_restart_laws(const GoodputTableRow& r) {
+  INFO("C = " << r.interval << ": " << r.failures << " failures, " << r.writes_lost << " of them during a write, "
+                                                                                   << r.lost << " steps lost");
+  CHECK(r.writes_lost <= r.failures);
+  const int64_t in_steps = r.failures - r.writes_lost, after_writes = r.lost - r.interval * r.writes_lost;
+  CHECK(after_writes >= in_steps);                // each step-slot failure loses its step in flight
+  CHECK(after_writes <= in_steps * r.interval);   // and at most the C − 1 committed since the last checkpoint
+}
+
 }  // namespace
+
+TEST_CASE("goodput: the failure clock hits a step slot or a write where the failure time falls", "[ch16]") {
+  using dpt::ch16::GoodputClock;
+  GoodputClock clock({0.5, 1.2, 1.7, 2.25, 4.0});  // step times, written out
+  CHECK(clock.step());                   // [0, 1) holds 0.5
+  CHECK(clock.step());                   // [1, 2) holds 1.2 and 1.7: one failure, the slot's
+  CHECK(clock.now() == 2.0);
+  CHECK(clock.write(0.5) == 0.5);        // [2, 2.5) is hit at 2.25: half of it written
+  CHECK(clock.now() == 2.25);            // the job went down there
+  CHECK_FALSE(clock.step());             // [2.25, 3.25)
+  CHECK(clock.write(0.75) == -1);        // [3.25, 4.0) ends as 4.0 comes: whole
+  CHECK(clock.write(0.0) == -1);         // a write of no length cannot be hit
+  CHECK(clock.step());                   // [4.0, 5.0) holds 4.0
+  CHECK_FALSE(clock.step());             // no failure left
+  CHECK(clock.now() == 6.0);
+}
+
+TEST_CASE("chapter: ch16 --goodput, a failure during a checkpoint write restarts from the sealed one before", "[ch16]") {
+  // Writes of 2 step times after every step (C = 1) or every 3: most failures land in a write.
+  const auto run = dpt_test::run_program(
+      "ch16_fault_tolerance", "--ranks 2 --goodput --intervals 1,3 --goodput-steps 12 --mtbf 6 --checkpoint-cost 2");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const std::vector<GoodputTableRow> rows = goodput_table(run.output);
+  REQUIRE(rows.size() == 2);
+  for (const GoodputTableRow& r : rows) {
+    CHECK(r.writes_lost > 0);
+    check_goodput_restart_laws(r);
+  }
+  CHECK(rows[0].lost == rows[0].failures);  // C = 1: a cut write loses the one step it was saving
+  // Restarting from a torn write would put weights no committed step made, or cut the ledger at the wrong step.
+  CHECK(goodput_has(run.output, "✔ at every C the lost steps are a restart's"));
+  CHECK(goodput_has(run.output, "✔ at every C the run = one device replaying its committed steps"));
+  CHECK(goodput_has(run.output, "✔ at every C the committed steps consumed every sample of every epoch exactly once"));
+}
 
 TEST_CASE("chapter: ch16 --goodput's table obeys a restart's laws, its SVG marks C* and one point per C", "[ch16]") {
   const std::string svg = dpt_test::temp_path("ch16_goodput.svg");
@@ -72,8 +122,7 @@ TEST_CASE("chapter: ch16 --goodput's table obeys a restart's laws, its SVG marks
     INFO("C = " << r.interval);
     CHECK(r.interval == intervals[i]);
     CHECK(r.failures > 0);  // 48 steps at a failure every 8 on average: some hit
-    CHECK(r.lost >= r.failures);                // each loses the step in flight
-    CHECK(r.lost <= r.failures * r.interval);   // and at most the C − 1 committed since the last checkpoint
+    check_goodput_restart_laws(r);
     CHECK(r.checkpoints >= (48 - 1) / r.interval);  // every multiple of C short of the end, at least once
     CHECK(r.restore_bytes == r.failures * 4 * state_bytes);
   }
@@ -113,6 +162,7 @@ TEST_CASE("chapter: ch16 --goodput's table obeys a restart's laws, its SVG marks
   std::remove(svg.c_str());
 
   // Correctness does not depend on C; which C wins is the program's verdict (timed: only present here).
+  CHECK(goodput_has(run.output, "✔ at every C the lost steps are a restart's"));
   CHECK(goodput_has(run.output, "✔ at every C the run = one device replaying its committed steps"));
   CHECK(goodput_has(run.output, "✔ at every C the committed steps consumed every sample of every epoch exactly once"));
   CHECK((goodput_has(run.output, "within ×2.5 of C*") || goodput_has(run.output, "near Young/Daly's C* — cannot fail")));
@@ -127,13 +177,20 @@ TEST_CASE("chapter: ch16 --goodput says which verdicts cannot fail: a grid too s
   INFO(none.output);
   CHECK(goodput_has(none.output, "the best C near Young/Daly's C* — cannot fail when no checkpoint was written"));
   CHECK(none.exit_code == 0);  // what cannot be judged is never ✘, and the replay verdicts pass
-  // A checkpoint of 100 step times against a failure every 2 steps: δ ≫ MTBF, outside what Young assumes.
+  // A checkpoint of 3 step times against a failure every 2 steps: δ > MTBF, outside what Young assumes.
   const auto costly = dpt_test::run_program(
-      "ch16_fault_tolerance", "--ranks 2 --goodput --intervals 1,2,4 --goodput-steps 4 --mtbf 2 --checkpoint-cost 100");
+      "ch16_fault_tolerance", "--ranks 2 --goodput --intervals 1,2,4 --goodput-steps 4 --mtbf 2 --checkpoint-cost 3");
   INFO(costly.output);
   CHECK(goodput_has(costly.output, "the best C near Young/Daly's C* — cannot fail when a checkpoint costs"));
   CHECK(goodput_has(costly.output, "goodput falls off on both sides of the best C — cannot fail when δ is not ≪ MTBF"));
   CHECK(costly.exit_code == 0);
+  // A checkpoint of 100 step times against a failure every 2: no write is ever sealed, so no δ is measured.
+  const auto never = dpt_test::run_program(
+      "ch16_fault_tolerance", "--ranks 2 --goodput --intervals 1,2,4 --goodput-steps 4 --mtbf 2 --checkpoint-cost 100");
+  INFO(never.output);
+  CHECK(goodput_has(never.output, "the best C near Young/Daly's C* — cannot fail when no checkpoint was sealed"));
+  CHECK(goodput_has(never.output, "goodput falls off on both sides of the best C — cannot fail when no checkpoint was sealed"));
+  CHECK(never.exit_code == 0);
 }
 
 TEST_CASE("chapter: ch16 --goodput's bad flags stop in one line naming the flag, exit 2", "[ch16]") {

@@ -87,6 +87,9 @@ void apply_momentum(Replica& replica, const std::vector<float>& grad, float lr);
 ///    or a call times out): the group's exception (PeerFailed, Timeout) passes
 ///    through on the others, and no replica has changed.
 /// Each member calls it once per step, the same on every member.
+/// Under ZeRO-1 (--zero) `replica` is the member's shard (its slice of the
+/// parameters, its momentum shard) and `grad` the same slice of the sum: the
+/// same decision, each member applying only what it owns.
 bool commit_step(Communicator& group, Replica& replica, const std::vector<float>& grad, float lr, bool fine);
 
 /// Everything one member of a quorum holds when a heal begins.

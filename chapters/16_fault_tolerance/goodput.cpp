@@ -10,7 +10,9 @@
 //               (parameters, momentum, step, cursor): the steps since it are
 //               computed again
 //   checkpoint  every C committed steps: rank 0 writes the staging copy,
-//               then seals it; the others wait (a synchronous checkpoint)
+//               then seals it; the others wait (a synchronous checkpoint).
+//               A failure during the write leaves it torn and unsealed: the
+//               restart reads the last sealed one, C steps back
 //
 // The store is memory, not a temp dir: this model's state is a few KB, which
 // a file system writes in microseconds or, on a shared machine, whenever it
@@ -20,15 +22,16 @@
 // network) gives this run the same ratio. What is judged is the measured
 // cost: the copy, the modelled write and the seal, as timed.
 //
-// Failures arrive as a Poisson process over step slots (exponential gaps of
-// mean --mtbf, seeded), the failure model Young's formula assumes; they hit
-// step slots, not checkpoint writes, which is fair while a checkpoint is
-// short beside the MTBF (the formula's other assumption).
+// Failures arrive as a Poisson process over the run's modelled time (a step
+// slot is one step time, a write --checkpoint-cost of them; GoodputClock),
+// the failure model Young's formula assumes, so a write is hit as often as
+// its length says.
 #include "goodput.h"
 
 #include <chrono>
 #include <cmath>
-#include <random>
+#include <limits>
+#include <utility>
 
 #include "ch16.h"
 #include "dpt/data_parallel.h"
@@ -43,17 +46,6 @@ namespace {
 using parts::RankState;
 using parts::SteadyClock;
 using parts::seconds_since;
-
-// Executed step slots at which a failure hits, ascending: exponential gaps of
-// mean `mtbf` step slots, at most one per slot (a slot fails once), below `slots`.
-std::vector<int64_t> goodput_failure_slots(double mtbf, int64_t slots, uint64_t seed) {
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
-  std::exponential_distribution<double> gap(1.0 / mtbf);
-  std::vector<int64_t> at;
-  for (double t = gap(rng); t < double(slots); t = double(at.back() + 1) + gap(rng))
-    at.push_back(int64_t(t));  // the next one after this slot's end (memoryless: the same process)
-  return at;
-}
 
 // One step slot's gradient on this rank, summed over the ranks (each rank's
 // shard mean weighted into the global batch's mean), and its samples.
@@ -78,14 +70,29 @@ std::vector<float> goodput_gradient(Context& ctx, const Options& o, const Datase
   return grad;
 }
 
-// Rank 0 writes the state into the staging copy, waits the modelled write,
-// then seals it: a restart reads only a whole checkpoint.
-void goodput_write(GoodputShared& shared, RankState& st, double write_s) {
+// Rank 0 writes the state into the staging copy over the modelled write,
+// then seals it: only a whole copy becomes the one a restart reads. A failure
+// `struck` (a share, GoodputClock::write) into the write leaves that share of
+// the floats new and the rest as the staging copy held them: torn, unsealed.
+void goodput_write(GoodputShared& shared, RankState& st, double write_s, double struck) {
   std::lock_guard<std::mutex> lock(shared.mutex);
-  shared.staging = GoodputStore{parts::flat_parameters(st), st.momentum, st.committed, st.cursor};
-  const auto done = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(write_s));
-  while (SteadyClock::now() < done) {}  // busy, as a write is: a sleep overshoots by more than a step here
-  std::swap(shared.sealed, shared.staging);
+  const std::vector<float> params = parts::flat_parameters(st);
+  GoodputStore& out = shared.staging;
+  out.params.resize(params.size());
+  out.momentum.resize(st.momentum.size());
+  const double share = struck < 0 ? 1.0 : struck;
+  const std::size_t total = params.size() + st.momentum.size();
+  const std::size_t done = struck < 0 ? total : std::size_t(share * double(total));
+  for (std::size_t k = 0; k < done; ++k)
+    if (k < params.size()) out.params[k] = params[k];
+    else out.momentum[k - params.size()] = st.momentum[k - params.size()];
+  const auto until = SteadyClock::now() +
+                     std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(share * write_s));
+  while (SteadyClock::now() < until) {}  // busy, as a write is: a sleep overshoots by more than a step here
+  if (struck >= 0) return;  // cut short: the last sealed checkpoint stays the restart point
+  out.committed = st.committed;
+  out.cursor = st.cursor;
+  std::swap(shared.sealed, shared.staging);  // the seal
 }
 
 void goodput_restore(GoodputShared& shared, RankState& st) {
@@ -98,9 +105,11 @@ void goodput_restore(GoodputShared& shared, RankState& st) {
 
 struct GoodputPlan {
   int64_t interval = 1;
-  std::vector<int64_t> failures;  // executed slots
-  double write_s = 0;             // the modelled write
-  int64_t max_slots = 0;          // a run that cannot finish stops here
+  double mtbf = 16;        // step times
+  uint64_t seed = 0;       // the failures' draws, the same for every C
+  double write_cost = 0;   // the modelled write, in step times
+  double write_s = 0;      // the same, in seconds
+  int64_t max_slots = 0;   // a run that cannot finish stops here
 };
 
 GoodputRow goodput_run(Lecture& lec, GoodputShared& shared, const GoodputFlags& f, const GoodputPlan& plan) {
@@ -117,24 +126,27 @@ GoodputRow goodput_run(Lecture& lec, GoodputShared& shared, const GoodputFlags& 
   }
   ctx.comm.barrier();
   const auto t0 = SteadyClock::now();
-  std::size_t next_failure = 0;
+  GoodputClock clock(plan.mtbf, plan.seed);  // every rank's copy: the same failures
   std::vector<int64_t> batch;
+  // A failure: one rank starts as a new process, every rank reads the sealed store; `in_flight` steps are lost
+  // besides the committed ones since the store's.
+  auto restart = [&](int64_t in_flight) {
+    const auto t_fail = SteadyClock::now();
+    const int64_t before = st.committed;
+    if (ctx.rank == int(row.failures % ctx.world)) st = parts::fresh_state(o, ctx.device);
+    goodput_restore(shared, st);
+    ctx.comm.barrier();  // every rank restored: the job goes on
+    ++row.failures;
+    row.lost += in_flight + (before - st.committed);
+    row.recovery_s += seconds_since(t_fail);
+    row.restore_bytes += state_bytes * ctx.world;
+    if (ctx.is_root()) shared.ledger.resize(std::size_t(st.committed));
+  };
   while (st.committed < f.useful_steps && row.executed < plan.max_slots) {
     std::vector<float> grad = goodput_gradient(ctx, o, lec.data, st, batch);
-    const bool failed = next_failure < plan.failures.size() && plan.failures[next_failure] == row.executed;
     ++row.executed;
-    if (failed) {  // the step in flight is lost; the job restarts from the store
-      const auto t_fail = SteadyClock::now();
-      const int64_t before = st.committed;
-      if (ctx.rank == int(plan.failures[next_failure] % ctx.world)) st = parts::fresh_state(o, ctx.device);
-      ++next_failure;
-      goodput_restore(shared, st);
-      ctx.comm.barrier();  // every rank restored: the job goes on
-      ++row.failures;
-      row.lost += 1 + (before - st.committed);
-      row.recovery_s += seconds_since(t_fail);
-      row.restore_bytes += state_bytes * ctx.world;
-      if (ctx.is_root()) shared.ledger.resize(std::size_t(st.committed));
+    if (clock.step()) {  // the step in flight is lost
+      restart(1);
       continue;
     }
     Replica replica{parts::flat_parameters(st), std::move(st.momentum)};
@@ -145,11 +157,19 @@ GoodputRow goodput_run(Lecture& lec, GoodputShared& shared, const GoodputFlags& 
     st.cursor += o.batch * ctx.world;
     if (ctx.is_root()) shared.ledger.push_back(LedgerEntry{row.executed - 1, 0, ctx.world, o.lr, batch, {}});
     if (st.committed % plan.interval == 0 && st.committed < f.useful_steps) {
+      const double struck = clock.write(plan.write_cost);
       const auto t_write = SteadyClock::now();
-      if (ctx.is_root()) goodput_write(shared, st, plan.write_s);
-      ctx.comm.barrier();  // sealed: every rank may go on
-      ++row.checkpoints;
-      row.checkpoint_s += seconds_since(t_write);
+      if (ctx.is_root()) goodput_write(shared, st, plan.write_s, struck);
+      ctx.comm.barrier();  // sealed, or cut short: every rank knows which
+      if (struck < 0) {
+        ++row.checkpoints;
+        row.checkpoint_s += seconds_since(t_write);
+      } else {  // nothing in flight: the C steps since the last sealed one are what is lost
+        ++row.writes_lost;
+        row.lost_share += struck;
+        row.lost_write_s += seconds_since(t_write);
+        restart(0);
+      }
     }
   }
   row.wall_s = seconds_since(t0);
@@ -180,12 +200,42 @@ double goodput_step_seconds(Lecture& lec) {
 
 }  // namespace
 
+GoodputClock::GoodputClock(double mtbf, uint64_t seed) : rng_(seed ^ 0x9e3779b97f4a7c15ULL), gap_(1.0 / mtbf) {
+  next();
+}
+
+GoodputClock::GoodputClock(std::vector<double> at) : given_(std::move(at)), drawn_(false) { next(); }
+
+void GoodputClock::next() {
+  if (drawn_) next_at_ += gap_(rng_);
+  else next_at_ = taken_ < given_.size() ? given_[taken_++] : std::numeric_limits<double>::infinity();
+}
+
+bool GoodputClock::step() {
+  const bool hit = next_at_ < now_ + 1;
+  now_ += 1;
+  while (next_at_ < now_) next();  // the job was down already: one failure per slot
+  return hit;
+}
+
+double GoodputClock::write(double length) {
+  if (!(next_at_ < now_ + length)) {
+    now_ += length;
+    return -1;
+  }
+  const double share = (next_at_ - now_) / length;
+  now_ = next_at_;
+  next();
+  return share;
+}
+
 void add_goodput_flags(CLI::App& app, GoodputFlags& f) {
   app.add_flag("--goodput", f.on, "Run the goodput sweep instead of the fault run: a failure every --mtbf steps on "
                                   "average rolls the job back to its last checkpoint, for each --intervals C");
   app.add_option("--intervals", f.intervals, "--goodput: checkpoint intervals C in steps, comma-separated")
       ->delimiter(',')->check(integer_in(1, 100000))->capture_default_str();
-  app.add_option("--mtbf", f.mtbf_steps, "--goodput: mean step slots between failures (exponential gaps)")
+  app.add_option("--mtbf", f.mtbf_steps, "--goodput: mean step times between failures (exponential gaps; a "
+                                         "checkpoint write lasts --checkpoint-cost step times and can be hit too)")
       ->check(number_from(1, 1e6))->capture_default_str();
   app.add_option("--checkpoint-cost", f.checkpoint_steps, "--goodput: the modelled checkpoint write, in step times")
       ->check(number_from(0, 1000))->capture_default_str();
@@ -210,9 +260,11 @@ void goodput_lecture(Lecture& lec, const GoodputFlags& f, GoodputShared& shared)
   Context& ctx = lec.ctx();
   const double step_s = goodput_step_seconds(lec);  // rank 0's is the one used: only rank 0 writes
   GoodputPlan plan;
+  plan.mtbf = f.mtbf_steps;
+  plan.seed = lec.o.seed;
+  plan.write_cost = f.checkpoint_steps;
   plan.write_s = f.checkpoint_steps * step_s;
   plan.max_slots = 50 * f.useful_steps;
-  plan.failures = goodput_failure_slots(f.mtbf_steps, plan.max_slots, lec.o.seed);
   if (ctx.is_root()) {
     lec.say.section(str("1. Goodput: ", ctx.world, " ranks, ", f.useful_steps, " useful steps per run, a failure every ",
                         fmt(f.mtbf_steps, 3), " steps on average"));
@@ -228,7 +280,7 @@ void goodput_lecture(Lecture& lec, const GoodputFlags& f, GoodputShared& shared)
     plan.interval = c;
     rows.push_back(goodput_run(lec, shared, f, plan));
     const GoodputRow& r = rows.back();
-    executed_s += r.wall_s - r.checkpoint_s - r.recovery_s;
+    executed_s += r.wall_s - r.checkpoint_s - r.lost_write_s - r.recovery_s;
     executed += r.executed;
     checkpoint_s += r.checkpoint_s;
     checkpoints += r.checkpoints;

@@ -20,8 +20,9 @@ namespace {
 // on the default ×2 grid the neighbours of C* may win; two points off may not.
 constexpr double kGoodputFactor = 2.5;
 // Young's first order needs δ ≪ MTBF; at δ = MTBF/2 its C* = MTBF, where
-// failures during a checkpoint, which the formula leaves out, are common.
-// Past that share the formula is no guide, and its verdicts cannot fail.
+// failures during a checkpoint (the sweep lets them hit; the first-order
+// formula leaves them out) are common. Past that share the formula is no
+// guide, and its verdicts cannot fail.
 constexpr double kGoodputMaxCostShare = 0.5;
 
 std::string goodput_interval_list(const std::vector<GoodputRow>& rows) {
@@ -43,14 +44,16 @@ void report_goodput(Lecture& lec, const GoodputFlags& f, const std::vector<Goodp
   // failures: what the interval decided) priced alike for every C.
   std::vector<double> costed(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i)
-    costed[i] = double(rows[i].committed) / (double(rows[i].executed) * step_s + double(rows[i].checkpoints) * checkpoint_s +
-                                             double(rows[i].failures) * recovery_s);
+    costed[i] = double(rows[i].committed) /
+                (double(rows[i].executed) * step_s + (double(rows[i].checkpoints) + rows[i].lost_share) * checkpoint_s +
+                 double(rows[i].failures) * recovery_s);  // a write cut short: the share it wrote
   Table table("goodput against the checkpoint interval C",
-              {"C", "checkpoints", "failures", "lost steps", "checkpoint s", "recovery s", "restore bytes", "wall s",
-               "steps/wall-s", "steps/s at mean costs"});
+              {"C", "sealed", "writes lost", "failures", "lost steps", "checkpoint s", "recovery s", "restore bytes",
+               "wall s", "steps/wall-s", "steps/s at mean costs"});
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const GoodputRow& r = rows[i];
-    table.add_row({std::to_string(r.interval), std::to_string(r.checkpoints), std::to_string(r.failures),
+    table.add_row({std::to_string(r.interval), std::to_string(r.checkpoints), std::to_string(r.writes_lost),
+                   std::to_string(r.failures),
                    std::to_string(r.lost), fixed(r.checkpoint_s, 4), fixed(r.recovery_s, 4),
                    std::to_string(r.restore_bytes), fixed(r.wall_s, 3), fixed(r.goodput, 1), fixed(costed[i], 1)});
   }
@@ -58,7 +61,8 @@ void report_goodput(Lecture& lec, const GoodputFlags& f, const std::vector<Goodp
   lec.say.say("  steps/wall-s: useful steps per second as the clock saw them. A run here lasts tens of ms, and on a\n"
               "  shared machine one preempted thread costs a whole scheduler slice: the last column prices every\n"
               "  run's counts (slots computed, checkpoints, failures) at the sweep's mean costs, the same for every\n"
-              "  C, so that C alone moves it; the verdicts read that column.");
+              "  C, so that C alone moves it; the verdicts read that column. sealed: whole checkpoints; writes lost:\n"
+              "  writes a failure cut short (counted in failures too): the job restarted from the sealed one before.");
 
   // Young/Daly, in seconds, then in steps: C* = √(2 · δ · MTBF).
   const double mtbf_s = f.mtbf_steps * step_s;
@@ -99,8 +103,12 @@ void report_goodput(Lecture& lec, const GoodputFlags& f, const std::vector<Goodp
   Verdicts& v = lec.verdicts;
   const std::string grid = "--intervals " + goodput_interval_list(rows);
   const bool formula_holds = checkpoint_s <= kGoodputMaxCostShare * mtbf_s;
-  if (checkpoint_s <= 0) {
-    v.cannot_fail("the best C near Young/Daly's C*", "when no checkpoint was written (every C ≥ --goodput-steps)");
+  int64_t writes_cut = 0;
+  for (const GoodputRow& r : rows) writes_cut += r.writes_lost;
+  const std::string unsealed = writes_cut ? "when no checkpoint was sealed: a failure cut every write short (try a larger --mtbf)"
+                                          : "when no checkpoint was written (every C ≥ --goodput-steps)";
+  if (checkpoint_s <= 0) {  // no δ measured: no C*
+    v.cannot_fail("the best C near Young/Daly's C*", unsealed);
   } else if (rows.size() < 2) {
     v.cannot_fail("the best C near Young/Daly's C*", "with one interval (try --intervals 1,2,4,8,16)");
   } else if (!formula_holds) {
@@ -114,6 +122,8 @@ void report_goodput(Lecture& lec, const GoodputFlags& f, const std::vector<Goodp
   }
   if (rows.size() < 3) {
     v.cannot_fail("goodput falls off on both sides of the best C", "with fewer than 3 intervals (try --intervals 1,2,4,8,16)");
+  } else if (checkpoint_s <= 0) {
+    v.cannot_fail("goodput falls off on both sides of the best C", unsealed);
   } else if (!formula_holds) {
     v.cannot_fail("goodput falls off on both sides of the best C", "when δ is not ≪ MTBF (see above)");
   } else if (checkpoint_s > 0 && c_star > double(rows.front().interval) && c_star < double(rows.back().interval)) {
@@ -138,6 +148,19 @@ void report_goodput(Lecture& lec, const GoodputFlags& f, const std::vector<Goodp
       lec.say.say(str("  C = ", r.interval, " stopped at the cap of ", r.executed, " slots with ", r.committed,
                       " steps committed: between two checkpoints this far apart a failure nearly always comes"));
   }
+  // What a restart may lose, from the counts alone: a failure in a step slot its step in flight and at most the
+  // C − 1 committed since the last seal; a failure during the write at k·C the C steps since the seal at (k − 1)·C.
+  std::string lost_seen = "each failure lost what a restart from the last sealed checkpoint loses";
+  bool lost_ok = true;
+  for (const GoodputRow& r : rows) {
+    const int64_t in_steps = r.failures - r.writes_lost, least = r.interval * r.writes_lost + in_steps,
+                  most = r.interval * r.writes_lost + in_steps * r.interval;
+    if (lost_ok && (r.lost < least || r.lost > most))
+      lost_ok = false, lost_seen = str("C = ", r.interval, ": ", r.lost, " steps lost; ", in_steps, " failures in a step and ",
+                                       r.writes_lost, " in a write allow ", least, " to ", most);
+  }
+  v.holds("at every C the lost steps are a restart's: the step in flight, the steps since the last sealed checkpoint",
+          lost_ok, lost_seen);
   v.at_most(str("at every C the run = one device replaying its committed steps (worst: C = ", worst_c, ")"),
             worst_gap, kSingleDeviceTolerance, "a rollback restores parameters, momentum and cursor, and cuts the ledger back");
   v.holds("at every C the committed steps consumed every sample of every epoch exactly once", once,

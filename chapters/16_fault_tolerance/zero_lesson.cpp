@@ -6,6 +6,8 @@
 #include <random>
 #include <system_error>
 
+#include "checks.h"
+#include "dpt/holes.h"
 #include "dpt/sharded_checkpoint.h"
 #include "zero_checks.h"
 #include "zero_rank.h"
@@ -77,7 +79,16 @@ void zero_lesson(Lecture& lec, const Ch16Flags& f, ZeroShared& shared) {
     say.say("  checkpoint: every K committed steps the quorum seals a sharded checkpoint; after a crash the\n"
             "  survivors load it re-sharded N → M and go back to its step (the steps since are recomputed).\n"
             "  buddy: every step each member sends its new shard to its left neighbour before the vote; after\n"
-            "  a crash the dead rank's shard is its buddy's copy, and the survivors re-cut the momentum for M.");
+            "  a crash the dead rank's shard is its buddy's copy, and the survivors re-cut the momentum for M.\n"
+            "  every step ends in commit_step on each member's shard: the vote, and every shard applied or none.");
+  }
+  // Every step's vote and commit is your commit_step, on each member's shard: judged alone first, and
+  // the runs wait for it to be written.
+  Holes holes;
+  if (!holes.run(ctx.comm, [&] { add_commit_probe_verdicts(ctx, lec.verdicts); })) {
+    if (!ctx.is_root()) return;
+    say.say("  commit_step: not written yet (" + holes.last() + "): every --zero step ends in it");
+    return holes.judge(lec.verdicts);
   }
   std::vector<ZeroRow> rows;
   for (const std::string& policy : policies) {

@@ -3,10 +3,13 @@
 //   quorum   ask the lighthouse who trains; fewer members than last time:
 //            recover the momentum (checkpoint or buddies), re-cut for n
 //   step     gradient all-reduce; prepare my shard's update, my buddy's copy
-//            and every member's new parameters (an all-gather); vote; commit
+//            and every member's new parameters (an all-gather); then the
+//            student's commit_step (ch16.h) on my shard: the vote, and my
+//            shard applied on all or none
 //
 // Everything before the vote only prepares: a crash anywhere before it drops
-// the slot on every survivor with nothing changed.
+// the slot on every survivor with nothing changed. A planned crash comes
+// after the prepare, so the survivors meet it in commit_step's vote.
 #include "zero_rank.h"
 
 #include <algorithm>
@@ -102,6 +105,15 @@ class ZeroRank {
     }
   }
   int n() const { return int(members_.size()); }
+  // My shard as commit_step left it: its parameters into my place of the replica, its momentum mine.
+  void keep_shard(Replica& live) {
+    std::vector<float> all = flat();
+    const int64_t S = shard_size(psi_, n());
+    for (int64_t k = 0; k < S && k < int64_t(live.params.size()) && index_ * S + k < psi_; ++k)
+      all[std::size_t(index_ * S + k)] = live.params[std::size_t(k)];
+    set_flat(all);
+    momentum_ = std::move(live.momentum);
+  }
 
   // The first quorum: zero momentum, cut for n; the checkpoint of step 0.
   void start(const Quorum& q) {
@@ -217,30 +229,39 @@ class ZeroRank {
       grad.insert(grad.end(), g.begin(), g.end());
     }
     q.comm->all_reduce(grad.data(), psi_, ReduceOp::Sum);
-    if (crash_here) {  // its gradient went in; its shard of the momentum dies with it
-      lh_.leave(rank_, "crashed at step " + std::to_string(slot));
-      revoke(*q.comm, "world rank " + std::to_string(rank_) + " crashed at step " + std::to_string(slot));
-      return false;
-    }
-    Replica mine{zero_shard_of(flat(), index_, n()), momentum_};  // prepared, not yet mine
-    apply_momentum(mine, zero_shard_of(grad, index_, n()), o_.lr);
+    const std::vector<float> my_grad = zero_shard_of(grad, index_, n());  // my slice of the sum
+    Replica next{zero_shard_of(flat(), index_, n()), momentum_};  // prepared: my shard if the step commits
+    apply_momentum(next, my_grad, o_.lr);
     std::vector<float> copy(buddy_.size(), 0.0f);
     const int left = (index_ + n() - 1) % n();
     const int64_t sent_before = q.comm->traffic().bytes(index_, left);
     const auto refresh_t0 = ZeroClock::now();
-    if (s_.buddy) refresh_buddy(*q.comm, mine.momentum, copy);
+    if (s_.buddy) refresh_buddy(*q.comm, next.momentum, copy);
     const double refresh_s = zero_seconds_since(refresh_t0);
     const int64_t sent = q.comm->traffic().bytes(index_, left) - sent_before;
-    std::vector<float> params = zero_place_shard(mine.params, psi_, index_, n());
+    std::vector<float> params = zero_place_shard(next.params, psi_, index_, n());
     q.comm->all_reduce(params.data(), psi_, ReduceOp::Sum);  // the all-gather of the new parameters
-    float yes = fine ? 1.0f : 0.0f;
-    q.comm->all_reduce(&yes, 1, ReduceOp::Sum);  // the vote
-    if (yes != float(n())) {
+    if (crash_here) {  // after the prepare, before the vote: its shard of the momentum dies with it
+      lh_.leave(rank_, "crashed at step " + std::to_string(slot));
+      revoke(*q.comm, "world rank " + std::to_string(rank_) + " crashed at step " + std::to_string(slot));
+      return false;
+    }
+    // The vote and the commit are your commit_step (ch16.h), on my shard: its slice of the parameters and
+    // my momentum shard, with my slice of the summed gradient. Whatever it leaves there is this member's.
+    Replica live{zero_shard_of(flat(), index_, n()), momentum_};
+    bool committed = false;
+    try {
+      committed = commit_step(*q.comm, live, my_grad, o_.lr, fine);
+    } catch (...) {
+      keep_shard(live);
+      throw;
+    }
+    if (committed) set_flat(params);  // the others' shards as they prepared them; mine next
+    keep_shard(live);
+    if (!committed) {
       drop(slot, "a member's gradient was not finite: the vote said no");
       return true;
     }
-    set_flat(params);  // the commit
-    momentum_ = std::move(mine.momentum);
     if (s_.mistake == "stale-buddy") buddy_ = std::exchange(stale_, copy);  // kept one step late
     else buddy_ = std::move(copy);
     ++committed_;
