@@ -76,9 +76,15 @@ TEST_CASE("lighthouse: one id per quorum, kept while its members are, never reus
   ask({0, 1, 2}, 3);             // back: a new id again
   const std::vector<Quorum>& q0 = seen[0];
   REQUIRE(q0.size() == 4);
-  CHECK(q0[0].id == q0[1].id);
-  CHECK(q0[2].id != q0[1].id);
-  CHECK(q0[3].id != q0[2].id);
+  {
+    INFO("steps 0 and 1 had the same members {0, 1, 2}: one quorum, so one id");
+    CHECK(q0[0].id == q0[1].id);
+  }
+  {
+    INFO("rank 2 left at step 2, came back at step 3: each change of members is a new quorum, a new id");
+    CHECK(q0[2].id != q0[1].id);
+    CHECK(q0[3].id != q0[2].id);
+  }
   INFO("rank 2 back: the members of the first quorum, but a new quorum, whose messages must not be taken for the first's");
   CHECK(q0[3].id != q0[0].id);
   CHECK(q0[2].members == std::vector<int>{0, 1});

@@ -19,6 +19,7 @@ dpt_test::ProgramResult run_ch16(const std::string& args) {
 bool has(const std::string& output, const std::string& text) { return output.find(text) != std::string::npos; }
 
 void require_all_pass(const dpt_test::ProgramResult& run, const std::vector<std::string>& verdicts) {
+  INFO("why: " << dpt_test::summary_line(run.output));  // the first ✘ (often a hole's probe), then the whole output
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK_FALSE(has(run.output, "✘"));

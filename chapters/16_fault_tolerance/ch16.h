@@ -20,15 +20,15 @@ struct QuorumDecision {
   std::vector<int> members;  ///< world ranks, ascending
   int64_t id = 0;            ///< the quorum id
   int64_t step = 0;          ///< the committed steps the quorum goes on from
-  int source = -1;           ///< index in `members` of the member the others heal from
+  int source = -1;           ///< index in `members` of the member the others heal from (set even when none is behind)
   std::vector<int> behind;   ///< indices in `members` of the members that heal from `source`, ascending
 };
 
 /// The lighthouse's decision when a round closes. `asked` is all the
 /// lighthouse knows of who is alive: each rank that asked in time, and the
 /// committed steps it holds (never empty: the lighthouse waits for someone).
-/// `last` is the last quorum's decision (before the first: the run's first
-/// ranks, id 0). The members at `behind` heal: each takes the whole state of
+/// `last` is the last quorum's decision, whole (before the first: the run's
+/// first ranks, id 0, step 0, no source). The members at `behind` heal: each takes the whole state of
 /// the member at `source`; every other member keeps its own.
 ///
 /// Postcondition — what the run needs of a quorum:

@@ -28,6 +28,9 @@ std::pair<std::string, std::string> broken_quorum_law(const std::map<int, int64_
                                " committed steps, the quorum goes on from " + std::to_string(d.step)};
   if (d.source < 0 || d.source >= int(d.members.size()))
     return {kQuorumHeal, "source index " + std::to_string(d.source) + " names no member of " + rank_set_text(d.members)};
+  if (std::count(d.behind.begin(), d.behind.end(), d.source) > 0)
+    return {kQuorumHeal, "the source, rank " + std::to_string(d.members[std::size_t(d.source)]) +
+                             ", is also among those behind: it would heal from itself"};
   const int64_t sent = asked.at(d.members[std::size_t(d.source)]);
   if (sent != d.step)
     return {kQuorumHeal, "the source, rank " + std::to_string(d.members[std::size_t(d.source)]) + ", holds " +

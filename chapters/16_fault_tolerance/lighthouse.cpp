@@ -20,7 +20,9 @@ std::string rank_set_text(const std::vector<int>& ranks) {
 
 Lighthouse::Lighthouse(int world, const std::vector<int>& first, double wait_s, double group_timeout_s)
     : world_(world), wait_s_(wait_s), group_timeout_s_(group_timeout_s), expected_(first.begin(), first.end()),
-      last_members_(first) {}
+      last_members_(first) {
+  last_decision_.members = first;
+}
 
 void Lighthouse::leave(int rank, const std::string& why) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -75,7 +77,7 @@ void Lighthouse::form(int64_t slot, Round& round) {
       change += (change.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + " did not ask within " +
                                                 std::to_string(wait_s_).substr(0, 4) + " s: left out as failed");
     }
-  const QuorumDecision d = decide_quorum(round.asked, QuorumDecision{last_members_, last_id_, 0, -1, {}});  // your hole
+  const QuorumDecision d = decide_quorum(round.asked, last_decision_);  // your hole
   round.members = d.members;
   round.step = d.step;
   round.source = d.source;
@@ -89,6 +91,7 @@ void Lighthouse::form(int64_t slot, Round& round) {
       change += (change.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + " joined");
   const bool changed = round.members != last_members_;
   last_id_ = d.id;
+  last_decision_ = d;
   if (changed || broken_ || !group_) {
     if (group_) old_groups_.push_back(group_);
     group_ = std::make_shared<std::vector<std::unique_ptr<Communicator>>>(

@@ -130,6 +130,7 @@ class Lighthouse {
   std::map<int64_t, Round> rounds_;        // by slot
   std::vector<int> last_members_;
   int64_t last_id_ = 0, formed_up_to_ = -1;
+  QuorumDecision last_decision_;           // what decide_quorum is given as `last`, whole
   bool broken_ = true;                     // no group yet
   bool over_ = false;
   std::shared_ptr<std::vector<std::unique_ptr<Communicator>>> group_;
