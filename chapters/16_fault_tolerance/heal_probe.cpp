@@ -53,17 +53,19 @@ void heal_probe_step(MemberState& s) {
   s.cursor += int64_t(psi);
 }
 
-// The first thing that tells a (stepped) member from the source's (stepped)
-// state, in words; "" when nothing does. Who each is and its timing are its own.
+// What tells a (stepped) member from the source's (stepped) state, in
+// words; "" when nothing does. Who each is and its timing are its own.
 std::string heal_probe_apart(const MemberState& a, const MemberState& src) {
   if (a.replica.params.size() != src.replica.params.size() || a.replica.momentum.size() != src.replica.momentum.size())
     return "its replica changed shape";
-  if (a.grad != src.grad) return "it drew other samples than the source";
-  if (a.cursor != src.cursor) return "its place in the stream of samples is not the source's";
-  if (a.committed != src.committed) return "it tells the lighthouse another number of committed steps than the source";
-  if (a.replica.momentum != src.replica.momentum) return "its optimizer's buffers are not the source's";
-  if (a.replica.params != src.replica.params) return "its parameters are not the source's";
-  return "";
+  std::string d;
+  const auto add = [&d](const char* what) { d += (d.empty() ? "" : "; ") + std::string(what); };
+  if (a.grad != src.grad) add("it drew other samples than the source");
+  if (a.cursor != src.cursor) add("its place in the stream of samples is not the source's");
+  if (a.committed != src.committed) add("it tells the lighthouse another number of committed steps than the source");
+  if (a.replica.momentum != src.replica.momentum) add("its optimizer's buffers are not the source's");
+  if (a.replica.params != src.replica.params) add("its parameters are not the source's");
+  return d;
 }
 
 struct HealProbeRun {
@@ -162,10 +164,10 @@ void add_heal_probe_verdicts(Verdicts& v) {
         same_seen.empty())
       same_seen = who + " came out as world rank " + std::to_string(r.after[i].world_rank) + " (was " +
                   std::to_string(r.before[i].world_rank) + "), or with another step time: a member keeps what is its own";
-    if (r.collective[i] > 0 && kept_seen.empty())
-      kept_seen = str(who, " took part in a collective of ", r.collective[i], " B: a collective reaches every member of "
-                      "the group, in step or not");
     if (!is_behind) {
+      if (r.collective[i] > 0 && kept_seen.empty())
+        kept_seen = str(who, " took part in a collective of ", r.collective[i], " B: a collective reaches every member "
+                        "of the group, in step or not");
       MemberState kept = r.after[i];
       const bool unchanged = heal_probe_apart(kept, r.before[i]).empty() && kept.world_rank == r.before[i].world_rank;
       if (!unchanged && kept_seen.empty()) kept_seen = who + " changed";
