@@ -175,7 +175,11 @@ TEST_CASE("heal: each member behind receives its copy once, whoever else heals",
       const HealRun alone = run_heal(c.n, c.source, {m});
       INFO(c.n << " members, source " << c.source << ", member " << m << " behind: " << r.reached_text(m) << " with "
                 << c.behind.size() << " behind; alone behind: " << alone.reached_text(m) << "; the first behind, "
-                << c.behind.front() << ": " << r.reached_text(c.behind.front()));
+                << c.behind.front() << ": " << r.reached_text(c.behind.front())
+                << (r.error[std::size_t(m)].empty() ? "" : " — " + r.error[std::size_t(m)]));
+      CHECK(r.error[std::size_t(m)].empty());
+      CHECK(alone.error[std::size_t(m)].empty());
+      CHECK(r.reached(m) > 0);
       CHECK(r.reached(m) == alone.reached(m));
       CHECK(r.reached(m) == r.reached(c.behind.front()));
     }

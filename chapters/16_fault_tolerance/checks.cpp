@@ -114,9 +114,12 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
               "a copy, not a computation");
     summary.add_row({who, format_bytes(double(h.bytes + h.collective)) + " in " + fixed(1e3 * h.seconds, 2) + " ms"});
   }
-  v.holds("a rank heals once each time it comes back", reheals_text(record).empty(),
-          reheals_text(record).empty() ? std::to_string(record.heals.size()) + " heal(s), none of a rank just healed"
-                                       : reheals_text(record));
+  const std::string reheals = reheals_text(record);
+  if (record.heals.empty())
+    v.cannot_fail("a rank heals once each time it comes back", "with no rank behind in this run (try --fail 3@3 --join 3@8)");
+  else
+    v.holds("a rank heals once each time it comes back", reheals.empty(),
+            reheals.empty() ? std::to_string(record.heals.size()) + " heal(s), none of a rank just healed" : reheals);
   // 5. Bit flips: found, and the flipped rank named (the plan says which).
   for (const FaultEvent& e : plan.events()) {
     if (e.kind != FaultKind::BitFlip) continue;
