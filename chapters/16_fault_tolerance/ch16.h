@@ -28,8 +28,8 @@ struct QuorumDecision {
 /// lighthouse knows of who is alive: each rank that asked in time, and the
 /// committed steps it holds (never empty: the lighthouse waits for someone).
 /// `last` is the last quorum's decision, whole (before the first: the run's
-/// first ranks, id 0, step 0, no source). The members at `behind` heal: each takes the whole state of
-/// the member at `source`; every other member keeps its own.
+/// first ranks, id 0, step 0, no source). The members at `behind` heal from
+/// the member at `source` (heal, below); every other member keeps its own state.
 ///
 /// Postcondition — what the run needs of a quorum:
 ///  - it is as large as it can be, with no rank in it that may be dead (to
@@ -95,9 +95,9 @@ bool commit_step(Communicator& group, Replica& replica, const std::vector<float>
 /// Everything one member of a quorum holds when a heal begins.
 struct MemberState {
   Replica replica;             ///< the parameters and their momentum buffers
-  int64_t committed = 0;       ///< the committed steps behind it (what it tells the lighthouse)
+  int64_t committed = 0;       ///< the committed steps behind it, as the lighthouse asks for them
   int64_t cursor = 0;          ///< its position in the stream of samples (assign_samples' `cursor`)
-  std::vector<float> grad;     ///< the summed gradient of the last step it took (Ψ floats; empty before its first)
+  std::vector<float> grad;     ///< the summed gradient of the last step it took (empty before its first)
   int world_rank = -1;         ///< who this member is: its rank in the launch's world
   double step_seconds = 0;     ///< how long its last step took here
 };
@@ -105,18 +105,20 @@ struct MemberState {
 /// The heal, called by every member of `group` with the same `source` and
 /// `behind` (the quorum's decision: indices in `group`, `behind` ascending
 /// and without `source`); `me` is the calling member's own state. A member
-/// in `behind` holds vectors of the source's lengths, with any values (a new
-/// process, or a stale replica).
+/// in `behind` holds a replica of the source's shape with any values, and
+/// any other fields (a new process, or a stale member).
 ///
 /// Postcondition:
-///  - every member in `behind` can go on exactly as the source would: the
-///    next step it takes (its samples, its update, what it then holds and
-///    tells the lighthouse) is the source's, bit for bit;
+///  - each member in `behind` is then a replica like the source: from its
+///    next step on, nothing the run observes of the two tells them apart,
+///    bit for bit — except what is each member's own (below);
 ///  - the source, and every member neither source nor behind, ends with `me`
-///    unchanged and receives nothing;
+///    unchanged and receives nothing, by any means (a collective reaches
+///    every member of the group, in step or not);
 ///  - the bytes that reach each member behind are the least that give it the
-///    first law: nothing that law does not need crosses the wire;
-///  - every member keeps who it is.
+///    first law: nothing crosses the wire that the member can do without;
+///  - every member keeps what is its own: who it is, and how long its
+///    steps took here.
 /// A member that fails mid-heal: the group's exception (PeerFailed, Timeout)
 /// passes through on the others.
 void heal(Communicator& group, int source, const std::vector<int>& behind, MemberState& me);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "dpt/data_parallel.h"
 #include "replay.h"
@@ -15,6 +16,31 @@ namespace {
 bool names(const MismatchEntry& m, int rank) {
   if (m.tie) return std::count(m.named.begin(), m.named.end(), rank) > 0;
   return m.named == std::vector<int>{rank};
+}
+
+// Each rank healed at a slot whose step it then committed, and healed again
+// at the next slot: a healed member holds the quorum's step, so it cannot be
+// behind again without leaving. "" when none.
+std::string reheals_text(const RunRecord& record) {
+  std::map<int, std::vector<int64_t>> again;  // by rank: the slots of its heals again
+  for (const HealEntry& h : record.heals) {
+    bool committed = false;
+    for (const LedgerEntry& e : record.ledger)
+      committed = committed || (e.slot == h.slot && std::count(e.ranks.begin(), e.ranks.end(), h.joiner) > 0);
+    if (!committed) continue;
+    for (const HealEntry& next : record.heals)
+      if (next.joiner == h.joiner && next.slot == h.slot + 1) again[h.joiner].push_back(next.slot);
+  }
+  std::string text;
+  for (auto& [rank, slots] : again) {
+    std::sort(slots.begin(), slots.end());
+    std::string list;
+    for (std::size_t i = 0; i < slots.size() && i < 6; ++i) list += (i ? ", " : "") + std::to_string(slots[i]);
+    if (slots.size() > 6) list += ", … (" + std::to_string(slots.size()) + " in all)";
+    text += (text.empty() ? "" : "; ") + str("rank ", rank, " healed again at step(s) ", list,
+                                             ", each right after a heal and a step it committed: healed, it was still behind");
+  }
+  return text;
 }
 
 }  // namespace
@@ -62,22 +88,38 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
   v.at_most("the run = one device replaying the ledger's " + std::to_string(record.ledger.size()) + " steps",
             gap, kSingleDeviceTolerance,
             gap <= kSingleDeviceTolerance ? "float sums in another order"
-                                          : "the weights hold an update the ledger does not: a step applied but not committed?");
+                                          : "the weights hold what the ledger does not: a step applied but not committed "
+                                            "(commit_step), or a member healed to other than its source (heal)?");
 
   // 3. Every sample of every epoch exactly once.
   const ExactlyOnce once = check_exactly_once(record.ledger, data.size());
   v.holds("the ledger consumed every sample of every epoch exactly once", once.ok, once.seen);
 
-  // 4. Heals: no more bytes than the least that makes a replica, and the joiner's weights the source's.
+  // 4. Heals: each as many bytes as the same heal alone (the probe judges
+  // that those are the least), none through a collective, the joiner's
+  // weights the source's, and one heal each time a rank comes back.
+  std::map<std::size_t, int64_t> alone;  // by Ψ: your heal on a private pair
   for (const HealEntry& h : record.heals) {
     const std::string who = "heal of rank " + std::to_string(h.joiner) + " at step " + std::to_string(h.slot);
-    v.holds(who + ": no more bytes than the least that makes a replica", h.bytes > 0 && h.bytes <= h.expected_bytes,
-            std::to_string(h.bytes) + " B sent, the least " + std::to_string(h.expected_bytes) + " B");
+    if (!alone.count(h.sent.size())) alone[h.sent.size()] = heal_bytes_alone(int64_t(h.sent.size()));
+    const int64_t want = alone[h.sent.size()];
+    v.holds(who + ": the bytes of the same heal alone, none through a collective",
+            h.collective == 0 && h.bytes > 0 && h.bytes == want,
+            h.collective > 0 ? std::to_string(h.collective) + " B reached it through a collective: a collective reaches "
+                                   "every member of the group, in step or not"
+                             : std::to_string(h.bytes) + " B sent to it, " + std::to_string(want) +
+                                   " B alone on a pair" + (h.bytes == 0 ? ": it received nothing" : ""));
     v.at_most(who + ": max |w_joiner - w_source|", h.received.size() == h.sent.size() && !h.sent.empty()
                                                        ? max_abs_difference(h.received, h.sent) : std::nan(""), 0,
               "a copy, not a computation");
-    summary.add_row({who, format_bytes(double(h.bytes)) + " in " + fixed(1e3 * h.seconds, 2) + " ms"});
+    summary.add_row({who, format_bytes(double(h.bytes + h.collective)) + " in " + fixed(1e3 * h.seconds, 2) + " ms"});
   }
+  const std::string reheals = reheals_text(record);
+  if (record.heals.empty())
+    v.cannot_fail("a rank heals once each time it comes back", "with no rank behind in this run (try --fail 3@3 --join 3@8)");
+  else
+    v.holds("a rank heals once each time it comes back", reheals.empty(),
+            reheals.empty() ? std::to_string(record.heals.size()) + " heal(s), none of a rank just healed" : reheals);
   // 5. Bit flips: found, and the flipped rank named (the plan says which).
   for (const FaultEvent& e : plan.events()) {
     if (e.kind != FaultKind::BitFlip) continue;

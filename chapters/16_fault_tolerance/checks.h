@@ -3,6 +3,7 @@
 /// judged against the oracles (replay.h) and the plan it was given.
 #pragma once
 
+#include "dpt/comm/traffic_log.h"
 #include "dpt/data.h"
 #include "dpt/fault_plan.h"
 #include "dpt/launch.h"
@@ -33,13 +34,21 @@ bool add_commit_probe_verdicts(Context& ctx, Verdicts& v);
 void add_quorum_probe_verdicts(Verdicts& v);
 
 /// Your heal (ch16.h) on a private group of four (two behind, a source, one
-/// in step), each member judged by the contract's laws (heal_probe.cpp).
+/// in step), each member judged by the contract's laws, the least bytes by
+/// experiment (heal_probe.cpp).
 void add_heal_probe_verdicts(Verdicts& v);
 
-/// The least bytes a heal can send a member behind, for a model of `psi`
-/// parameters: what the member's next step reads and what it then tells the
-/// lighthouse (heal_probe.cpp).
-int64_t least_heal_bytes(int64_t psi);
+/// Bytes that reached `member` point to point, from anyone, in `log`.
+int64_t bytes_reaching(const TrafficLog& log, int member);
+
+/// Payload bytes `member` passed to any library collective, in `log`: a
+/// collective reaches every member of its group (heal_probe.cpp).
+int64_t collective_payload(const TrafficLog& log, int member);
+
+/// Your heal of one member behind, alone on a private group of two, for a
+/// model of `psi` parameters: the bytes that reached the member behind, by
+/// any means (-1 if the heal threw). What each heal of the run is held to.
+int64_t heal_bytes_alone(int64_t psi);
 
 /// Summary rows and verdicts: replicas identical, the run equal to the
 /// ledger's one-device replay, every sample once, the last quorum the plan's

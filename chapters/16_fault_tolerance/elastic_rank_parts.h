@@ -43,12 +43,6 @@ void set_flat_parameters(RankState& st, const std::vector<float>& flat);
 /// FNV-1a over the parameters' bytes: equal replicas, equal sums.
 uint64_t checksum_of(const std::vector<float>& flat);
 
-/// What a heal sends besides the tensors.
-struct Cursor {
-  int64_t committed;  ///< committed steps
-  int64_t cursor;     ///< position in the stream of samples
-};
-
 /// The last state every member agreed on (a checksum round): where a rollback goes.
 struct Snapshot {
   bool valid = false;            ///< false until the first agreeing round

@@ -21,7 +21,8 @@ HealEntry& ElasticRank::heal_entry(int64_t slot, int joiner) {
 
 // Every member of the quorum calls your heal (ch16.h) when someone is behind;
 // around it, the loop's bookkeeping: the bytes the traffic log counted from
-// the source to each member behind, the seconds the heal took there.
+// the source to each member behind, what each member behind passed to a
+// collective (its own log sees that, under mpirun too), the seconds it took.
 void ElasticRank::heal(const Quorum& q, int64_t slot) {
   Communicator& comm = *q.comm;
   const bool behind = std::count(q.behind.begin(), q.behind.end(), q.index) > 0;
@@ -30,6 +31,7 @@ void ElasticRank::heal(const Quorum& q, int64_t slot) {
   MemberState me{Replica{flat_parameters(st_), st_.momentum}, st_.committed, st_.cursor, last_grad_, rank_,
                  last_step_seconds_};
   const std::size_t psi = me.replica.params.size();
+  const int64_t collective_before = collective_payload(comm.traffic(), q.index);
   const auto t0 = SteadyClock::now();
   ch16::heal(comm, q.source, q.behind, me);  // your hole (ch16.h)
   const double seconds = seconds_since(t0);
@@ -45,6 +47,7 @@ void ElasticRank::heal(const Quorum& q, int64_t slot) {
   if (behind) {
     HealEntry& h = heal_entry(slot, rank_);
     h.seconds = seconds;
+    h.collective = collective_payload(comm.traffic(), q.index) - collective_before;
     h.received = me.replica.params;
   }
   if (q.index != q.source) return;
@@ -52,7 +55,6 @@ void ElasticRank::heal(const Quorum& q, int64_t slot) {
     HealEntry& h = heal_entry(slot, q.members[std::size_t(q.behind[k])]);
     h.source = rank_;
     h.bytes = comm.traffic().bytes(q.source, q.behind[k]) - before[k];
-    h.expected_bytes = least_heal_bytes(int64_t(psi));
     h.sent = me.replica.params;
   }
 }

@@ -136,8 +136,8 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
     say.say("  a dropped step applied nothing on any member and moved no cursor: its samples came again in the\n"
             "  next step, split over whoever was in (--keep " + f.keep + ")");
   for (const HealEntry& h : record.heals)
-    say.say(str("  rank ", h.joiner, " came back with nothing at step ", h.slot, " and received ", h.bytes,
-                " bytes from rank ", h.source, " (the least that makes a replica: ", h.expected_bytes, ")"));
+    say.say(str("  rank ", h.joiner, " was behind at step ", h.slot, " and healed from rank ", h.source, ": ",
+                h.bytes, " B sent to it", h.collective ? str(", ", h.collective, " B through a collective") : ""));
   if (s.apply_before_vote && !s.ring)
     say.say("  --apply-before-vote: the survivors applied a step the vote then dropped. Each applied the same\n"
             "  sum, so their replicas still agree, but the weights hold an update no ledger entry accounts\n"

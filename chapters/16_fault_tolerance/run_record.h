@@ -22,13 +22,13 @@ struct LedgerEntry {
   std::vector<int> ranks;        ///< the quorum's world ranks
 };
 
-/// One heal: a joining rank received the state of a live peer.
+/// One heal: a rank behind became a replica of a live peer.
 struct HealEntry {
   int64_t slot = 0;            ///< the slot it happened in
   int joiner = 0;              ///< the world rank that received
   int source = 0;              ///< the world rank that sent
-  int64_t bytes = 0;           ///< what the source's traffic log counted to the joiner
-  int64_t expected_bytes = 0;  ///< the least that makes the joiner a replica (least_heal_bytes, checks.h)
+  int64_t bytes = 0;           ///< point-to-point bytes the source's traffic log counted to the joiner
+  int64_t collective = 0;      ///< payload the joiner passed to collectives during the heal
   double seconds = 0;          ///< measured on the joiner
   std::vector<float> sent;      ///< the source's parameters as it sent them
   std::vector<float> received;  ///< the joiner's parameters after the heal
