@@ -29,8 +29,14 @@
 // Your hole (chapters/16_fault_tolerance/ch16.h): ch16::commit_step, the end
 // of a step as a transaction.
 //
-// Left out: restarts under mpirun (scripts/dptrun), a real
-// failure detector's heartbeats. Theory: docs/ch16_fault_tolerance.md.
+// Under mpirun (restart_lecture.h) a launch is one quorum: a bit flip and a
+// slow rank are survived in place, a crash or a freeze ends the launch, and
+// scripts/dptrun restarts the survivors from the last sealed checkpoint:
+//     mpirun -np 4 build/reference/bin/ch16_fault_tolerance --comm mpi
+//     scripts/dptrun -np 4 -- build/reference/bin/ch16_fault_tolerance --batch 8 --fail 2@5 --save-checkpoint ck
+//
+// Left out: a real failure detector's heartbeats. Theory:
+// docs/ch16_fault_tolerance.md, docs/ch16_restarts.md.
 // Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 a bad flag.
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -41,6 +47,7 @@
 #include "dpt/lecture.h"
 #include "elastic_rank.h"
 #include "lighthouse.h"
+#include "restart_lecture.h"
 #include "run_record.h"
 #include "zero_lesson.h"
 
@@ -60,6 +67,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   if (f.zero) return zero_lesson(lec, f, shared.zero);  // a lost ZeRO shard (zero_lesson.cpp)
+  if (ctx.options.comm == "mpi") return restart_lecture(lec, f);  // a launch under mpirun (restart_lecture.h)
   if (o.steps == 0) return;
   if (f.goodput.on) return goodput_lecture(lec, f.goodput, shared.goodput);  // its own lesson (goodput.h)
   const FaultPlan plan = plan_of(f, ctx.world, o.steps);
