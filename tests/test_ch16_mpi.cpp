@@ -2,7 +2,7 @@
 // bit flip and a slow rank in place, with every verdict ✔; a frozen rank ends
 // the launch, named by a peer's bounded wait; what mpirun cannot do is
 // refused in one line. Restarts through scripts/dptrun (a crash, a freeze,
-// the weights against a plain resume): tests/mpi/dptrun/test_dptrun_ch16.py.
+// a join, the weights against a plain resume): tests/mpi/dptrun/test_dptrun_ch16.py.
 #include "support/catch.h"
 
 #include <string>
@@ -51,13 +51,14 @@ TEST_CASE("chapter: ch16 under mpirun, a frozen rank ends the launch, named by a
   CHECK_FALSE(mpi_has(run.output, "checks passed"));
 }
 
-TEST_CASE("chapter: ch16's restart flags belong to --comm mpi, and --join, --zero and --detect-timeout there are refused "
-          "(exit 2)",
+TEST_CASE("chapter: ch16's restart flags belong to --comm mpi, and there a --join without a checkpoint, --zero and "
+          "--detect-timeout are refused (exit 2)",
           "[ch16]") {
   const std::pair<const char*, const char*> refused[] = {
       {"--ranks 4 --save-checkpoint ck", "--save-checkpoint: under mpirun only"},
       {"--ranks 4 --resume ck", "--resume: under mpirun only"},
-      {"--comm mpi --join 0@3", "--join 0@3: under mpirun a rank joins by a relaunch"},
+      {"--comm mpi --join 1@3", "--join 1@3: under mpirun a join ends the launch"},
+      {"--comm mpi --join 0@3 --save-checkpoint ck", "--join 0@3: under mpirun the process that joins is the next rank"},
       {"--comm mpi --zero", "--zero: under threads only"},
       {"--comm mpi --detect-timeout 1", "--comm-timeout"},
       {"--comm mpi --checkpoint-every 2", "--checkpoint-every: with --save-checkpoint"},

@@ -105,8 +105,11 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
       ->check(CLI::IsMember({"none", "stale-buddy", "off-by-one"}))->capture_default_str();
   app.final_callback([&f, &options, &app] {  // once --ranks, --steps and --optimizer are known
     const std::string comm = app.get_option("--comm")->as<std::string>();
-    const std::string restart = restart_flags_problem(app, f.restart, f.faults, comm);  // restart_flags.h
-    if (!restart.empty()) throw CLI::ValidationError(restart);
+    const bool mpi = comm == "mpi";  // the process count decides
+    const CLI::Option* ranks = app.get_option("--ranks");
+    const int world = mpi ? detect_process_environment().world : ranks->count() ? ranks->as<int>() : kBareRanks;
+    const std::string restart = restart_flags_problem(app, f.restart, f.faults, comm, world, options.steps);
+    if (!restart.empty()) throw CLI::ValidationError(restart);  // restart_flags.h
     if (options.optimizer != "momentum")
       throw CLI::ValidationError("--optimizer", options.optimizer + ": chapter 16's step is momentum SGD (the state a "
                                  "joining rank must receive); give momentum or leave it out");
@@ -116,9 +119,6 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
                                                                      f.apply_before_vote || f.ring);
     if (!goodput.empty()) throw CLI::ValidationError(goodput);
     if (f.zero && f.goodput.on) throw CLI::ValidationError("--zero", "given with --goodput: two lessons, run one at a time");
-    const CLI::Option* ranks = app.get_option("--ranks");
-    const bool mpi = comm == "mpi";  // the process count decides
-    const int world = mpi ? detect_process_environment().world : ranks->count() ? ranks->as<int>() : kBareRanks;
     for (const char* name : {"--shard-recovery", "--checkpoint-every", "--shard-mistake"})
       if (!f.zero && app.get_option(name)->count() && !(mpi && std::string(name) == "--checkpoint-every"))
         throw CLI::ValidationError(name, "only with --zero");

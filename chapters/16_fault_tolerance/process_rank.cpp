@@ -7,7 +7,9 @@
 //            checksums; roll every process back to the last agreed state if
 //            one differs (a corrupted replica is never sealed)
 //   step     gradient all-reduce, then commit_step (ch16.h): on all or none
-//   seal     every K slots and after the last: the state, the ledger, the quorum
+//   seal     every K slots and after the last: the state, the ledger, the quorum;
+//            at a --join's step too, and the launch ends there (a relaunch on
+//            one more process goes on from it)
 #include "process_rank.h"
 
 #include <algorithm>
@@ -48,7 +50,14 @@ class ProcessRank {
 
   LaunchOutcome run() {
     const auto t0 = parts::SteadyClock::now();
-    for (int64_t slot = run_.slot; slot < o_.steps; ++slot) {
+    const int64_t first = run_.slot;
+    for (int64_t slot = first; slot < o_.steps; ++slot) {
+      if (slot == seal_.join_at && slot > first) {  // TorchElastic's scale-up: every worker restarts, one more
+        seal(slot);
+        out_.relaunch_on = ctx_.world + 1;
+        out_.seconds = parts::seconds_since(t0);
+        return out_;
+      }
       const FaultEvent* e = plan_.at(ctx_.rank, slot);
       if (e && e->kind == FaultKind::Crash) kill_this_process(kProgram, ctx_.rank, ctx_.world, *e);
       if (e && e->kind == FaultKind::Freeze) freeze(*e);

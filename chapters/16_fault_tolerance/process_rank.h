@@ -30,6 +30,7 @@ namespace dpt::ch16 {
 struct SealSettings {
   std::string dir;        ///< --save-checkpoint DIR ("" = no checkpoints)
   int64_t every = 5;      ///< --checkpoint-every K: after every K-th slot, and after the last
+  int64_t join_at = -1;   ///< a --join's step: seal there and end the launch (-1: none)
 };
 
 /// The launch's quorum, collective over ctx's world: every process's
@@ -42,12 +43,14 @@ QuorumDecision launch_quorum(Context& ctx, const RestartState& run, Lighthouse::
 struct LaunchOutcome {
   std::vector<std::string> dropped;  ///< "step 8: …": slots whose vote said no
   double seconds = 0;                ///< this process's wall time over its slots
+  int relaunch_on = 0;               ///< > 0: a --join ended the launch at run.slot; go on on this many processes
 };
 
 /// This process's slots from run.slot to o.steps under quorum `q` (every
 /// process of the launch): `run` is where the launch starts (the checkpoint
 /// it resumed, or a fresh run) and, on return, where it ended, its ledger and
-/// checksum rounds grown. Seals under `seal`. A planned crash or freeze of
+/// checksum rounds grown. Seals under `seal`; at seal.join_at (after the
+/// launch's first slot) seals and returns, asking for one more process. A planned crash or freeze of
 /// this rank does not return (the process is killed, or stops answering).
 LaunchOutcome run_process_rank(Context& ctx, const Options& o, const Dataset& data, const FaultPlan& plan,
                                const ElasticSettings& s, const SealSettings& seal, const QuorumDecision& q,

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dpt/fault_plan.h"
 
@@ -27,17 +28,30 @@ struct RestartFlags {
 /// Registers --save-checkpoint and --resume into `flags`.
 void add_restart_flags(CLI::App& app, RestartFlags& flags);
 
-/// The plan of a launch under mpirun: the flags' events; with none, a bare
+/// A launch's exit code when a --join ended it (0 all ✔, 3 one ✘, 1 error,
+/// 2 a bad flag): it sealed a checkpoint at the join's step and asks for a
+/// relaunch with one more process (scripts/dptrun does it).
+constexpr int kRelaunchExit = 4;
+
+/// The plan of a launch under mpirun: the flags' --fail events (a --join
+/// ends the launch instead: mpi_joins); with none, a bare
 /// run's bit flip on the last rank at a quarter of the steps (a fault the
 /// launch survives in place; none on one rank, with --no-faults, under 4
 /// steps, or when `resuming`: a relaunch runs only what is left of its plan).
 FaultPlan mpi_plan_of(const FaultFlags& faults, bool no_faults, bool resuming, int world, int64_t steps);
 
-/// "" when the flags of a launch fit `comm`, else one sentence naming the
-/// flag: the restart flags only under mpirun; under mpirun no --join (a rank
-/// joins by a relaunch), and none of the lessons that need ranks to live on
-/// in one process (--zero, --goodput, --ring, --apply-before-vote, --detect-timeout).
+/// The --join events, by step. Under mpirun a join is TorchElastic's
+/// scale-up: at its step the launch seals a checkpoint and ends, asking for
+/// a relaunch on one more process, which is the joining rank.
+std::vector<FaultEvent> mpi_joins(const FaultFlags& faults);
+
+/// "" when the flags of a launch fit `comm` (under mpi: a launch of `world`
+/// processes and `steps` steps), else one sentence naming the flag: the
+/// restart flags only under mpirun; under mpirun a --join needs
+/// --save-checkpoint and names the next rank (the k-th join by step: rank
+/// world + k), and none of the lessons that need ranks to live on in one
+/// process (--zero, --goodput, --ring, --apply-before-vote, --detect-timeout).
 std::string restart_flags_problem(const CLI::App& app, const RestartFlags& flags, const FaultFlags& faults,
-                                  const std::string& comm);
+                                  const std::string& comm, int world, int64_t steps);
 
 }  // namespace dpt::ch16

@@ -5,9 +5,11 @@
 #include "restart_lecture.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "checks.h"
 #include "dpt/holes.h"
+#include "dpt/sharded_checkpoint.h"
 #include "process_rank.h"
 #include "restart_checkpoint.h"
 #include "restart_flags.h"
@@ -36,9 +38,13 @@ void say_plan(Lecture& lec, const Ch16Flags& f, const FaultPlan& plan, const Res
     say.say(str("  resumed at step ", run.slot, " from ", f.restart.resume, ": ", run.committed,
                 " committed steps in its ledger, cursor ", run.cursor, ", quorum ", run.quorum.id, " ",
                 rank_set_text(run.quorum.members), " sealed it"));
-  if (plan.empty()) say.say("  no fault planned");
+  if (plan.empty() && f.faults.join.empty()) say.say("  no fault planned");
   for (const FaultEvent& e : plan.events())
     say.say("  planned: " + e.flag + (e.step < run.slot ? " (before this launch's first step: not again)" : ""));
+  for (const FaultEvent& e : mpi_joins(f.faults))
+    say.say(str("  planned: ", e.flag, e.step <= run.slot ? " (at or before this launch's first step: not again)"
+                                                          : ": the launch seals that step and ends, for a relaunch "
+                                                            "on one more process"));
   if (f.faults.fail.empty() && !plan.empty())  // the bare run's
     say.say("  (a bare run under mpirun plans a bit flip, which the launch survives in place. A crash or a freeze\n"
             "  ends an mpirun job: Open MPI has no ULFM. Run it under scripts/dptrun with --save-checkpoint DIR,\n"
@@ -58,9 +64,23 @@ void gather_finals(Context& ctx, const RestartState& run, RunRecord& record, dou
     record.finals.emplace_back(all.begin() + r * psi, all.begin() + (r + 1) * psi);
 }
 
+// One line on stderr (--quiet or not: scripts/dptrun reads it) saying that a
+// --join ended the launch at the step it sealed, and how it goes on.
+void asked_for_relaunch(const Ch16Flags& f, const RestartState& run, int processes) {
+  std::string flag;
+  for (const FaultEvent& e : mpi_joins(f.faults))
+    if (e.step == run.slot) flag = e.flag;
+  const std::string dir = checkpoint_step_dir(f.restart.save_checkpoint, run.slot);
+  std::fprintf(stderr, "ch16_fault_tolerance: %s: sealed step %lld in %s; this launch ends, and a relaunch on %d "
+               "processes goes on from it (scripts/dptrun relaunches it; by hand: mpirun -np %d ... --resume %s)\n",
+               flag.c_str(), static_cast<long long>(run.slot), f.restart.save_checkpoint.c_str(), processes,
+               processes, dir.c_str());
+  std::fflush(stderr);
+}
+
 }  // namespace
 
-void restart_lecture(Lecture& lec, const Ch16Flags& f) {
+void restart_lecture(Lecture& lec, const Ch16Flags& f, bool& relaunch) {
   Context& ctx = lec.ctx();
   const Options& o = lec.o;
   const Narrator& say = lec.say;
@@ -96,8 +116,13 @@ void restart_lecture(Lecture& lec, const Ch16Flags& f) {
   }
   const bool lawful = broken_quorum_law(round.asked, q).first.empty();
   LaunchOutcome outcome;
-  SealSettings seal{f.restart.save_checkpoint, f.checkpoint_every};
+  SealSettings seal{f.restart.save_checkpoint, f.checkpoint_every, -1};
+  for (const FaultEvent& e : mpi_joins(f.faults))
+    if (e.step > run.slot && seal.join_at < 0) seal.join_at = e.step;  // the launch's first join ends it
   const bool ran = lawful && holes.run(ctx.comm, [&] { outcome = run_process_rank(ctx, o, lec.data, plan, s, seal, q, run); });
+  relaunch = ran && outcome.relaunch_on > 0;
+  if (relaunch && ctx.is_root()) asked_for_relaunch(f, run, outcome.relaunch_on);
+  if (relaunch) return;
   RunRecord record;
   if (ran) gather_finals(ctx, run, record, outcome.seconds);
   if (!ctx.is_root()) return;

@@ -10,7 +10,8 @@
 namespace dpt::ch16 {
 
 /// The lecture of one launch under `mpirun -np N ch16_fault_tolerance`
-/// (every process; rank 0 prints and judges).
-void restart_lecture(Lecture& lec, const Ch16Flags& flags);
+/// (every process; rank 0 prints and judges). `relaunch` becomes true on
+/// every process when a --join ended the launch (exit kRelaunchExit).
+void restart_lecture(Lecture& lec, const Ch16Flags& flags, bool& relaunch);
 
 }  // namespace dpt::ch16

@@ -13,6 +13,10 @@ ch16_resumes_on_fewer_ranks  -np 4, rank 2 killed at step 5 (--fail 2@5):
 ch16_counts_a_frozen_rank_lost  -np 4, rank 1 frozen at step 5: a peer's
     bounded wait (--comm-timeout) names it, dptrun counts it lost and
     finishes on 3 ranks with every verdict holding.
+ch16_grows_on_a_join  -np 3, --join 3@6: the launch seals step 6 and ends
+    asking for 4 processes (exit 4 under a plain mpirun); dptrun relaunches
+    on 4 from step 6 (a membership change, no restart counted), the quorum
+    id changes, and every verdict on the whole run holds.
 
 Exit 0 when the scenario behaves; otherwise prints what it saw and exits 1.
 """
@@ -43,7 +47,8 @@ def ch16_resumes_on_fewer_ranks(mpirun, ch16, tmp):
         fail(f"dptrun exited {code}, expected 0", text)
     for said in [r"dptrun: launch 1 failed .*rank 2 of 4 killed",
                  r"dptrun: resuming from step 4 \(\S+step-00000004\) on 3 ranks, --batch as given",
-                 r"dptrun: launch 2: \S+ --oversubscribe -np 3 ", r"dptrun: summary: 2 launches, 1 restart"]:
+                 r"dptrun: launch 2: \S+ --oversubscribe -np 3 ", r"dptrun: summary: 2 launches, 1 restart",
+                 r"✔ the quorum id changes exactly when the membership does — 2 quorum ids"]:
         if not re.search(said, text):
             fail(f"no line matches /{said}/", text)
     verdicts_hold(text, 2)
@@ -74,12 +79,33 @@ def ch16_counts_a_frozen_rank_lost(mpirun, ch16, tmp):
     print("ok: rank 1 of 4 froze at step 5; a peer's bounded wait named it, dptrun finished on 3 ranks")
 
 
+def ch16_grows_on_a_join(mpirun, ch16, tmp):
+    code, out, err = run([mpirun, "--oversubscribe", "-np", "3", ch16, "--comm", "mpi"] + RUN16 + [
+        "--save-checkpoint", str(tmp / "plain"), "--join", "3@6"])
+    if code != 4 or not (tmp / "plain" / "step-00000006" / "COMPLETE").is_file():
+        fail(f"a plain mpirun with --join 3@6 exited {code} (expected 4, step 6 sealed)", out + err)
+    code, out, err = dptrun(mpirun, ["-np", "3"], [ch16] + RUN16 + [
+        "--save-checkpoint", str(tmp / "ck"), "--checkpoint-every", "4", "--join", "3@6"])
+    text = out + err
+    if code != 0:
+        fail(f"dptrun exited {code}, expected 0", text)
+    for said in [r"--join 3@6: sealed step 6 in \S+; this launch ends, and a relaunch on 4 processes",
+                 r"dptrun: launch 1 ended for --join 3@6: relaunching from step 6 \S+ on 4 ranks",
+                 r"✔ the quorum id changes exactly when the membership does — 2 quorum ids",
+                 r"dptrun: summary: 2 launches, 0 restarts"]:
+        if not re.search(said, text):
+            fail(f"no line matches /{said}/", text)
+    verdicts_hold(text, 2)
+    print("ok: --join 3@6 sealed step 6 and ended the launch of 3; dptrun finished on 4 ranks, every verdict holding")
+
+
 def main():
     scenario, mpirun, ch16 = sys.argv[1:4]
     tmp = Path(tempfile.mkdtemp(prefix="dpt_dptrun16_"))
     try:
         {"ch16_resumes_on_fewer_ranks": ch16_resumes_on_fewer_ranks,
-         "ch16_counts_a_frozen_rank_lost": ch16_counts_a_frozen_rank_lost}[scenario](mpirun, ch16, tmp)
+         "ch16_counts_a_frozen_rank_lost": ch16_counts_a_frozen_rank_lost,
+         "ch16_grows_on_a_join": ch16_grows_on_a_join}[scenario](mpirun, ch16, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
