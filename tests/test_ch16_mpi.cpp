@@ -43,7 +43,7 @@ TEST_CASE("chapter: ch16 under mpirun, a frozen rank ends the launch, named by a
     WARN("skipped: this dpt was built without MPI");
     return;
   }
-  auto run = dpt_test::run_mpi("ch16_fault_tolerance", 3, std::string(kMpiSmall) + "--comm-timeout 2 --fail 2@4:freeze");
+  auto run = dpt_test::run_mpi("ch16_fault_tolerance", 3, std::string(kMpiSmall) + "--comm-timeout 3 --fail 2@4:freeze");
   INFO(run.output);
   CHECK(run.exit_code != 0);
   CHECK(mpi_has(run.output, "rank 2 of 3: --fail 2@4:freeze: this process stops answering at the start of step 4"));

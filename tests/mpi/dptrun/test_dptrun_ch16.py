@@ -63,7 +63,7 @@ def ch16_resumes_on_fewer_ranks(mpirun, ch16, tmp):
 
 
 def ch16_counts_a_frozen_rank_lost(mpirun, ch16, tmp):
-    args = [a if a != "20" else "2" for a in RUN16]  # --comm-timeout 2: the freeze is found in seconds
+    args = [a if a != "20" else "3" for a in RUN16]  # --comm-timeout 3 (as tests/mpi/faults): found in seconds
     code, out, err = dptrun(mpirun, ["-np", "4"], [ch16] + args + [
         "--save-checkpoint", str(tmp / "ck"), "--checkpoint-every", "2", "--fail", "1@5:freeze"])
     text = out + err
