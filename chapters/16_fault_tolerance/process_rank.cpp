@@ -14,16 +14,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <thread>
 
 #include "ch16.h"
 #include "dpt/check.h"
-#include "dpt/ops.h"
 #include "elastic_rank_parts.h"
 
 namespace dpt::ch16 {
@@ -97,24 +94,16 @@ class ProcessRank {
     parts::set_flat_parameters(st_, flat);
   }
 
-  // Every process's checksum; a strict majority's is the good one (without
-  // one, every process is named). All agree: the new last good state. One
-  // differs: name it, every process goes back to the last good state.
+  // Every process's checksum, judged as under threads (checksum_dissenters).
+  // All agree: the new last good state. One differs: name it, every process
+  // goes back to the last good state.
   void check(int64_t slot) {
     if (slot == checked_) return;  // a seal's round in a slot whose round ran
     checked_ = slot;
     const std::vector<float> flat = parts::flat_parameters(st_);
     const std::vector<uint64_t> sums = ctx_.comm.all_gather(parts::checksum_of(flat));
-    std::map<uint64_t, int> count;
-    for (uint64_t sum : sums) ++count[sum];
-    uint64_t majority = sums[0];
-    for (const auto& [sum, n] : count)
-      if (n > count[majority]) majority = sum;
-    const int n = int(sums.size());
-    const bool tie = 2 * count[majority] <= n;
-    std::vector<int> named;
-    for (int r = 0; r < n; ++r)
-      if (sums[std::size_t(r)] != majority || (tie && count[majority] < n)) named.push_back(r);
+    bool tie = false;
+    const std::vector<int> named = parts::checksum_dissenters(sums, std::vector<bool>(sums.size(), true), tie);
     if (named.empty()) {
       snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};
       ++run_.checks;
@@ -142,17 +131,8 @@ class ProcessRank {
     std::vector<int64_t> batch;  // the ledger's entry: the global batch in member order
     for (const std::vector<int64_t>& piece : share.shards) batch.insert(batch.end(), piece.begin(), piece.end());
     const std::vector<int64_t>& shard = share.shards[std::size_t(ctx_.rank)];
-    for (Tensor& p : st_.params) p.zero_grad();
-    Batch b = gather_batch(data_, shard, ctx_.device);
-    softmax_cross_entropy(st_.model.forward(b.x), b.y).backward();
-    std::vector<float> grad;
     bool fine = true;  // this member's own gradient, before the sum
-    const float weight = batch.empty() ? 0.0f : float(shard.size()) / float(batch.size());
-    for (const Tensor& p : st_.params) {
-      std::vector<float> g = p.grad().to_vector();
-      for (float& x : g) x *= weight, fine = fine && std::isfinite(x);
-      grad.insert(grad.end(), g.begin(), g.end());
-    }
+    std::vector<float> grad = parts::member_gradient(st_, data_, shard, int64_t(batch.size()), ctx_.device, fine);
     if (slow_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slow_ - 1) * parts::seconds_since(t0)));
     ctx_.comm.all_reduce(grad.data(), int64_t(grad.size()), ReduceOp::Sum);
     Replica replica{parts::flat_parameters(st_), std::move(st_.momentum)};
