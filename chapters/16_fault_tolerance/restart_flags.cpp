@@ -25,6 +25,16 @@ FaultPlan mpi_plan_of(const FaultFlags& faults, bool no_faults, bool resuming, i
   return FaultPlan(bare);
 }
 
+FaultFlags launch_faults(const FaultFlags& faults, int64_t first) {
+  FaultFlags kept;
+  kept.join = faults.join;
+  for (const std::string& value : faults.fail) {
+    const FaultEvent e = parse_fault_event(value, false);
+    if (e.step >= first || e.kind == FaultKind::BitFlip) kept.fail.push_back(value);
+  }
+  return kept;
+}
+
 std::vector<FaultEvent> mpi_joins(const FaultFlags& faults) {
   std::vector<FaultEvent> joins;
   for (const std::string& value : faults.join) joins.push_back(parse_fault_event(value, true));

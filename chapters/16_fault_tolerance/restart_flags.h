@@ -40,6 +40,12 @@ constexpr int kRelaunchExit = 4;
 /// steps, or when `resuming`: a relaunch runs only what is left of its plan).
 FaultPlan mpi_plan_of(const FaultFlags& faults, bool no_faults, bool resuming, int world, int64_t steps);
 
+/// The --fail values a launch that starts at step `first` still carries out
+/// or judges: those at or after `first`, and every bit flip (one before it
+/// was found by a checksum round that the checkpoint recorded). A crash, a
+/// freeze or a slowdown before it happened to a process of an earlier launch.
+FaultFlags launch_faults(const FaultFlags& faults, int64_t first);
+
 /// The --join events, by step. Under mpirun a join is TorchElastic's
 /// scale-up: at its step the launch seals a checkpoint and ends, asking for
 /// a relaunch on one more process, which is the joining rank.

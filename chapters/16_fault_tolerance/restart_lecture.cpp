@@ -40,7 +40,10 @@ void say_plan(Lecture& lec, const Ch16Flags& f, const FaultPlan& plan, const Res
                 rank_set_text(run.quorum.members), " sealed it"));
   if (plan.empty() && f.faults.join.empty()) say.say("  no fault planned");
   for (const FaultEvent& e : plan.events())
-    say.say("  planned: " + e.flag + (e.step < run.slot ? " (before this launch's first step: not again)" : ""));
+    say.say("  planned: " + e.flag + (e.step < run.slot ? " (in an earlier launch: its checksum round is on record)" : ""));
+  for (const std::string& value : f.faults.fail)
+    if (launch_faults({{value}, {}}, run.slot).fail.empty())
+      say.say("  --fail " + value + ": before this launch's first step, in an earlier launch: not again");
   for (const FaultEvent& e : mpi_joins(f.faults))
     say.say(str("  planned: ", e.flag, e.step <= run.slot ? " (at or before this launch's first step: not again)"
                                                           : ": the launch seals that step and ends, for a relaunch "
@@ -85,12 +88,13 @@ void restart_lecture(Lecture& lec, const Ch16Flags& f, bool& relaunch) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   if (o.steps == 0) return;
-  const FaultPlan plan = mpi_plan_of(f.faults, f.no_faults, !f.restart.resume.empty(), ctx.world, o.steps);
   RestartState run = f.restart.resume.empty() ? fresh_run(o, ctx.world)
                                               : load_restart_checkpoint(f.restart.resume, o, f.keep);
   DPT_CHECK(run.slot <= o.steps, "--resume " << f.restart.resume << ": the checkpoint is at step " << run.slot
                                              << ", past --steps " << o.steps << "; give --steps " << run.slot
                                              << " or more");
+  const FaultPlan plan = mpi_plan_of(launch_faults(f.faults, run.slot), f.no_faults, !f.restart.resume.empty(),
+                                     ctx.world, o.steps);
   ElasticSettings s;
   s.world = run.first_world;  // N0, for --keep: the run's first launch
   s.keep_global_batch = f.keep == "global";
