@@ -3,8 +3,6 @@
 #include "zero_fault.h"
 
 #include <algorithm>
-#include <csignal>
-#include <cstdio>
 
 namespace dpt::ch07 {
 
@@ -30,12 +28,7 @@ std::function<void(int64_t step)> planned_crash(const Context& ctx, const FaultF
   return [plan, rank, world](int64_t step) {
     const FaultEvent* e = plan.at(rank, step);
     if (e == nullptr || e->kind != FaultKind::Crash) return;
-    // One write, flushed: SIGKILL leaves no chance to flush anything later.
-    // scripts/dptrun reads the flag back from this line ("--fail 2@5 ... happened").
-    std::fprintf(stderr, "ch07_zero: rank %d of %d: %s: this process kills itself (SIGKILL) at the start of step %lld\n",
-                 rank, world, e->flag.c_str(), static_cast<long long>(step));
-    std::fflush(stderr);
-    std::raise(SIGKILL);
+    kill_this_process("ch07_zero", rank, world, *e);  // the line scripts/dptrun reads, then SIGKILL
   };
 }
 

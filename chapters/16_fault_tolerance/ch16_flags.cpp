@@ -93,20 +93,23 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
   app.add_flag("--ring", f.ring, "The step's all-reduce as a ring of sendrecv: a crash lands in its last hop, "
                                  "unannounced, so some members finish the sum and one does not");
   add_goodput_flags(app, f.goodput);
+  add_restart_flags(app, f.restart);
   app.add_flag("--zero", f.zero, "ZeRO-1 over the quorum: each member holds 1/n of the momentum, and a crash loses a shard");
   app.add_option("--shard-recovery", f.shard_recovery, "With --zero: how a lost shard comes back (sharded checkpoints, "
                                                         "a buddy copy on the left neighbour, or both runs side by side)")
       ->check(CLI::IsMember({"checkpoint", "buddy", "both"}))->capture_default_str();
-  app.add_option("--checkpoint-every", f.checkpoint_every, "With --zero: seal a sharded checkpoint every K committed steps")
+  app.add_option("--checkpoint-every", f.checkpoint_every, "With --zero, or --save-checkpoint under mpirun: seal a checkpoint every K steps")
       ->check(integer_in(1, 1000000))->capture_default_str();
   app.add_option("--shard-mistake", f.shard_mistake, "With --zero, a planted bug: a buddy copy one step stale, or the "
                                                       "re-cut shard one float late")
       ->check(CLI::IsMember({"none", "stale-buddy", "off-by-one"}))->capture_default_str();
   app.final_callback([&f, &options, &app] {  // once --ranks, --steps and --optimizer are known
     const std::string comm = app.get_option("--comm")->as<std::string>();
-    if (comm != "threads")
-      throw CLI::ValidationError("--comm", comm + ": chapter 16 keeps a run going with rank threads only; under "
-                                 "mpirun a dead process ends the job (Open MPI has no ULFM): scripts/dptrun restarts it");
+    const bool mpi = comm == "mpi";  // the process count decides
+    const CLI::Option* ranks = app.get_option("--ranks");
+    const int world = mpi ? detect_process_environment().world : ranks->count() ? ranks->as<int>() : kBareRanks;
+    const std::string restart = restart_flags_problem(app, f.restart, f.faults, comm, world, options.steps);
+    if (!restart.empty()) throw CLI::ValidationError(restart);  // restart_flags.h
     if (options.optimizer != "momentum")
       throw CLI::ValidationError("--optimizer", options.optimizer + ": chapter 16's step is momentum SGD (the state a "
                                  "joining rank must receive); give momentum or leave it out");
@@ -116,12 +119,11 @@ void add_ch16_flags(CLI::App& app, Ch16Flags& f, Options& options) {
                                                                      f.apply_before_vote || f.ring);
     if (!goodput.empty()) throw CLI::ValidationError(goodput);
     if (f.zero && f.goodput.on) throw CLI::ValidationError("--zero", "given with --goodput: two lessons, run one at a time");
-    const CLI::Option* ranks = app.get_option("--ranks");
-    const int world = ranks->count() ? ranks->as<int>() : kBareRanks;
     for (const char* name : {"--shard-recovery", "--checkpoint-every", "--shard-mistake"})
-      if (!f.zero && app.get_option(name)->count()) throw CLI::ValidationError(name, "only with --zero");
+      if (!f.zero && app.get_option(name)->count() && !(mpi && std::string(name) == "--checkpoint-every"))
+        throw CLI::ValidationError(name, "only with --zero");
     if (f.zero) return check_zero_flags(f, world, options.steps);
-    const FaultPlan plan = plan_of(f, world, options.steps);
+    const FaultPlan plan = mpi ? mpi_plan_of(f.faults, f.no_faults, !f.restart.resume.empty(), world, options.steps) : plan_of(f, world, options.steps);
     const std::string problem = fault_plan_problem(plan, world, options.steps);
     if (!problem.empty()) throw CLI::ValidationError(problem);
     const std::string unseen = unseen_flip_problem(plan, f.check_every, options.steps);

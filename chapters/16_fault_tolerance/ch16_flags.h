@@ -12,6 +12,7 @@
 #include "dpt/fault_plan.h"
 #include "dpt/options.h"
 #include "goodput.h"
+#include "restart_flags.h"
 
 namespace dpt::ch16 {
 
@@ -32,6 +33,7 @@ struct Ch16Flags {
   std::string shard_recovery = "both";  ///< --shard-recovery checkpoint|buddy|both
   int64_t checkpoint_every = 5;   ///< --checkpoint-every K: the checkpoint policy's interval
   std::string shard_mistake = "none";   ///< --shard-mistake none|stale-buddy|off-by-one: a planted bug
+  RestartFlags restart;           ///< --save-checkpoint, --resume: under mpirun (restart_flags.h)
 };
 
 /// Registers the flags into `flags`; checks them against --ranks, --steps and

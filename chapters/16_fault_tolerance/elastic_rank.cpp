@@ -165,17 +165,8 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
   std::vector<int64_t> batch;  // what the members compute together, in member order: the ledger's entry
   for (const std::vector<int64_t>& piece : share.shards) batch.insert(batch.end(), piece.begin(), piece.end());
   const std::vector<int64_t>& shard = share.shards[std::size_t(q.index)];
-  for (Tensor& p : st_.params) p.zero_grad();
-  Batch b = gather_batch(data_, shard, device_);
-  softmax_cross_entropy(st_.model.forward(b.x), b.y).backward();
-  std::vector<float> grad;
   bool fine = true;  // this member's own gradient, before the sum
-  const float weight = batch.empty() ? 0.0f : float(shard.size()) / float(batch.size());  // a shard's mean, weighted into the step's
-  for (const Tensor& p : st_.params) {
-    std::vector<float> g = p.grad().to_vector();
-    for (float& x : g) x *= weight, fine = fine && std::isfinite(x);
-    grad.insert(grad.end(), g.begin(), g.end());
-  }
+  std::vector<float> grad = member_gradient(st_, data_, shard, int64_t(batch.size()), device_, fine);
   if (slow_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slow_ - 1) * seconds_since(t0)));
   if (s_.ring && !ring_all_reduce(*q.comm, grad, crash_here)) {  // died mid-ring: nobody is told
     lh_.leave(rank_, "crashed at step " + std::to_string(slot) + ", in the ring's last hop");

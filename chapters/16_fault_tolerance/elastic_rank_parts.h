@@ -43,6 +43,19 @@ void set_flat_parameters(RankState& st, const std::vector<float>& flat);
 /// FNV-1a over the parameters' bytes: equal replicas, equal sums.
 uint64_t checksum_of(const std::vector<float>& flat);
 
+/// This member's part of a step's gradient, flat: the mean gradient over
+/// `shard` (global sample indices) weighted by shard.size() / `global`, so
+/// that the members' sum is the mean over the step's `global` samples.
+/// `fine` is false when an element is not finite (the member's vote).
+std::vector<float> member_gradient(RankState& st, const Dataset& data, const std::vector<int64_t>& shard,
+                                   int64_t global, Device& device, bool& fine);
+
+/// The checksum round's verdict on `sums` (one per member; `voting[i]` false:
+/// member i abstains): the indices whose sum is not the voters' strict
+/// majority's, or every voter's when there is no strict majority (`tie`:
+/// two replicas can tell that they differ, not who is wrong). Empty: all agree.
+std::vector<int> checksum_dissenters(const std::vector<uint64_t>& sums, const std::vector<bool>& voting, bool& tie);
+
 /// The last state every member agreed on (a checksum round): where a rollback goes.
 struct Snapshot {
   bool valid = false;            ///< false until the first agreeing round

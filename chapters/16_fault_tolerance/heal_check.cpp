@@ -71,20 +71,12 @@ void ElasticRank::check(const Quorum& q, int64_t slot, bool behind) {
   };
   std::vector<float> flat = flat_parameters(st_);
   const std::vector<Vote> votes = q.comm->all_gather(Vote{behind ? 0 : checksum_of(flat), behind ? 0u : 1u});
-  std::vector<int> named;
-  uint64_t majority = 0;
-  int best = 0;
-  for (const Vote& v : votes) {
-    if (!v.voting) continue;
-    const int agree = int(std::count_if(votes.begin(), votes.end(),
-                                        [&](const Vote& w) { return w.voting && w.sum == v.sum; }));
-    if (agree > best) best = agree, majority = v.sum;
-  }
-  int voters = 0;
-  for (const Vote& v : votes) voters += int(v.voting);
-  const bool tie = 2 * best <= voters;  // no strict majority (two replicas, or two against two): all suspect
-  for (std::size_t i = 0; i < votes.size(); ++i)
-    if (votes[i].voting && (votes[i].sum != majority || (tie && best < voters))) named.push_back(q.members[i]);
+  std::vector<uint64_t> sums;
+  std::vector<bool> voting;
+  for (const Vote& v : votes) sums.push_back(v.sum), voting.push_back(v.voting != 0);
+  bool tie = false;
+  std::vector<int> named;  // world ranks
+  for (int i : checksum_dissenters(sums, voting, tie)) named.push_back(q.members[std::size_t(i)]);
   if (behind) return;
   if (named.empty()) {
     snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};

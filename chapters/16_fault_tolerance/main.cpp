@@ -30,9 +30,16 @@
 // assign_samples, commit_step (the end of a step as a transaction) and heal
 // (what a joiner must receive to be a replica like the others).
 //
-// Left out: restarts under mpirun (scripts/dptrun), a real
-// failure detector's heartbeats. Theory: docs/ch16_fault_tolerance.md.
-// Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 a bad flag.
+// Under mpirun (restart_lecture.h) a launch is one quorum: a bit flip and a
+// slow rank are survived in place, a crash or a freeze ends the launch, and
+// scripts/dptrun restarts the survivors from the last sealed checkpoint:
+//     mpirun -np 4 build/reference/bin/ch16_fault_tolerance --comm mpi
+//     scripts/dptrun -np 4 -- build/reference/bin/ch16_fault_tolerance --batch 8 --fail 2@5 --save-checkpoint ck
+//
+// Left out: a real failure detector's heartbeats. Theory:
+// docs/ch16_fault_tolerance.md, docs/ch16_restarts.md.
+// Exit code: 0 all verdicts ✔, 3 one ✘, 1 error, 2 a bad flag, 4 (mpirun)
+// a --join sealed a checkpoint and asks for a relaunch on one more process.
 #include <CLI/CLI.hpp>
 #include <memory>
 
@@ -42,6 +49,7 @@
 #include "dpt/lecture.h"
 #include "elastic_rank.h"
 #include "lighthouse.h"
+#include "restart_lecture.h"
 #include "run_record.h"
 #include "zero_lesson.h"
 
@@ -54,6 +62,7 @@ struct Shared {
   std::unique_ptr<RunRecord> record;
   GoodputShared goodput;  ///< --goodput's checkpoint store, outside every rank
   ZeroShared zero;  ///< --zero's run (zero_lesson.h)
+  bool relaunch = false;  ///< under mpirun: a --join ended the launch (restart_lecture.h)
 };
 
 void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
@@ -61,6 +70,7 @@ void lecture(Lecture& lec, const Ch16Flags& f, Shared& shared) {
   const Options& o = lec.o;
   const Narrator& say = lec.say;
   if (f.zero) return zero_lesson(lec, f, shared.zero);  // a lost ZeRO shard (zero_lesson.cpp)
+  if (ctx.options.comm == "mpi") return restart_lecture(lec, f, shared.relaunch);  // a launch under mpirun (restart_lecture.h)
   if (o.steps == 0) return;
   if (f.goodput.on) return goodput_lecture(lec, f.goodput, shared.goodput);  // its own lesson (goodput.h)
   const FaultPlan plan = plan_of(f, ctx.world, o.steps);
@@ -173,5 +183,6 @@ int main(int argc, char** argv) {
   chapter.defaults.optimizer = "momentum";
   chapter.defaults.eval_samples = 0;
   auto add_flags = [&flags](CLI::App& app, Options& o) { add_ch16_flags(app, flags, o); };
-  return run_chapter(argc, argv, chapter, add_flags, [&](Lecture& lec) { lecture(lec, flags, shared); });
+  const int code = run_chapter(argc, argv, chapter, add_flags, [&](Lecture& lec) { lecture(lec, flags, shared); });
+  return shared.relaunch && code == 0 ? kRelaunchExit : code;  // a --join under mpirun: relaunch (a ✘ stays 3)
 }

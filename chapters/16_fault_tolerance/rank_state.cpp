@@ -1,7 +1,10 @@
 // rank_state.cpp — a rank's state as flat vectors, and its checksum
 // (elastic_rank_parts.h).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "dpt/ops.h"
 #include "dpt/options.h"
 #include "elastic_rank_parts.h"
 
@@ -43,6 +46,39 @@ uint64_t checksum_of(const std::vector<float>& flat) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(flat.data());
   for (std::size_t i = 0; i < flat.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ULL;
   return h;
+}
+
+std::vector<float> member_gradient(RankState& st, const Dataset& data, const std::vector<int64_t>& shard,
+                                   int64_t global, Device& device, bool& fine) {
+  for (Tensor& p : st.params) p.zero_grad();
+  Batch b = gather_batch(data, shard, device);
+  softmax_cross_entropy(st.model.forward(b.x), b.y).backward();
+  std::vector<float> grad;
+  fine = true;
+  const float weight = global == 0 ? 0.0f : float(shard.size()) / float(global);  // a shard's mean, weighted into the step's
+  for (const Tensor& p : st.params) {
+    std::vector<float> g = p.grad().to_vector();
+    for (float& x : g) x *= weight, fine = fine && std::isfinite(x);
+    grad.insert(grad.end(), g.begin(), g.end());
+  }
+  return grad;
+}
+
+std::vector<int> checksum_dissenters(const std::vector<uint64_t>& sums, const std::vector<bool>& voting, bool& tie) {
+  uint64_t majority = 0;
+  int best = 0, voters = 0;
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    if (!voting[i]) continue;
+    ++voters;
+    int agree = 0;
+    for (std::size_t j = 0; j < sums.size(); ++j) agree += voting[j] && sums[j] == sums[i];
+    if (agree > best) best = agree, majority = sums[i];
+  }
+  tie = 2 * best <= voters;  // no strict majority (two replicas, or two against two): all suspect
+  std::vector<int> named;
+  for (std::size_t i = 0; i < sums.size(); ++i)
+    if (voting[i] && (sums[i] != majority || (tie && best < voters))) named.push_back(int(i));
+  return named;
 }
 
 }  // namespace dpt::ch16::parts

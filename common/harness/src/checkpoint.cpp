@@ -23,14 +23,14 @@ std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 8; }
 std::vector<float> SafeTensor::floats() const {
   DPT_CHECK(dtype == DType::F32, "expected an F32 tensor, found " << dtype_name(dtype));
   std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());  // an empty vector's data() may be null
   return out;
 }
 
 std::vector<int64_t> SafeTensor::ints() const {
   DPT_CHECK(dtype == DType::I64, "expected an I64 tensor, found " << dtype_name(dtype));
   std::vector<int64_t> out(bytes.size() / 8);
-  std::memcpy(out.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
 }
 
@@ -43,7 +43,7 @@ SafeTensor to_safetensor(const Tensor& t) {
 SafeTensor to_safetensor(const std::vector<int64_t>& values, const Shape& shape) {
   DPT_CHECK(shape_numel(shape) == int64_t(values.size()), "to_safetensor: shape and values disagree");
   SafeTensor st{DType::I64, shape, std::vector<uint8_t>(values.size() * 8)};
-  std::memcpy(st.bytes.data(), values.data(), st.bytes.size());
+  if (!values.empty()) std::memcpy(st.bytes.data(), values.data(), st.bytes.size());  // a (0,) tensor: no bytes
   return st;
 }
 

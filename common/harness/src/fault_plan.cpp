@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 
 #include "dpt/check.h"
@@ -188,6 +190,15 @@ std::string fault_plan_problem(const FaultPlan& plan, int world, int64_t steps) 
              ": at least one must be in at every step";
   }
   return "";
+}
+
+void kill_this_process(const std::string& program, int rank, int world, const FaultEvent& crash) {
+  // One write, flushed: SIGKILL leaves no chance to flush anything later.
+  std::fprintf(stderr, "%s: rank %d of %d: %s: this process kills itself (SIGKILL) at the start of step %lld\n",
+               program.c_str(), rank, world, crash.flag.c_str(), static_cast<long long>(crash.step));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+  std::_Exit(137);  // SIGKILL cannot be caught or blocked: never reached
 }
 
 }  // namespace dpt

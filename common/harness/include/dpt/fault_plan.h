@@ -98,4 +98,12 @@ class FaultPlan {
 /// every step), else one sentence naming the flag value at fault.
 std::string fault_plan_problem(const FaultPlan& plan, int world, int64_t steps);
 
+/// Carries out a Crash event for real, under mpirun (a rank is a process):
+/// one line on stderr, flushed, "PROGRAM: rank R of N: --fail R@S: this
+/// process kills itself (SIGKILL) at the start of step S", then SIGKILL to
+/// this process (no handler, no flush, no MPI_Finalize: what the kernel's
+/// out-of-memory killer or a lost node does). scripts/dptrun reads the flag
+/// back from that line (the --fail value that already happened).
+[[noreturn]] void kill_this_process(const std::string& program, int rank, int world, const FaultEvent& crash);
+
 }  // namespace dpt
