@@ -60,6 +60,10 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
 /// each judged against the ranks that asked in its round (hole_checks.cpp).
 void add_quorum_verdicts(Verdicts& v, const std::vector<Lighthouse::RoundRecord>& rounds);
 
+/// Under mpirun, where each launch is one quorum: the id's law over every
+/// committed step of every launch, as the ledger holds them (hole_checks.cpp).
+void add_ledger_id_verdict(Verdicts& v, const std::vector<LedgerEntry>& ledger);
+
 /// A verdict on assign_samples (ch16.h): every committed step consumed the
 /// global batch the flags' policy (--keep) sets (hole_checks.cpp).
 void add_share_verdicts(Verdicts& v, const Options& o, const ElasticSettings& s, const RunRecord& record);

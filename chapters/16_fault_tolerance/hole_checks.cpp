@@ -2,6 +2,7 @@
 // as the run used them (checks.h): each round the lighthouse decided, judged
 // against the ranks that asked; each committed step's size against the flags.
 #include <algorithm>
+#include <set>
 
 #include "checks.h"
 #include "lighthouse.h"
@@ -87,6 +88,23 @@ void add_quorum_verdicts(Verdicts& v, const std::vector<Lighthouse::RoundRecord>
     quorums.push_back(r.decision), when.push_back("step " + std::to_string(r.slot));
   const std::string id_seen = broken_id_law(quorums, when);
   v.holds(kQuorumId, id_seen.empty(), id_seen.empty() ? std::to_string(rounds.size()) + " rounds, each kept it" : id_seen);
+}
+
+void add_ledger_id_verdict(Verdicts& v, const std::vector<LedgerEntry>& ledger) {
+  std::vector<QuorumDecision> quorums;
+  std::vector<std::string> when;
+  std::set<int64_t> ids;
+  for (const LedgerEntry& e : ledger) {
+    QuorumDecision d;
+    d.members = e.ranks, d.id = e.quorum_id;
+    quorums.push_back(d), when.push_back("step " + std::to_string(e.slot));
+    ids.insert(e.quorum_id);
+  }
+  const std::string seen = broken_id_law(quorums, when);
+  v.holds(std::string(kQuorumId) + ", across every launch (the ledger)", seen.empty(),
+          seen.empty() ? std::to_string(ids.size()) + " quorum ids over " + std::to_string(ledger.size()) +
+                             " committed steps"
+                       : seen);
 }
 
 void add_share_verdicts(Verdicts& v, const Options& o, const ElasticSettings& s, const RunRecord& record) {

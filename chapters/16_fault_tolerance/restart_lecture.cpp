@@ -153,6 +153,7 @@ void restart_lecture(Lecture& lec, const Ch16Flags& f, bool& relaunch) {
   launch.world = ctx.world;  // who finishes: this launch's processes
   add_ch16_verdicts(lec.verdicts, lec.summary, o, lec.data, plan, launch, record);
   add_quorum_verdicts(lec.verdicts, {round});
+  add_ledger_id_verdict(lec.verdicts, record.ledger);
   add_share_verdicts(lec.verdicts, o, s, record);
   MLP model = build_model(o, Device::host());
   if (final_model(o, record, model)) lec.keep(model);  // what --save-weights writes

@@ -48,7 +48,7 @@ def ch16_resumes_on_fewer_ranks(mpirun, ch16, tmp):
     for said in [r"dptrun: launch 1 failed .*rank 2 of 4 killed",
                  r"dptrun: resuming from step 4 \(\S+step-00000004\) on 3 ranks, --batch as given",
                  r"dptrun: launch 2: \S+ --oversubscribe -np 3 ", r"dptrun: summary: 2 launches, 1 restart",
-                 r"✔ the quorum id changes exactly when the membership does — 2 quorum ids"]:
+                 r"✔ a quorum's id is never taken for another quorum's: kept while the members are, never reused, across every launch \(the ledger\) — 2 quorum ids"]:
         if not re.search(said, text):
             fail(f"no line matches /{said}/", text)
     verdicts_hold(text, 2)
@@ -91,7 +91,7 @@ def ch16_grows_on_a_join(mpirun, ch16, tmp):
         fail(f"dptrun exited {code}, expected 0", text)
     for said in [r"--join 3@6: sealed step 6 in \S+; this launch ends, and a relaunch on 4 processes",
                  r"dptrun: launch 1 ended for --join 3@6: relaunching from step 6 \S+ on 4 ranks",
-                 r"✔ the quorum id changes exactly when the membership does — 2 quorum ids",
+                 r"✔ a quorum's id is never taken for another quorum's: kept while the members are, never reused, across every launch \(the ledger\) — 2 quorum ids",
                  r"dptrun: summary: 2 launches, 0 restarts"]:
         if not re.search(said, text):
             fail(f"no line matches /{said}/", text)
