@@ -2,8 +2,8 @@
 // behind, once healed, is a replica like the source (after one more step,
 // nothing tells the two apart but who each is); the others are untouched and
 // nothing reaches them; no byte crosses the wire that a member behind can do
-// without (judged by experiment: the bytes stay the same when what the next
-// step computes afresh grows, and when fewer members heal); every member
+// without (judged by experiment: the bytes stay the same when other fields grow,
+// and when fewer members heal); every member
 // keeps what is its own. "The next step" is written out here (not the
 // chapter's code).
 #include "support/catch.h"
@@ -59,11 +59,12 @@ MemberState heal_test_stepped(MemberState s) {
 // What tells member `a` from `b`, but who each is and its timing; "" when nothing.
 std::string heal_test_apart(const MemberState& a, const MemberState& b) {
   std::string d;
-  if (a.replica.params != b.replica.params) d += " parameters";
-  if (a.replica.momentum != b.replica.momentum) d += " momentum";
-  if (a.grad != b.grad) d += " last-gradient (the samples drawn)";
+  // Causes before their effects: another place in the stream draws other samples, which move everything else.
   if (a.cursor != b.cursor) d += " cursor";
   if (a.committed != b.committed) d += " committed-steps";
+  if (a.grad != b.grad) d += " last-gradient (the samples drawn)";
+  if (a.replica.momentum != b.replica.momentum) d += " momentum";
+  if (a.replica.params != b.replica.params) d += " parameters";
   return d;
 }
 
@@ -153,7 +154,7 @@ TEST_CASE("heal: the source and every member in step are unchanged and nothing r
   }
 }
 
-TEST_CASE("heal: what the next step computes afresh does not cross the wire", "[ch16][hole:heal]") {
+TEST_CASE("heal: nothing reaches a member behind that it can do without", "[ch16][hole:heal]") {
   for (const HealCase& c : kHealCases) {
     const HealRun r = run_heal(c.n, c.source, c.behind);
     const HealRun grown = run_heal(c.n, c.source, c.behind, 10 * kHealTestPsi);

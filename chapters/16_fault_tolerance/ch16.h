@@ -113,12 +113,10 @@ struct MemberState {
 ///    next step on, nothing the run observes of the two tells them apart,
 ///    bit for bit — except what is each member's own (below);
 ///  - the source, and every member neither source nor behind, ends with `me`
-///    unchanged and receives nothing, by any means (a collective reaches
-///    every member of the group, in step or not);
+///    unchanged and receives nothing;
 ///  - the bytes that reach each member behind are the least that give it the
 ///    first law: nothing crosses the wire that the member can do without;
-///  - every member keeps what is its own: who it is, and how long its
-///    steps took here.
+///  - every member keeps what is its own.
 /// A member that fails mid-heal: the group's exception (PeerFailed, Timeout)
 /// passes through on the others.
 void heal(Communicator& group, int source, const std::vector<int>& behind, MemberState& me);
