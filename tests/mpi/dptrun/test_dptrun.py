@@ -57,20 +57,42 @@ def dptrun(mpirun, own, program_args, timeout=120):
                timeout)
 
 
-def resumes_on_fewer_ranks(mpirun, ch07, tmp):
-    ck, supervised, plain = tmp / "ck", tmp / "supervised.safetensors", tmp / "plain.safetensors"
-    code, out, err = dptrun(mpirun, ["-np", "4"], [ch07] + RUN + [
-        "--batch", "6", "--save-checkpoint", str(ck), "--checkpoint-every", "2", "--fail", "2@5",
-        "--save-weights", str(supervised)])
+def supervised(mpirun, own, program_args, says):
+    """dptrun's run that must finish (exit 0) and print a line matching each of `says`; its output."""
+    code, out, err = dptrun(mpirun, own, program_args)
     text = out + err
     if code != 0:
         fail(f"dptrun exited {code}, expected 0", text)
-    for said in [r"dptrun: launch 1 failed .*rank 2 of 4 killed",
-                 r"dptrun: resuming from step 4 \(\S+step-00000004\) on 3 ranks, --batch 8 \(global batch 24 kept\)"
-                 r", dropping --fail 2@5",
-                 r"dptrun: launch 2: \S+ --oversubscribe -np 3 ", r"dptrun: summary: 2 launches, 1 restart"]:
+    expect_lines(text, says)
+    return text
+
+
+def expect_lines(text, says):
+    for said in says:
         if not re.search(said, text):
             fail(f"no line matches /{said}/", text)
+
+
+def equals_plain_resume(mpirun, program_args, step_dir, plain, weights, text):
+    """The oracle: a plain mpirun -np 3 resumed from `step_dir`, not through dptrun, writes `plain`;
+    the supervised run's final `weights` must equal it byte for byte."""
+    code, out, err = run([mpirun, "--oversubscribe", "-np", "3"] + program_args + [
+        "--resume", str(step_dir), "--save-weights", str(plain)])
+    if code != 0:
+        fail(f"the plain mpirun -np 3 --resume exited {code}", out + err)
+    if weights.read_bytes() != plain.read_bytes():
+        fail("the supervised run's final weights differ from the plain resume's on 3 ranks", text)
+
+
+def resumes_on_fewer_ranks(mpirun, ch07, tmp):
+    ck, supervised_weights, plain = tmp / "ck", tmp / "supervised.safetensors", tmp / "plain.safetensors"
+    text = supervised(mpirun, ["-np", "4"], [ch07] + RUN + [
+        "--batch", "6", "--save-checkpoint", str(ck), "--checkpoint-every", "2", "--fail", "2@5",
+        "--save-weights", str(supervised_weights)],
+        [r"dptrun: launch 1 failed .*rank 2 of 4 killed",
+         r"dptrun: resuming from step 4 \(\S+step-00000004\) on 3 ranks, --batch 8 \(global batch 24 kept\)"
+         r", dropping --fail 2@5",
+         r"dptrun: launch 2: \S+ --oversubscribe -np 3 ", r"dptrun: summary: 2 launches, 1 restart"])
     launch2 = re.search(r"dptrun: launch 2: (.*)", text).group(1)
     if "--fail" in launch2:
         fail("the relaunch still carries the --fail that happened", text)
@@ -79,13 +101,8 @@ def resumes_on_fewer_ranks(mpirun, ch07, tmp):
     if (ck / "latest").read_text().strip() != "step-00000010" or index.get("world") != 3:
         fail(f"the last checkpoint is not step 10 of 3 ranks (latest {(ck / 'latest').read_text()!r}, "
              f"world {index.get('world')})", text)
-    # The oracle: a plain mpirun -np 3 resumed from the same checkpoint, not through dptrun.
-    code, out, err = run([mpirun, "--oversubscribe", "-np", "3", ch07, "--comm", "mpi"] + RUN + [
-        "--batch", "8", "--resume", str(ck / "step-00000004"), "--save-weights", str(plain)])
-    if code != 0:
-        fail(f"the plain mpirun -np 3 --resume exited {code}", out + err)
-    if supervised.read_bytes() != plain.read_bytes():
-        fail("the supervised run's final weights differ from the plain resume's on 3 ranks", text)
+    equals_plain_resume(mpirun, [ch07, "--comm", "mpi"] + RUN + ["--batch", "8"], ck / "step-00000004", plain,
+                        supervised_weights, text)
     print("ok: rank 2 of 4 killed at step 5; dptrun finished on 3 ranks from step 4, and its weights equal a "
           "plain mpirun -np 3 --resume's byte for byte")
 
@@ -113,9 +130,7 @@ def rolls_back_past_a_loss_spike(mpirun, ch07, tmp):
     if code != 0:
         fail(f"dptrun exited {code}, expected 0", text)
     rollback = rf"dptrun: rolling back to step {spike - spike % 2} \(\S+\) on 4 ranks, skipping batch {spike} "
-    for said in [rf"dptrun: launch 1 stopped .*a loss spike at step {spike} \(batch {spike}\)", rollback]:
-        if not re.search(said, text):
-            fail(f"no line matches /{said}/", text)
+    expect_lines(text, [rf"dptrun: launch 1 stopped .*a loss spike at step {spike} \(batch {spike}\)", rollback])
     launches = re.findall(r"dptrun: launch \d+: (.*)", text)
     if any(" -np 4 " not in launch for launch in launches):
         fail("a relaunch after a loss spike changed the number of ranks", text)

@@ -26,9 +26,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from test_dptrun import dptrun, fail, run  # the same launcher, environment and failure report as chapter 07's
+from test_dptrun import equals_plain_resume, fail, run, supervised  # chapter 07's launcher, oracle and report
 
 # Ψ = 1386 (32·32+32 + 32·10+10); 12 steps of 32 samples: one epoch of 128 and a half.
+# The id's law over every launch's committed steps: two launches, two memberships, two ids.
+LEDGER_IDS = (r"✔ a quorum's id is never taken for another quorum's: kept while the members are, never reused, "
+              r"across every launch \(the ledger\) — 2 quorum ids")
 RUN16 = ["--quiet", "--steps", "12", "--samples", "256", "--batch", "8", "--comm-timeout", "20"]
 
 
@@ -39,42 +42,25 @@ def verdicts_hold(text, launch):
 
 
 def ch16_resumes_on_fewer_ranks(mpirun, ch16, tmp):
-    ck, supervised, plain = tmp / "ck", tmp / "supervised.safetensors", tmp / "plain.safetensors"
-    code, out, err = dptrun(mpirun, ["-np", "4"], [ch16] + RUN16 + [
-        "--save-checkpoint", str(ck), "--checkpoint-every", "2", "--fail", "2@5", "--save-weights", str(supervised)])
-    text = out + err
-    if code != 0:
-        fail(f"dptrun exited {code}, expected 0", text)
-    for said in [r"dptrun: launch 1 failed .*rank 2 of 4 killed",
-                 r"dptrun: resuming from step 4 \(\S+step-00000004\) on 3 ranks, --batch as given",
-                 r"dptrun: launch 2: \S+ --oversubscribe -np 3 ", r"dptrun: summary: 2 launches, 1 restart",
-                 r"✔ a quorum's id is never taken for another quorum's: kept while the members are, never reused, across every launch \(the ledger\) — 2 quorum ids"]:
-        if not re.search(said, text):
-            fail(f"no line matches /{said}/", text)
+    ck, weights, plain = tmp / "ck", tmp / "supervised.safetensors", tmp / "plain.safetensors"
+    text = supervised(mpirun, ["-np", "4"], [ch16] + RUN16 + [
+        "--save-checkpoint", str(ck), "--checkpoint-every", "2", "--fail", "2@5", "--save-weights", str(weights)],
+        [r"dptrun: launch 1 failed .*rank 2 of 4 killed",
+         r"dptrun: resuming from step 4 \(\S+step-00000004\) on 3 ranks, --batch as given",
+         r"dptrun: launch 2: \S+ --oversubscribe -np 3 ", r"dptrun: summary: 2 launches, 1 restart", LEDGER_IDS])
     verdicts_hold(text, 2)
-    code, out, err = run([mpirun, "--oversubscribe", "-np", "3", ch16, "--comm", "mpi"] + RUN16 + [
-        "--resume", str(ck / "step-00000004"), "--save-weights", str(plain)])
-    if code != 0:
-        fail(f"the plain mpirun -np 3 --resume exited {code}", out + err)
-    if supervised.read_bytes() != plain.read_bytes():
-        fail("the supervised run's final weights differ from the plain resume's on 3 ranks", text)
+    equals_plain_resume(mpirun, [ch16, "--comm", "mpi"] + RUN16, ck / "step-00000004", plain, weights, text)
     print("ok: rank 2 of 4 killed at step 5; dptrun finished on 3 ranks from step 4 with every verdict on the whole "
           "run holding, and its weights equal a plain mpirun -np 3 --resume's byte for byte")
 
 
 def ch16_counts_a_frozen_rank_lost(mpirun, ch16, tmp):
     args = [a if a != "20" else "3" for a in RUN16]  # --comm-timeout 3 (as tests/mpi/faults): found in seconds
-    code, out, err = dptrun(mpirun, ["-np", "4"], [ch16] + args + [
-        "--save-checkpoint", str(tmp / "ck"), "--checkpoint-every", "2", "--fail", "1@5:freeze"])
-    text = out + err
-    if code != 0:
-        fail(f"dptrun exited {code}, expected 0", text)
-    for said in [r"rank 1 of 4: --fail 1@5:freeze: this process stops answering",
-                 r"then rank 1 did not answer within",
-                 r"dptrun: launch 1 failed .*rank 1 of 4 silent",
-                 r"dptrun: resuming from step 4 \S+ on 3 ranks.*dropping --fail 1@5:freeze"]:
-        if not re.search(said, text):
-            fail(f"no line matches /{said}/", text)
+    text = supervised(mpirun, ["-np", "4"], [ch16] + args + [
+        "--save-checkpoint", str(tmp / "ck"), "--checkpoint-every", "2", "--fail", "1@5:freeze"],
+        [r"rank 1 of 4: --fail 1@5:freeze: this process stops answering", r"then rank 1 did not answer within",
+         r"dptrun: launch 1 failed .*rank 1 of 4 silent",
+         r"dptrun: resuming from step 4 \S+ on 3 ranks.*dropping --fail 1@5:freeze"])
     verdicts_hold(text, 2)
     print("ok: rank 1 of 4 froze at step 5; a peer's bounded wait named it, dptrun finished on 3 ranks")
 
@@ -84,17 +70,11 @@ def ch16_grows_on_a_join(mpirun, ch16, tmp):
         "--save-checkpoint", str(tmp / "plain"), "--join", "3@6"])
     if code != 4 or not (tmp / "plain" / "step-00000006" / "COMPLETE").is_file():
         fail(f"a plain mpirun with --join 3@6 exited {code} (expected 4, step 6 sealed)", out + err)
-    code, out, err = dptrun(mpirun, ["-np", "3"], [ch16] + RUN16 + [
-        "--save-checkpoint", str(tmp / "ck"), "--checkpoint-every", "4", "--join", "3@6"])
-    text = out + err
-    if code != 0:
-        fail(f"dptrun exited {code}, expected 0", text)
-    for said in [r"--join 3@6: sealed step 6 in \S+; this launch ends, and a relaunch on 4 processes",
-                 r"dptrun: launch 1 ended for --join 3@6: relaunching from step 6 \S+ on 4 ranks",
-                 r"✔ a quorum's id is never taken for another quorum's: kept while the members are, never reused, across every launch \(the ledger\) — 2 quorum ids",
-                 r"dptrun: summary: 2 launches, 0 restarts"]:
-        if not re.search(said, text):
-            fail(f"no line matches /{said}/", text)
+    text = supervised(mpirun, ["-np", "3"], [ch16] + RUN16 + [
+        "--save-checkpoint", str(tmp / "ck"), "--checkpoint-every", "4", "--join", "3@6"],
+        [r"--join 3@6: sealed step 6 in \S+; this launch ends, and a relaunch on 4 processes",
+         r"dptrun: launch 1 ended for --join 3@6: relaunching from step 6 \S+ on 4 ranks", LEDGER_IDS,
+         r"dptrun: summary: 2 launches, 0 restarts"])
     verdicts_hold(text, 2)
     print("ok: --join 3@6 sealed step 6 and ended the launch of 3; dptrun finished on 4 ranks, every verdict holding")
 
