@@ -132,17 +132,22 @@ void add_ch16_verdicts(Verdicts& v, Table& summary, const Options& o, const Data
   // 6. Every checksum disagreement is a planned bit flip: replicas that part
   // for any other reason (a step half applied) are a fault of the run.
   int unplanned = 0;
-  std::string first_unplanned;
+  std::string first_unplanned, unplanned_heal;
   for (const MismatchEntry& m : record.mismatches) {
     bool planned_flip = false;
     for (const FaultEvent& e : plan.events())
       planned_flip = planned_flip || (e.kind == FaultKind::BitFlip && e.step <= m.slot && names(m, e.rank));
-    if (!planned_flip && unplanned++ == 0)
-      first_unplanned = "step " + std::to_string(m.slot) + ": ranks " + rank_set_text(m.named) + " differ from the majority";
+    if (planned_flip || unplanned++ > 0) continue;
+    first_unplanned = "step " + std::to_string(m.slot) + ": ranks " + rank_set_text(m.named) + " differ from the majority";
+    for (const HealEntry& h : record.heals)  // a named rank healed before it: the heal is a suspect too
+      if (h.slot <= m.slot && std::count(m.named.begin(), m.named.end(), h.joiner))
+        unplanned_heal = "rank " + std::to_string(h.joiner) + " healed at step " + std::to_string(h.slot);
   }
   v.holds("replicas parted only where a bit flip was planned", unplanned == 0,
           unplanned == 0 ? std::to_string(record.mismatches.size()) + " disagreement(s), each a planned flip"
-                         : first_unplanned + " with no bit flip planned: a step applied on some members only?");
+                         : first_unplanned + " with no bit flip planned: a step applied on some members only "
+                                             "(commit_step)?" + (unplanned_heal.empty() ? "" : " " + unplanned_heal +
+                                             ": did the heal leave it other than its source (heal)?"));
   for (const MismatchEntry& m : record.mismatches)
     summary.add_row({"checksums disagree at step " + std::to_string(m.slot),
                      (m.tie ? "no majority, all named " : "named ") + rank_set_text(m.named) + ", " + std::to_string(m.steps_undone) + " steps rolled back"});

@@ -56,13 +56,19 @@ std::vector<float> member_gradient(RankState& st, const Dataset& data, const std
 /// two replicas can tell that they differ, not who is wrong). Empty: all agree.
 std::vector<int> checksum_dissenters(const std::vector<uint64_t>& sums, const std::vector<bool>& voting, bool& tie);
 
+/// `st` as the heal's contract holds a member (ch16.h), with the member's
+/// `last_grad`, `world_rank` and `step_seconds`.
+MemberState member_state(const RankState& st, const std::vector<float>& last_grad, int world_rank,
+                         double step_seconds);
+
+/// Makes `s` the state of `st` and `last_grad`: the member becomes `s`, but
+/// who it is and its timing, which stay its own.
+void take_member_state(RankState& st, std::vector<float>& last_grad, const MemberState& s);
+
 /// The last state every member agreed on (a checksum round): where a rollback goes.
 struct Snapshot {
-  bool valid = false;            ///< false until the first agreeing round
-  std::vector<float> params;     ///< flat
-  std::vector<float> momentum;   ///< flat
-  int64_t committed = 0;         ///< committed steps then
-  int64_t cursor = 0;            ///< the cursor then
+  bool valid = false;  ///< false until the first agreeing round
+  MemberState held;    ///< the member then, whole (member_state)
 };
 
 /// One rank's loop over the step slots (elastic_rank.h's run_elastic_rank).

@@ -28,8 +28,7 @@ void ElasticRank::heal(const Quorum& q, int64_t slot) {
   const bool behind = std::count(q.behind.begin(), q.behind.end(), q.index) > 0;
   std::vector<int64_t> before;
   for (int j : q.behind) before.push_back(comm.traffic().bytes(q.source, j));
-  MemberState me{Replica{flat_parameters(st_), st_.momentum}, st_.committed, st_.cursor, last_grad_, rank_,
-                 last_step_seconds_};
+  MemberState me = member_state(st_, last_grad_, rank_, last_step_seconds_);
   const std::size_t psi = me.replica.params.size();
   const int64_t collective_before = collective_payload(comm.traffic(), q.index);
   const auto t0 = SteadyClock::now();
@@ -38,11 +37,8 @@ void ElasticRank::heal(const Quorum& q, int64_t slot) {
   DPT_CHECK(me.replica.params.size() == psi && me.replica.momentum.size() == psi,
             "heal: rank " << rank_ << "'s replica changed shape (" << me.replica.params.size() << " parameters, "
                           << me.replica.momentum.size() << " momentum buffers; the model has " << psi << ")");
-  set_flat_parameters(st_, me.replica.params);
-  st_.momentum = me.replica.momentum;
-  st_.committed = me.committed, st_.cursor = me.cursor;
-  last_grad_ = me.grad;
-  if (behind) snap_ = Snapshot{true, me.replica.params, st_.momentum, st_.committed, st_.cursor};  // what every voter agreed on just now
+  take_member_state(st_, last_grad_, me);
+  if (behind) snap_ = Snapshot{true, me};  // the source's state, which every voter agreed on just now
   std::lock_guard<std::mutex> lock(record_.mutex);
   if (behind) {
     HealEntry& h = heal_entry(slot, rank_);
@@ -79,7 +75,7 @@ void ElasticRank::check(const Quorum& q, int64_t slot, bool behind) {
   for (int i : checksum_dissenters(sums, voting, tie)) named.push_back(q.members[std::size_t(i)]);
   if (behind) return;
   if (named.empty()) {
-    snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};
+    snap_ = Snapshot{true, member_state(st_, last_grad_, rank_, last_step_seconds_)};
     if (q.index == q.source) {
       std::lock_guard<std::mutex> lock(record_.mutex);
       ++record_.checks;
@@ -88,14 +84,12 @@ void ElasticRank::check(const Quorum& q, int64_t slot, bool behind) {
   }
   DPT_CHECK(snap_.valid, "rank " << rank_ << ": the checksums disagree at step " << slot
                                  << " and this rank has no agreed state to go back to");
-  const int64_t undone = st_.committed - snap_.committed;
-  set_flat_parameters(st_, snap_.params);
-  st_.momentum = snap_.momentum;
-  st_.committed = snap_.committed, st_.cursor = snap_.cursor;
+  const int64_t back_to = snap_.held.committed, undone = st_.committed - back_to;
+  take_member_state(st_, last_grad_, snap_.held);  // the member as it was then, whole
   std::lock_guard<std::mutex> lock(record_.mutex);  // every voter does the same; the first writes the record
-  if (record_.ledger.size() > std::size_t(snap_.committed)) record_.ledger.resize(std::size_t(snap_.committed));
+  if (record_.ledger.size() > std::size_t(back_to)) record_.ledger.resize(std::size_t(back_to));
   if (record_.mismatches.empty() || record_.mismatches.back().slot != slot)
-    record_.mismatches.push_back({slot, named, snap_.committed, undone, tie});
+    record_.mismatches.push_back({slot, named, back_to, undone, tie});
 }
 
 }  // namespace dpt::ch16::parts

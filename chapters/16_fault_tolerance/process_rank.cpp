@@ -42,7 +42,7 @@ class ProcessRank {
     st_.momentum = run.momentum;
     st_.committed = run.committed, st_.cursor = run.cursor;
     if (run.slot > 0)  // a sealed state passed the checksum round before its seal
-      snap_ = Snapshot{true, run.params, run.momentum, run.committed, run.cursor};
+      snap_ = Snapshot{true, parts::member_state(st_, {}, ctx.rank, 0)};
   }
 
   LaunchOutcome run() {
@@ -105,18 +105,17 @@ class ProcessRank {
     bool tie = false;
     const std::vector<int> named = parts::checksum_dissenters(sums, std::vector<bool>(sums.size(), true), tie);
     if (named.empty()) {
-      snap_ = Snapshot{true, flat, st_.momentum, st_.committed, st_.cursor};
+      snap_ = Snapshot{true, parts::member_state(st_, {}, ctx_.rank, 0)};
       ++run_.checks;
       return;
     }
     DPT_CHECK(snap_.valid, "rank " << ctx_.rank << ": the checksums disagree at step " << slot
                                    << " and this process has no agreed state to go back to");
-    const int64_t undone = st_.committed - snap_.committed;
-    parts::set_flat_parameters(st_, snap_.params);
-    st_.momentum = snap_.momentum;
-    st_.committed = snap_.committed, st_.cursor = snap_.cursor;
-    run_.ledger.resize(std::size_t(snap_.committed));
-    run_.mismatches.push_back({slot, named, snap_.committed, undone, tie});
+    const int64_t back_to = snap_.held.committed, undone = st_.committed - back_to;
+    std::vector<float> no_grad;  // this loop keeps no last gradient
+    parts::take_member_state(st_, no_grad, snap_.held);  // the process as it was then, whole
+    run_.ledger.resize(std::size_t(back_to));
+    run_.mismatches.push_back({slot, named, back_to, undone, tie});
   }
 
   // The transaction, over every process of the launch.

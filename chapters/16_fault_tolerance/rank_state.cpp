@@ -41,6 +41,19 @@ void set_flat_parameters(RankState& st, const std::vector<float>& flat) {
 }
 
 // FNV-1a over the parameters' bytes: equal replicas, equal sums.
+MemberState member_state(const RankState& st, const std::vector<float>& last_grad, int world_rank,
+                         double step_seconds) {
+  return MemberState{Replica{flat_parameters(st), st.momentum}, st.committed, st.cursor, last_grad, world_rank,
+                     step_seconds};
+}
+
+void take_member_state(RankState& st, std::vector<float>& last_grad, const MemberState& s) {
+  set_flat_parameters(st, s.replica.params);
+  st.momentum = s.replica.momentum;
+  st.committed = s.committed, st.cursor = s.cursor;
+  last_grad = s.grad;
+}
+
 uint64_t checksum_of(const std::vector<float>& flat) {
   uint64_t h = 1469598103934665603ULL;
   const auto* bytes = reinterpret_cast<const unsigned char*>(flat.data());
