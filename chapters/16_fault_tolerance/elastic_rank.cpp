@@ -201,10 +201,11 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
   }
   ++st_.committed;
   st_.cursor = share.next_cursor;
-  if (q.index == 0) {
-    std::lock_guard<std::mutex> lock(record_.mutex);
-    record_.ledger.push_back(LedgerEntry{slot, q.id, n, lr, batch, q.members});
-  }
+  std::lock_guard<std::mutex> lock(record_.mutex);
+  std::vector<std::vector<int64_t>>& drawn = record_.drawn[slot];
+  drawn.resize(std::size_t(n));
+  drawn[std::size_t(q.index)] = shard;  // what this member computed, whatever the others think it took
+  if (q.index == 0) record_.ledger.push_back(LedgerEntry{slot, q.id, n, lr, batch, q.members});
   return true;
 }
 

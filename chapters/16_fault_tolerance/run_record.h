@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -53,6 +54,11 @@ struct RunRecord {
   std::vector<std::vector<float>> finals;     ///< by world rank: weights at the end (empty: not a member)
   std::vector<double> finish_seconds;         ///< by world rank: wall time its loop took
   int64_t checks = 0;                          ///< checksum rounds that agreed
+  /// Threads: by slot, each member's shard as that member drew it (index in
+  /// the quorum), so the exactly-once verdict counts what was computed, not
+  /// one member's view of the share-out (a member at another cursor draws
+  /// other samples).
+  std::map<int64_t, std::vector<std::vector<int64_t>>> drawn;
 };
 
 }  // namespace dpt::ch16
