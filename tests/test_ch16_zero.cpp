@@ -89,24 +89,29 @@ TEST_CASE("zero: commit_step on ZeRO-1 shards applies each member's own slice, o
   }
 }
 
-TEST_CASE("zero: a crash under --shard-recovery checkpoint goes back to the last sealed one, every verdict ✔", "[ch16]") {
-  const auto run = run_zero16("--shard-recovery checkpoint --fail 2@7 --checkpoint-every 3");
+namespace {
+
+// A run under `policy` that must pass: exit 0, no ✘, every verdict of the policy and the commit probe's ✔.
+void require_zero16_passes(const dpt_test::ProgramResult& run, const std::string& policy, const std::string& recovery) {
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   CHECK_FALSE(zero16_has(run.output, "✘"));
-  for (const std::string& v : kZeroVerdicts) CHECK(zero16_has(run.output, "✔ [checkpoint] " + v));
-  CHECK(zero16_has(run.output, "✔ [checkpoint] recovery at step 8: back to the last sealed checkpoint"));
+  for (const std::string& v : kZeroVerdicts) CHECK(zero16_has(run.output, "✔ [" + policy + "] " + v));
+  CHECK(zero16_has(run.output, "✔ [" + policy + "] " + recovery));
   for (const std::string& v : kZeroCommitProbe) CHECK(zero16_has(run.output, v));
+}
+
+}  // namespace
+
+TEST_CASE("zero: a crash under --shard-recovery checkpoint goes back to the last sealed one, every verdict ✔", "[ch16]") {
+  require_zero16_passes(run_zero16("--shard-recovery checkpoint --fail 2@7 --checkpoint-every 3"), "checkpoint",
+                        "recovery at step 8: back to the last sealed checkpoint");
 }
 
 TEST_CASE("zero: a crash under --shard-recovery buddy loses nothing, every verdict ✔", "[ch16]") {
   const auto run = run_zero16("--shard-recovery buddy --fail 0@5 --fail 3@9");
+  require_zero16_passes(run, "buddy", "recovery at step 6: nothing lost");
   INFO(run.output);
-  REQUIRE(run.exit_code == 0);
-  CHECK_FALSE(zero16_has(run.output, "✘"));
-  for (const std::string& v : kZeroVerdicts) CHECK(zero16_has(run.output, "✔ [buddy] " + v));
-  CHECK(zero16_has(run.output, "✔ [buddy] recovery at step 6: nothing lost"));
-  for (const std::string& v : kZeroCommitProbe) CHECK(zero16_has(run.output, v));
   CHECK(zero16_has(run.output, "✔ [buddy] rank 1's buddy copy: bytes = 4·ceil(Ψ/n)"));
   CHECK(zero16_has(run.output, "✔ [buddy] rank 1's last refresh sent the same bytes (traffic log)"));
 }

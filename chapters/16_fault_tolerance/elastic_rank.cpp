@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <thread>
 
 #include "ch16.h"
@@ -124,14 +123,7 @@ void ElasticRank::run() {
     try {
       if (slot % s_.check_every == 0 || q.new_group || !q.behind.empty()) check(q, slot, behind);
       if (!q.behind.empty()) heal(q, slot);
-      if (e && e->kind == FaultKind::BitFlip) {  // silent: found by a later check
-        std::vector<float> flat = flat_parameters(st_);
-        uint32_t bits;
-        std::memcpy(&bits, &flat[0], 4);
-        bits ^= 1u << 22;
-        std::memcpy(&flat[0], &bits, 4);
-        set_flat_parameters(st_, flat);
-      }
+      if (e && e->kind == FaultKind::BitFlip) flip_a_bit(st_);  // silent: found by a later check
       const bool crash_here = e && e->kind == FaultKind::Crash;
       if (!step(q, slot, crash_here)) {  // crashed: this process is gone
         if (out_until_join(slot, false, "")) continue;
@@ -157,14 +149,10 @@ void ElasticRank::run() {
 bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
   const auto t0 = SteadyClock::now();
   const int n = int(q.members.size());
-  const int64_t global = s_.keep_global_batch ? o_.batch * s_.world : o_.batch * n;
-  const float lr = s_.keep_global_batch ? o_.lr : o_.lr * float(n) / float(s_.world);
-  const StepSamples share = assign_samples(st_.cursor, n, global, data_.size(), o_.seed);  // your hole (ch16.h)
-  DPT_CHECK(share.shards.size() == std::size_t(n), "assign_samples: " << share.shards.size() << " shards for "
-                                                       << n << " members; the contract (ch16.h) asks one per member");
-  std::vector<int64_t> batch;  // what the members compute together, in member order: the ledger's entry
-  for (const std::vector<int64_t>& piece : share.shards) batch.insert(batch.end(), piece.begin(), piece.end());
-  const std::vector<int64_t>& shard = share.shards[std::size_t(q.index)];
+  const StepPlan plan = plan_step(o_, s_, st_.cursor, n, data_.size());  // calls your assign_samples
+  const float lr = plan.lr;
+  const std::vector<int64_t>& batch = plan.batch;
+  const std::vector<int64_t>& shard = plan.share.shards[std::size_t(q.index)];
   bool fine = true;  // this member's own gradient, before the sum
   std::vector<float> grad = member_gradient(st_, data_, shard, int64_t(batch.size()), device_, fine);
   if (slow_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slow_ - 1) * seconds_since(t0)));
@@ -200,7 +188,7 @@ bool ElasticRank::step(const Quorum& q, int64_t slot, bool crash_here) {
     return true;
   }
   ++st_.committed;
-  st_.cursor = share.next_cursor;
+  st_.cursor = plan.share.next_cursor;
   std::lock_guard<std::mutex> lock(record_.mutex);
   std::vector<std::vector<int64_t>>& drawn = record_.drawn[slot];
   drawn.resize(std::size_t(n));

@@ -43,6 +43,22 @@ void set_flat_parameters(RankState& st, const std::vector<float>& flat);
 /// FNV-1a over the parameters' bytes: equal replicas, equal sums.
 uint64_t checksum_of(const std::vector<float>& flat);
 
+/// Flips bit 22 of the first parameter: silent corruption, found by a later
+/// checksum round (`--fail R@S:bitflip`).
+void flip_a_bit(RankState& st);
+
+/// One step's share-out, as every member computes it.
+struct StepPlan {
+  int64_t global = 0;          ///< samples in the step: b·N0 (--keep global) or b·n (--keep per-rank)
+  float lr = 0;                ///< the rate: η, or η·n/N0 under --keep per-rank (the linear scaling rule)
+  StepSamples share;           ///< assign_samples' answer (your hole), one shard per member
+  std::vector<int64_t> batch;  ///< the shards joined in member order: the ledger's entry
+};
+
+/// The step of `n` members at `cursor` under `s`'s batch policy, over a data
+/// set of `samples`: calls assign_samples and checks it gave one shard per member.
+StepPlan plan_step(const Options& o, const ElasticSettings& s, int64_t cursor, int n, int64_t samples);
+
 /// This member's part of a step's gradient, flat: the mean gradient over
 /// `shard` (global sample indices) weighted by shard.size() / `global`, so
 /// that the members' sum is the mean over the step's `global` samples.

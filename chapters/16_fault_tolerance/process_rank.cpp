@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "ch16.h"
@@ -60,7 +59,7 @@ class ProcessRank {
       if (e && e->kind == FaultKind::Freeze) freeze(*e);
       if (e && e->kind == FaultKind::Slow) slow_ = e->factor;
       if (slot % s_.check_every == 0) check(slot);
-      if (e && e->kind == FaultKind::BitFlip) flip();
+      if (e && e->kind == FaultKind::BitFlip) parts::flip_a_bit(st_);  // silent: found by a later checksum round
       step(slot);
       if (!seal_.dir.empty() && (slot + 1) % seal_.every == 0 && slot + 1 < o_.steps) seal(slot + 1);
     }
@@ -83,15 +82,6 @@ class ProcessRank {
     std::this_thread::sleep_for(std::chrono::duration<double>(bound));
     std::fprintf(stderr, "%s: rank %d: frozen for %.0f s and the job was not ended: exiting\n", kProgram, ctx_.rank, bound);
     std::_Exit(1);
-  }
-
-  void flip() {  // silent: found by a later checksum round
-    std::vector<float> flat = parts::flat_parameters(st_);
-    uint32_t bits;
-    std::memcpy(&bits, &flat[0], 4);
-    bits ^= 1u << 22;
-    std::memcpy(&flat[0], &bits, 4);
-    parts::set_flat_parameters(st_, flat);
   }
 
   // Every process's checksum, judged as under threads (checksum_dissenters).
@@ -122,14 +112,10 @@ class ProcessRank {
   void step(int64_t slot) {
     const auto t0 = parts::SteadyClock::now();
     const int n = ctx_.world;
-    const int64_t global = s_.keep_global_batch ? o_.batch * s_.world : o_.batch * n;
-    const float lr = s_.keep_global_batch ? o_.lr : o_.lr * float(n) / float(s_.world);
-    const StepSamples share = assign_samples(st_.cursor, n, global, data_.size(), o_.seed);  // your hole (ch16.h)
-    DPT_CHECK(share.shards.size() == std::size_t(n), "assign_samples: " << share.shards.size() << " shards for " << n
-                                                         << " members; the contract (ch16.h) asks one per member");
-    std::vector<int64_t> batch;  // the ledger's entry: the global batch in member order
-    for (const std::vector<int64_t>& piece : share.shards) batch.insert(batch.end(), piece.begin(), piece.end());
-    const std::vector<int64_t>& shard = share.shards[std::size_t(ctx_.rank)];
+    const parts::StepPlan plan = parts::plan_step(o_, s_, st_.cursor, n, data_.size());  // calls your assign_samples
+    const float lr = plan.lr;
+    const std::vector<int64_t>& batch = plan.batch;
+    const std::vector<int64_t>& shard = plan.share.shards[std::size_t(ctx_.rank)];
     bool fine = true;  // this member's own gradient, before the sum
     std::vector<float> grad = parts::member_gradient(st_, data_, shard, int64_t(batch.size()), ctx_.device, fine);
     if (slow_ > 1) std::this_thread::sleep_for(std::chrono::duration<double>((slow_ - 1) * parts::seconds_since(t0)));
@@ -143,7 +129,7 @@ class ProcessRank {
       return;
     }
     ++st_.committed;
-    st_.cursor = share.next_cursor;
+    st_.cursor = plan.share.next_cursor;
     run_.ledger.push_back(LedgerEntry{slot, q_.id, n, lr, batch, q_.members});
   }
 

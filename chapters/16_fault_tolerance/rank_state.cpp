@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "dpt/check.h"
 #include "dpt/ops.h"
 #include "dpt/options.h"
 #include "elastic_rank_parts.h"
@@ -40,7 +41,6 @@ void set_flat_parameters(RankState& st, const std::vector<float>& flat) {
   }
 }
 
-// FNV-1a over the parameters' bytes: equal replicas, equal sums.
 MemberState member_state(const RankState& st, const std::vector<float>& last_grad, int world_rank,
                          double step_seconds) {
   return MemberState{Replica{flat_parameters(st), st.momentum}, st.committed, st.cursor, last_grad, world_rank,
@@ -54,11 +54,32 @@ void take_member_state(RankState& st, std::vector<float>& last_grad, const Membe
   last_grad = s.grad;
 }
 
+// FNV-1a over the parameters' bytes: equal replicas, equal sums.
 uint64_t checksum_of(const std::vector<float>& flat) {
   uint64_t h = 1469598103934665603ULL;
   const auto* bytes = reinterpret_cast<const unsigned char*>(flat.data());
   for (std::size_t i = 0; i < flat.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ULL;
   return h;
+}
+
+void flip_a_bit(RankState& st) {
+  std::vector<float> flat = flat_parameters(st);
+  uint32_t bits;
+  std::memcpy(&bits, &flat[0], 4);
+  bits ^= 1u << 22;
+  std::memcpy(&flat[0], &bits, 4);
+  set_flat_parameters(st, flat);
+}
+
+StepPlan plan_step(const Options& o, const ElasticSettings& s, int64_t cursor, int n, int64_t samples) {
+  StepPlan p;
+  p.global = s.keep_global_batch ? o.batch * s.world : o.batch * n;
+  p.lr = s.keep_global_batch ? o.lr : o.lr * float(n) / float(s.world);
+  p.share = assign_samples(cursor, n, p.global, samples, o.seed);  // your hole (ch16.h)
+  DPT_CHECK(p.share.shards.size() == std::size_t(n), "assign_samples: " << p.share.shards.size() << " shards for " << n
+                                                         << " members; the contract (ch16.h) asks one per member");
+  for (const std::vector<int64_t>& piece : p.share.shards) p.batch.insert(p.batch.end(), piece.begin(), piece.end());
+  return p;
 }
 
 std::vector<float> member_gradient(RankState& st, const Dataset& data, const std::vector<int64_t>& shard,

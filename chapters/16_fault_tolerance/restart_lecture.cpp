@@ -10,6 +10,7 @@
 #include "checks.h"
 #include "dpt/holes.h"
 #include "dpt/sharded_checkpoint.h"
+#include "elastic_rank_parts.h"
 #include "process_rank.h"
 #include "restart_checkpoint.h"
 #include "restart_flags.h"
@@ -20,12 +21,10 @@ namespace {
 
 // A first launch: the flags' model, zero momentum, nothing committed, N0 = this launch's processes.
 RestartState fresh_run(const Options& o, int world) {
+  const parts::RankState fresh = parts::fresh_state(o, Device::host());
   RestartState run;
-  for (const Tensor& p : build_model(o, Device::host()).parameters()) {
-    const std::vector<float> v = p.to_vector();
-    run.params.insert(run.params.end(), v.begin(), v.end());
-  }
-  run.momentum.assign(run.params.size(), 0.0f);
+  run.params = parts::flat_parameters(fresh);
+  run.momentum = fresh.momentum;
   run.first_world = world;
   return run;
 }
